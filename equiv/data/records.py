@@ -1,0 +1,241 @@
+"""MathEquiv-format pair records: reading, validation and the level-to-label mapping.
+
+A record is two reasoning steps (``sentence1``, ``sentence2``) and a five-level equivalence grade
+``result`` (4 exactly equivalent ... 0 not equivalent), optionally with ``reasoning_step``. Extra
+fields are kept in :attr:`PairRecord.extra`, never fatal. Files may be a JSON list (the MathEquiv
+release) or JSON lines. Every problem is reported with file, line (1-based; the list index + 1 for
+JSON lists, the row index + 1 for hub datasets) and field, see :class:`equiv.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from equiv.errors import InputError
+
+REQUIRED_FIELDS = ("sentence1", "sentence2", "result")
+LEVELS = (0, 1, 2, 3, 4)
+# Longformer handles 4096 tokens; a step beyond ~50k characters is not a reasoning step but a
+# broken export, and tokenising it would stall training. Configurable per call.
+DEFAULT_MAX_CHARS = 50_000
+
+
+@dataclass(frozen=True)
+class PairRecord:
+    """One labelled pair of reasoning steps."""
+
+    sentence1: str
+    sentence2: str
+    result: int
+    reasoning_step: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""  # "path:line", for messages and for tracing refined samples back
+
+    def with_sentences(self, sentence1: str, sentence2: str) -> "PairRecord":
+        """A copy with new texts (used by EM refinement); label and provenance stay."""
+        return PairRecord(sentence1, sentence2, self.result, self.reasoning_step, self.extra, self.source)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.extra)
+        out.update(sentence1=self.sentence1, sentence2=self.sentence2, result=self.result)
+        if self.reasoning_step is not None:
+            out["reasoning_step"] = self.reasoning_step
+        return out
+
+
+@dataclass(frozen=True)
+class LabelMapping:
+    """Maps the five MathEquiv levels to the judge's binary label.
+
+    Default (the paper's): 3-4 equivalent (label 1), 0-1 not equivalent (label 0), 2 dropped from
+    training and evaluation. Stored in the exported model's config so the search side knows what
+    "equivalent" meant when the judge was trained.
+    """
+
+    equivalent: tuple[int, ...] = (3, 4)
+    not_equivalent: tuple[int, ...] = (0, 1)
+
+    def __post_init__(self) -> None:
+        eq, neq = set(self.equivalent), set(self.not_equivalent)
+        bad = (eq | neq) - set(LEVELS)
+        if bad:
+            raise InputError(f"label mapping uses levels {sorted(bad)} outside 0-4", field="label_mapping")
+        if eq & neq:
+            raise InputError(f"levels {sorted(eq & neq)} are mapped to both labels", field="label_mapping")
+        if not eq or not neq:
+            raise InputError("label mapping needs at least one level per label", field="label_mapping")
+
+    def label(self, result: int) -> int | None:
+        """1 for equivalent, 0 for not equivalent, None for a dropped level."""
+        if result in self.equivalent:
+            return 1
+        if result in self.not_equivalent:
+            return 0
+        return None
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {"equivalent": list(self.equivalent), "not_equivalent": list(self.not_equivalent)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Sequence[int]]) -> "LabelMapping":
+        return cls(tuple(data["equivalent"]), tuple(data["not_equivalent"]))
+
+
+@dataclass
+class SkipReport:
+    """What ``skip_invalid=True`` left out, so a skip is never silent."""
+
+    total: int = 0
+    reasons: Counter = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, err: InputError) -> None:
+        self.total += 1
+        key = f"field '{err.field}': {err.message}" if err.field else err.message
+        self.reasons[key] += 1
+        if len(self.examples) < 5:
+            self.examples.append(str(err))
+
+    def summary(self, path: str | Path) -> str:
+        if not self.total:
+            return f"{path}: no invalid records"
+        parts = ", ".join(f"{n}x {reason}" for reason, n in self.reasons.most_common())
+        return f"{path}: skipped {self.total} invalid record(s): {parts}"
+
+
+def _parse_result(value: Any, path: str, line: int) -> int:
+    # bool is an int subclass; true/false is a malformed label, not level 1/0.
+    if isinstance(value, bool):
+        raise InputError(f"must be an integer 0-4, got {value!r}", path=path, line=line, field="result")
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise InputError(f"must be an integer 0-4, got {value!r}", path=path, line=line, field="result")
+    if value not in LEVELS:
+        raise InputError(f"must be in 0-4, got {value}", path=path, line=line, field="result")
+    return value
+
+
+def _parse_text(row: Mapping[str, Any], name: str, path: str, line: int, max_chars: int) -> str:
+    value = row[name]
+    if not isinstance(value, str):
+        raise InputError(f"must be a string, got {type(value).__name__}", path=path, line=line, field=name)
+    if not value.strip():
+        raise InputError("is empty", path=path, line=line, field=name)
+    if len(value) > max_chars:
+        raise InputError(
+            f"is {len(value)} characters, over the limit of {max_chars} (raise max_chars if intended)",
+            path=path,
+            line=line,
+            field=name,
+        )
+    return value
+
+
+def record_from_row(row: Any, *, path: str, line: int, max_chars: int = DEFAULT_MAX_CHARS) -> PairRecord:
+    """Validate one parsed row into a :class:`PairRecord`, raising :class:`InputError` on problems."""
+    if not isinstance(row, Mapping):
+        raise InputError(f"expected a JSON object, got {type(row).__name__}", path=path, line=line)
+    for name in REQUIRED_FIELDS:
+        if name not in row or row[name] is None:
+            raise InputError("is missing", path=path, line=line, field=name)
+    s1 = _parse_text(row, "sentence1", path, line, max_chars)
+    s2 = _parse_text(row, "sentence2", path, line, max_chars)
+    result = _parse_result(row["result"], path, line)
+    step = row.get("reasoning_step")
+    if step is not None:
+        try:
+            step = int(step)
+        except (TypeError, ValueError):
+            raise InputError(f"must be an integer, got {step!r}", path=path, line=line, field="reasoning_step") from None
+    extra = {k: v for k, v in row.items() if k not in (*REQUIRED_FIELDS, "reasoning_step")}
+    return PairRecord(s1, s2, result, step, extra, f"{path}:{line}")
+
+
+def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, row)`` from a JSON list or a JSON-lines file.
+
+    A file whose first non-blank character is ``[`` is read as one JSON list (the MathEquiv
+    release format); anything else as JSON lines, where blank lines are allowed. A malformed
+    line is yielded as an :class:`InputError` in place of the row, so a caller that skips bad
+    records can count it and read on; a caller that does not raises it.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError("file not found", path=p)
+    if not p.is_file():
+        raise InputError("is not a file", path=p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=p) from None
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=p, line=err.lineno) from None
+        for index, row in enumerate(rows):
+            yield index + 1, row
+        return
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield number, json.loads(raw)
+        except json.JSONDecodeError as err:
+            yield number, InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=p, line=number)
+
+
+def validate_rows(
+    rows: Iterable[tuple[int, Any]],
+    *,
+    path: str,
+    skip_invalid: bool = False,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> tuple[list[PairRecord], SkipReport]:
+    """Turn ``(line, row)`` pairs into records; raise on the first bad one unless ``skip_invalid``.
+
+    Used for local files and for rows of a hub dataset alike (there ``line`` is the row index + 1).
+    """
+    records: list[PairRecord] = []
+    report = SkipReport()
+    for line, row in rows:
+        try:
+            if isinstance(row, InputError):
+                raise row
+            records.append(record_from_row(row, path=path, line=line, max_chars=max_chars))
+        except InputError as err:
+            if not skip_invalid:
+                raise
+            report.add(err)
+    return records, report
+
+
+def read_pair_records(
+    path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> tuple[list[PairRecord], SkipReport]:
+    """Read and validate a local MathEquiv JSON/JSONL file.
+
+    Raises :class:`InputError` at the first bad record (file, line, field). With
+    ``skip_invalid=True`` bad records, malformed lines included, are left out and counted in the
+    returned :class:`SkipReport`; the caller must show ``report.summary(path)`` to the user.
+    """
+    return validate_rows(iter_json_rows(path), path=str(path), skip_invalid=skip_invalid, max_chars=max_chars)
+
+
+def write_pair_records(records: Iterable[PairRecord], path: str | Path) -> None:
+    """Write records as JSON lines (the format :func:`read_pair_records` reads back)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")

@@ -1,0 +1,100 @@
+"""Batched, length-sorted, dynamically padded inference for a pair classifier.
+
+One function serves every caller that asks "how likely are these pairs equivalent?": the EM
+E-step inside ``fit``, the ``model`` pruning strategy during search and the speed benchmark. The
+reference implementation sent one pair per request padded to 2048 tokens; here pairs are sorted by
+length so each batch pads only to its own longest member (to a multiple of Longformer's attention
+window when the model needs it), scored without gradients, and returned in input order.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Sequence
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+Pair = tuple[str, str]
+
+
+def pad_multiple_for(model: PreTrainedModel) -> int | None:
+    """Longformer (and friends) need inputs padded to a multiple of the attention window."""
+    window = getattr(model.config, "attention_window", None)
+    if window is None:
+        return None
+    if isinstance(window, (list, tuple)):
+        window = max(window)
+    return int(window)
+
+
+def tokenize_pairs(
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[Pair],
+    *,
+    max_length: int,
+    pad_to_multiple_of: int | None = None,
+) -> dict[str, torch.Tensor]:
+    """Tokenise pairs as one padded batch, truncating the longer side first."""
+    return tokenizer(
+        [a for a, _ in pairs],
+        [b for _, b in pairs],
+        truncation="longest_first",
+        max_length=max_length,
+        padding=True,
+        pad_to_multiple_of=pad_to_multiple_of,
+        return_tensors="pt",
+    )
+
+
+def length_order(tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair]) -> list[int]:
+    """Indices of ``pairs`` from longest to shortest (in tokens), so batches pad little."""
+    if not pairs:
+        return []
+    firsts = tokenizer([a for a, _ in pairs], add_special_tokens=False)["input_ids"]
+    seconds = tokenizer([b for _, b in pairs], add_special_tokens=False)["input_ids"]
+    lengths = [len(x) + len(y) for x, y in zip(firsts, seconds)]
+    return sorted(range(len(pairs)), key=lambda i: -lengths[i])
+
+
+@torch.no_grad()
+def score_pairs(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[Pair],
+    *,
+    batch_size: int = 32,
+    max_length: int = 512,
+    positive_index: int = 1,
+    autocast_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Probability that each pair is equivalent, in the order of ``pairs`` (float32, on CPU).
+
+    The model is put in eval mode for the pass and its previous mode is restored afterwards, so
+    this is safe to call between training epochs. ``autocast_dtype`` (e.g. ``torch.bfloat16``)
+    runs the forward under autocast on the model's device type.
+    """
+    if not pairs:
+        return torch.empty(0)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    pad_multiple = pad_multiple_for(model)
+    order = length_order(tokenizer, pairs)
+    probs = torch.empty(len(pairs))
+    autocast = (
+        torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
+    )
+    try:
+        with autocast:
+            for start in range(0, len(order), batch_size):
+                index = order[start : start + batch_size]
+                batch = tokenize_pairs(
+                    tokenizer, [pairs[i] for i in index], max_length=max_length, pad_to_multiple_of=pad_multiple
+                )
+                batch = {k: v.to(device) for k, v in batch.items()}
+                logits = model(**batch).logits.float()
+                probs[index] = torch.softmax(logits, dim=-1)[:, positive_index].cpu()
+    finally:
+        model.train(was_training)
+    return probs

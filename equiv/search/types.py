@@ -1,0 +1,80 @@
+"""The contracts between search algorithms and the engines they drive.
+
+Algorithms never talk to vLLM, transformers or a PRM directly: they ask for *batches* of work
+through these small protocols, so that (a) a scripted policy and PRM can drive them in unit
+tests, and (b) a dispatcher can merge the requests of many problems into one engine call.
+Every call takes a sequence and returns one result per item, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """Ask the policy for ``n`` sampled candidates for the next step after ``steps``.
+
+    ``seed`` makes the sample reproducible per request, independent of what else is batched with
+    it (vLLM takes a per-request seed), which is what lets concurrent and sequential runs give
+    the same records. ``max_steps`` > 1 asks for a rollout of several steps in one completion
+    (lookahead search); 1 is one step, cut at the policy's step delimiter.
+    """
+
+    question: str
+    steps: tuple[str, ...]
+    n: int
+    seed: int
+    max_steps: int = 1
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sampled continuation, as the policy returned it.
+
+    ``num_tokens`` counts every completion token the engine generated for it (DESIGN.md §2:
+    dropped and pruned candidates count too). ``finished`` means the solution ended (EOS or a
+    final answer), not merely the step.
+    """
+
+    text: str
+    num_tokens: int
+    logprob: float  # sum of the completion's token log-probabilities
+    finished: bool
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Generates candidate next steps. One call = one batched engine call."""
+
+    def generate(self, requests: Sequence[StepRequest]) -> list[list[Candidate]]: ...
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Ask the PRM for a score per step of ``steps`` (a partial or full solution)."""
+
+    question: str
+    steps: tuple[str, ...]
+
+
+@runtime_checkable
+class RewardModel(Protocol):
+    """Scores reasoning steps; each implementation owns its step-tag convention."""
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
+
+
+@runtime_checkable
+class PairJudge(Protocol):
+    """Probability that each pair of steps is equivalent (0/1 for rule-based strategies).
+
+    Implemented by every strategy in :mod:`equiv.prune`; ``threshold`` turns a probability into
+    a decision (``prob >= threshold`` means equivalent).
+    """
+
+    name: str
+    threshold: float
+
+    def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[float]: ...

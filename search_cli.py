@@ -1,0 +1,40 @@
+"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,report} ...``.
+
+Thin on purpose: each subcommand lives in the package and is imported only when asked for, so
+``pairs`` does not pay for importing vLLM and ``report`` does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "eval": ("equiv.search.cli", "eval_main", "run PRM-guided tree search on a benchmark"),
+    "compare": ("equiv.search.cli", "compare_main", "paper-style table of several run directories"),
+    "pairs": ("equiv.prune.cli", "pairs_main", "evaluate an equivalence strategy on labelled pairs"),
+    "report": ("equiv.report.cli", "report_main", "write an HTML report with plots and search trees"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: search_cli.py COMMAND [options]   (COMMAND --help for its options)", "", "commands:"]
+    lines += [f"  {name:<8} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"error: unknown command {name!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module, func, _ = COMMANDS[name]
+    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

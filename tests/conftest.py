@@ -1,0 +1,35 @@
+"""Shared fixtures. Everything runs offline on CPU.
+
+``shared_data`` points at ``../shared/data`` (real GSM8K, MATH-500, AIME 2024, gsm8k_equiv);
+tests that need it skip with a clear reason when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("EQUIV_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+# Never reach for the hub, never open a browser for W&B.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "gsm8k_equiv" / "train.jsonl").exists():
+        pytest.skip(f"shared data not found at {SHARED_DATA} (set EQUIV_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
