@@ -19,7 +19,8 @@ class StepRequest:
     ``seed`` makes the sample reproducible per request, independent of what else is batched with
     it (vLLM takes a per-request seed), which is what lets concurrent and sequential runs give
     the same records. ``max_steps`` > 1 asks for a rollout of several steps in one completion
-    (lookahead search); 1 is one step, cut at the policy's step delimiter.
+    (lookahead search); 1 is one step, cut at the policy's step delimiter. ``temperature``
+    overrides the policy's sampling temperature for this request (greedy lookahead rollouts).
     """
 
     question: str
@@ -27,6 +28,8 @@ class StepRequest:
     n: int
     seed: int
     max_steps: int = 1
+    # None = the policy's configured temperature; lookahead rollouts ask for 0.0 (greedy).
+    temperature: float | None = None
 
 
 @dataclass(frozen=True)
