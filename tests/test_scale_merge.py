@@ -1,0 +1,134 @@
+"""Shard merge, resume bookkeeping and placement plans of equiv.search.distributed (no Ray needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from equiv.errors import InputError
+from equiv.search.distributed import (
+    ScaleConfig,
+    assign_round_robin,
+    finished_keys,
+    merge_records,
+    merge_run_dir,
+    plan_placement,
+    read_records,
+    shard_path,
+    shard_paths,
+)
+
+
+def rec(pid: str, seed: int = 0, error: str | None = None, **extra) -> dict:
+    return {"id": pid, "seed": seed, "error": error, "correct": error is None, **extra}
+
+
+def write(path: Path, records: list[dict], *, tail: str = "") -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail, encoding="utf-8")
+
+
+def test_round_robin_covers_every_item_once():
+    items = list(range(11))
+    shards = assign_round_robin(items, 3)
+    assert shards == [[0, 3, 6, 9], [1, 4, 7, 10], [2, 5, 8]]
+    assert sorted(x for s in shards for x in s) == items
+    assert assign_round_robin(items[:1], 4) == [[0], [], [], []]
+    with pytest.raises(InputError):
+        assign_round_robin(items, 0)
+
+
+def test_shard_paths_sorted_numerically(tmp_path: Path):
+    for k in (10, 2, 0):
+        shard_path(tmp_path, k).write_text("")
+    (tmp_path / "results.worker-x.jsonl").write_text("")  # not a shard name
+    assert [p.name for p in shard_paths(tmp_path)] == [
+        "results.worker-0.jsonl",
+        "results.worker-2.jsonl",
+        "results.worker-10.jsonl",
+    ]
+    assert shard_paths(tmp_path / "missing") == []
+
+
+def test_merge_sorts_by_problem_order_and_dedupes():
+    order = [("a", 0), ("a", 1), ("b", 0), ("c", 0)]
+    old = [rec("c"), rec("a", 1)]
+    shard0 = [rec("a", 0), rec("c", 0, note="dup")]
+    shard1 = [rec("b")]
+    merged = merge_records([old, shard0, shard1], order)
+    assert [(r["id"], r["seed"]) for r in merged] == order
+    # a later duplicate supersedes the earlier one
+    assert merged[3].get("note") == "dup"
+
+
+def test_merge_never_replaces_success_with_error_but_retry_replaces_error():
+    merged = merge_records([[rec("a"), rec("b", error="boom")], [rec("a", error="late"), rec("b")]], [("a", 0), ("b", 0)])
+    assert merged[0]["error"] is None
+    assert merged[1]["error"] is None
+
+
+def test_merge_keeps_records_outside_the_order():
+    merged = merge_records([[rec("z"), rec("a"), rec("y")]], [("a", 0)])
+    assert [r["id"] for r in merged] == ["a", "z", "y"]
+
+
+def test_read_records_drops_only_a_torn_last_line(tmp_path: Path):
+    path = tmp_path / "results.jsonl"
+    write(path, [rec("a"), rec("b")], tail='{"id": "c", "se')
+    assert [r["id"] for r in read_records(path)] == ["a", "b"]
+
+    path.write_text(json.dumps(rec("a")) + "\n{broken\n" + json.dumps(rec("b")) + "\n")
+    with pytest.raises(InputError, match=r"results.jsonl:2"):
+        read_records(path)
+
+    path.write_text('{"seed": 0}\n')
+    with pytest.raises(InputError, match="id"):
+        read_records(path)
+
+    path.write_text("[1, 2]\n")
+    with pytest.raises(InputError, match="JSON object"):
+        read_records(path)
+
+
+def test_finished_keys_reads_results_and_shards(tmp_path: Path):
+    write(tmp_path / "results.jsonl", [rec("a"), rec("b", error="boom")])
+    write(shard_path(tmp_path, 0), [rec("c")], tail='{"id": "d"')  # worker killed mid-write
+    write(shard_path(tmp_path, 1), [rec("e", error="oom")])
+    assert finished_keys(tmp_path, retry_errors=True) == {("a", 0), ("c", 0)}
+    assert finished_keys(tmp_path, retry_errors=False) == {("a", 0), ("b", 0), ("c", 0), ("e", 0)}
+
+
+def test_merge_run_dir_writes_results_and_removes_shards(tmp_path: Path):
+    write(tmp_path / "results.jsonl", [rec("b")])
+    write(shard_path(tmp_path, 0), [rec("a")])
+    write(shard_path(tmp_path, 1), [rec("c")], tail='{"id"')
+    order = [("a", 0), ("b", 0), ("c", 0), ("d", 0)]
+    merged = merge_run_dir(tmp_path, order)
+    assert [r["id"] for r in merged] == ["a", "b", "c"]
+    assert shard_paths(tmp_path) == []
+    assert [r["id"] for r in read_records(tmp_path / "results.jsonl")] == ["a", "b", "c"]
+    assert not (tmp_path / "results.jsonl.tmp").exists()
+    # merging again is a no-op
+    assert merge_run_dir(tmp_path, order) == merged
+
+
+def test_scale_config_validation_and_placement():
+    ScaleConfig().validate()
+    assert not ScaleConfig().distributed
+    assert ScaleConfig(workers=2).distributed
+    assert ScaleConfig(ray_address="auto").distributed
+    with pytest.raises(InputError, match="workers"):
+        ScaleConfig(workers=0).validate()
+    with pytest.raises(InputError, match="0.95"):
+        ScaleConfig(policy_gpu_memory_utilization=0.8, prm_gpu_memory_fraction=0.2).validate()
+
+    cpu = plan_placement(ScaleConfig(workers=2), gpus_available=0)
+    assert cpu.num_gpus == 0 and cpu.num_cpus == 1.0
+
+    gpu = plan_placement(ScaleConfig(workers=4, tensor_parallel_size=2), gpus_available=8)
+    assert gpu.num_gpus == 2 and gpu.tensor_parallel_size == 2
+    with pytest.raises(InputError, match="need 10 GPUs"):
+        plan_placement(ScaleConfig(workers=5, tensor_parallel_size=2), gpus_available=8)
+    with pytest.raises(InputError, match="tensor_parallel_size"):
+        plan_placement(ScaleConfig(workers=1, tensor_parallel_size=2, gpus_per_worker=1), gpus_available=8)
