@@ -1,0 +1,91 @@
+"""Assemble a report: load runs, compute the table, draw plots, select trees, write files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from equiv.errors import InputError
+from equiv.report import plots
+from equiv.report.html import render_page
+from equiv.report.load import load_runs
+from equiv.report.stats import compare_rows
+from equiv.report.tree_view import select_trees, tree_payload
+
+INDEX = "index.html"
+PLOTS_DIR = "plots"
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What :func:`build_report` wrote (paths) and what it could not draw (plot -> reason)."""
+
+    html: Path
+    plots: dict[str, Path]
+    skipped: dict[str, str]
+    trees: int
+    trees_available: int
+
+
+def build_report(
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    *,
+    title: str | None = None,
+    problems: Sequence[str] | None = None,
+    max_trees: int = 100,
+    collapse_depth: int = 3,
+) -> ReportFiles:
+    """Write ``out/index.html`` and ``out/plots/*.png`` for ``run_dirs`` (first = baseline)."""
+    if not run_dirs:
+        raise InputError("give at least one run directory")
+    if max_trees < 0:
+        raise InputError(f"must be >= 0, got {max_trees}", field="max_trees")
+    if collapse_depth < 0:
+        raise InputError(f"must be >= 0, got {collapse_depth}", field="collapse_depth")
+    runs = load_runs(list(run_dirs))
+    rows = compare_rows(runs)
+    if rows[0].problems == 0:
+        raise InputError("the runs share no problem id, so they cannot be compared; report them separately")
+
+    images: dict[str, bytes | None] = {
+        "tokens_per_problem": plots.tokens_per_problem(runs),
+        "pruning_rate_by_depth": plots.pruning_rate_by_depth(runs),
+        "accuracy_vs_tokens": plots.accuracy_vs_tokens(rows),
+    }
+    skipped: dict[str, str] = {}
+    if images["pruning_rate_by_depth"] is None:
+        skipped["pruning_rate_by_depth"] = (
+            "No saved trees with expanded nodes, so no per-depth pruning rate. "
+            "Run `search_cli.py eval` with --save_trees true to get it."
+        )
+
+    selection = select_trees(runs, problems, max_trees)
+    chosen = set(selection.ids)
+    payloads = [
+        {pid: tree_payload(tree, run.results.get(pid)) for pid, tree in run.trees.items() if pid in chosen}
+        for run in runs
+    ]
+    page = render_page(
+        title=title or ("Search report: " + " vs ".join(r.name for r in runs)),
+        runs=runs, rows=rows, plots=images, plot_notes=skipped,
+        selection=selection, trees=payloads, collapse_depth=collapse_depth,
+    )
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError("--out exists and is not a directory", path=out)
+    (out / PLOTS_DIR).mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for name, png in images.items():
+        target = out / PLOTS_DIR / f"{name}.png"
+        if png is None:
+            target.unlink(missing_ok=True)  # never leave a stale plot from an earlier report
+            continue
+        target.write_bytes(png)
+        written[name] = target
+    html_path = out / INDEX
+    html_path.write_text(page, encoding="utf-8")
+    return ReportFiles(html=html_path, plots=written, skipped=skipped,
+                       trees=len(selection.ids), trees_available=selection.available)

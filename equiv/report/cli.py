@@ -1,0 +1,62 @@
+"""``python search_cli.py report RUN_DIR [RUN_DIR ...] --out report/``.
+
+argparse (not jsonargparse) because the command has five flat options and must not import
+anything heavy; its errors are turned into the project's one-line ``error: ...`` + exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from equiv.errors import InputError, exit_on_input_error
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="search_cli.py report",
+        description="Write a self-contained HTML report (summary table, plots, search trees) for "
+        "one or more run directories made by `search_cli.py eval`. The first run is the baseline "
+        "for token ratios; numbers are computed on the problems all runs share.",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (first = baseline)")
+    p.add_argument("--out", default="report", help="output directory: index.html and plots/*.png (default: report)")
+    p.add_argument("--title", default=None, help="page title")
+    p.add_argument("--problems", default=None,
+                   help="comma-separated problem ids whose trees to embed (default: the ones with most merges)")
+    p.add_argument("--max_trees", type=int, default=100,
+                   help="embed at most this many problems' trees (default 100; keeps the page light)")
+    p.add_argument("--collapse_depth", type=int, default=3,
+                   help="tree nodes at this depth or deeper start collapsed, except on the chosen path (default 3)")
+    return p
+
+
+def report_main(argv: list[str]) -> int:
+    """Entry point used by ``search_cli.py report``; returns the exit status (2 on bad input)."""
+    try:
+        with exit_on_input_error():
+            args = build_parser().parse_args(argv)
+            from equiv.report.build import build_report  # after parsing: --help stays instant
+
+            problems = [p.strip() for p in args.problems.split(",") if p.strip()] if args.problems else None
+            files = build_report(args.runs, args.out, title=args.title, problems=problems,
+                                 max_trees=args.max_trees, collapse_depth=args.collapse_depth)
+    except SystemExit as exc:  # --help exits 0; input errors exit 2
+        return int(exc.code or 0)
+    print(f"wrote {files.html}")
+    for path in files.plots.values():
+        print(f"wrote {path}")
+    for name, why in files.skipped.items():
+        print(f"skipped plot {name}: {why}")
+    if files.trees_available:
+        print(f"embedded trees for {files.trees} of {files.trees_available} problem(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(report_main(sys.argv[1:]))

@@ -1,0 +1,99 @@
+"""Numbers behind the report: the compare table and per-depth pruning rates (pure functions).
+
+The compare table follows ``search_cli.py compare``: each run's accuracy and mean generated
+tokens are taken on the problems *all* runs share, and the token ratio is against the FIRST run
+(the baseline), as in the paper's "(51.89%)" column. Comparing on the shared problems is what
+makes a partly finished run comparable with a complete one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from equiv.report.load import Run, Tree
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One run's line in the compare table."""
+
+    name: str
+    algo: str
+    pruner: str
+    problems: int  # shared problems the numbers are computed on
+    accuracy: float  # percent
+    mean_tokens: float
+    token_ratio: float | None  # percent of the baseline's mean tokens; None when the baseline used 0
+    errors: int  # records with a non-null ``error`` among the shared problems
+    mean_prm_calls: float | None
+    mean_judge_calls: float | None
+    pruned_per_expansion: float | None  # sum(pruned) / sum(expanded) over the shared problems
+    total_problems: int  # records in the run, shared or not
+
+
+def shared_ids(runs: Sequence[Run]) -> list[str]:
+    """Problem ids present in every run, in the first run's order."""
+    if not runs:
+        return []
+    common = set(runs[0].results)
+    for run in runs[1:]:
+        common &= set(run.results)
+    return [pid for pid in runs[0].results if pid in common]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def compare_rows(runs: Sequence[Run]) -> list[CompareRow]:
+    """The compare table: one row per run, computed on the problems all runs share."""
+    ids = shared_ids(runs)
+    rows: list[CompareRow] = []
+    base_tokens: float | None = None
+    for i, run in enumerate(runs):
+        recs = [run.results[pid] for pid in ids]
+        n = len(recs)
+        tokens = sum(r["generated_tokens"] for r in recs) / n if n else 0.0
+        if i == 0:
+            base_tokens = tokens
+        ratio = 100.0 * tokens / base_tokens if base_tokens else None
+        expanded = sum(r.get("expanded") or 0 for r in recs)
+        pruned = sum(r.get("pruned") or 0 for r in recs)
+        rows.append(
+            CompareRow(
+                name=run.name,
+                algo=run.algo,
+                pruner=run.pruner,
+                problems=n,
+                accuracy=100.0 * sum(bool(r["correct"]) for r in recs) / n if n else 0.0,
+                mean_tokens=tokens,
+                token_ratio=ratio,
+                errors=sum(1 for r in recs if r.get("error")),
+                mean_prm_calls=_mean([r["prm_calls"] for r in recs if r.get("prm_calls") is not None]),
+                mean_judge_calls=_mean([r["judge_calls"] for r in recs if r.get("judge_calls") is not None]),
+                pruned_per_expansion=pruned / expanded if expanded else None,
+                total_problems=len(run.results),
+            )
+        )
+    return rows
+
+
+def pruning_by_depth(trees: Sequence[Tree]) -> dict[int, tuple[int, int]]:
+    """depth -> (children merged by the judge, all children generated at that depth).
+
+    A child at depth d is any node with a parent. It counts as merged when it has
+    ``merged_into`` and is not an exact duplicate of its representative: the runner folds exact
+    duplicates before judging, in unpruned runs too, so counting them would credit the pruner
+    with work any search does (the records' ``pruned`` field leaves them out for the same reason).
+    """
+    counts: dict[int, list[int]] = {}
+    for tree in trees:
+        for node in tree.nodes:
+            if node.parent is None:
+                continue
+            c = counts.setdefault(node.depth, [0, 0])
+            c[1] += 1
+            if node.merged_into is not None and not tree.is_duplicate(node):
+                c[0] += 1
+    return {d: (m, t) for d, (m, t) in sorted(counts.items())}
