@@ -1,0 +1,110 @@
+"""Search and run settings (jsonargparse argument groups).
+
+Defaults are the paper's (DESIGN.md §1): width 10, depth 50, MCTS 20 simulations per step with
+PUCT constant 1.25, SBS beam 3, DFS ``num_sequence`` 3. Settings the paper leaves open carry a
+note saying what we chose and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from equiv.errors import InputError
+
+ALGORITHMS = ("mcts", "sbs", "dfs", "lookahead")
+PRUNE_STAGES = ("after_prm", "before_prm")
+
+
+@dataclass
+class SearchConfig:
+    """How the tree is grown (shared by all algorithms; each reads what it needs)."""
+
+    width: int = 10
+    """Candidates sampled per expansion (the paper's ``tree_max_width``)."""
+    max_depth: int = 50
+    """Maximum number of steps in a solution; a step at this depth is treated as terminal."""
+    num_simulations: int = 20
+    """MCTS: simulations before committing one step."""
+    c_puct: float = 1.25
+    """MCTS: PUCT exploration constant."""
+    beam_size: int = 3
+    """SBS and lookahead: beams kept after each step (also the number of solutions collected)."""
+    num_sequence: int = 3
+    """DFS: complete solutions to collect before stopping."""
+    dfs_max_expansions: int = 100
+    """DFS: expansion budget per problem (not in the paper; bounds a search that never ends)."""
+    dfs_min_value: float = 0.0
+    """DFS: children whose PRM value is below this are not explored (0 = explore all)."""
+    lookahead_steps: int = 2
+    """Lookahead: greedy rollout steps used to value each candidate (k in Snell et al.)."""
+    lookahead_temperature: float = 0.0
+    """Lookahead: sampling temperature of the rollouts (0 = greedy, as in Snell et al.)."""
+    prune_stage: str = "after_prm"
+    """``after_prm`` (paper-faithful: every candidate is scored, then merged) or ``before_prm``
+    (only class representatives are scored, saving PRM work)."""
+    dedupe_exact: bool = True
+    """Merge candidates with identical text before judging (the unpruned baseline does this
+    too: the reference keyed children by text)."""
+
+    def validate(self) -> None:
+        for name in ("width", "max_depth", "num_simulations", "beam_size", "num_sequence", "dfs_max_expansions"):
+            if getattr(self, name) < 1:
+                raise InputError(f"must be >= 1, got {getattr(self, name)}", field=f"search.{name}")
+        if self.lookahead_steps < 0:
+            raise InputError(f"must be >= 0, got {self.lookahead_steps}", field="search.lookahead_steps")
+        if self.c_puct < 0:
+            raise InputError(f"must be >= 0, got {self.c_puct}", field="search.c_puct")
+        if self.prune_stage not in PRUNE_STAGES:
+            raise InputError(
+                f"unknown value {self.prune_stage!r}; choose from {', '.join(PRUNE_STAGES)}",
+                field="search.prune_stage",
+            )
+
+
+@dataclass
+class DataConfig:
+    """Which problems to solve."""
+
+    dataset: str = "gsm8k"
+    """``math500``, ``gsm8k``, ``aime24`` or ``jsonl`` (any JSONL with a problem and an answer)."""
+    path: str | None = None
+    """Local JSONL file; without it the benchmark is loaded from the Hugging Face Hub."""
+    split: str | None = None
+    """Hub split (dataset default when omitted)."""
+    question_field: str | None = None
+    """Field holding the problem text (``jsonl`` datasets)."""
+    answer_field: str | None = None
+    """Field holding the reference answer (``jsonl`` datasets)."""
+    start: int = 0
+    """First problem index (inclusive)."""
+    end: int | None = None
+    """Last problem index (exclusive); None = to the end."""
+
+
+@dataclass
+class RunConfig:
+    """Seeds, batching and bookkeeping of an evaluation run."""
+
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """One search per problem and seed; records are keyed by (id, seed)."""
+    concurrency: int = 8
+    """Problems in flight at once; their engine calls are merged into one batch per engine.
+    Results do not depend on it (per-request seeds)."""
+    save_trees: bool = False
+    """Write trees/<id>.json with every node (for the report's tree viewer)."""
+    retry_errors: bool = True
+    """On resume, rerun problems whose record holds an error (the old record is replaced)."""
+    progress: bool = True
+    """Show a progress bar with running accuracy and tokens."""
+    wandb_project: str | None = None
+    """Log running metrics to this W&B project (set WANDB_MODE=offline to stay local)."""
+    wandb_run_name: str | None = None
+    """W&B run name (default: the output directory's name)."""
+
+    def validate(self) -> None:
+        if self.concurrency < 1:
+            raise InputError(f"must be >= 1, got {self.concurrency}", field="run.concurrency")
+        if not self.seeds:
+            raise InputError("needs at least one seed", field="run.seeds")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise InputError(f"duplicate seeds in {self.seeds}", field="run.seeds")

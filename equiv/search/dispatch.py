@@ -1,0 +1,200 @@
+"""Cross-problem batching of policy, PRM and judge calls (a deterministic asyncio micro-batcher).
+
+Search algorithms are ``async`` functions that ``await`` an :class:`ProblemEngines` facade. Each
+call parks its requests in a queue and waits. Problems run as concurrent workers; when *every*
+live worker is parked, the :class:`Dispatcher` flushes the queues with one batched call per
+engine (policy, then PRM, then judge) and resolves the waiting futures. Concurrency 1 is the
+sequential path through exactly the same code.
+
+Why a "flush when all are blocked" rule rather than a timer: it is deterministic (no clocks),
+it batches as much as the workload allows, and because every worker runs one problem
+sequentially, "all blocked" is simply ``parked == live``. Results do not depend on what is
+batched together because each StepRequest carries its own seed.
+
+A batched call that raises is retried per problem, so one bad problem fails alone and the
+others go on (the runner records the failure as that problem's ``error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Sequence
+
+from equiv.search.types import Candidate, PairJudge, Policy, RewardModel, ScoreRequest, StepRequest
+
+KINDS = ("generate", "score", "judge")
+
+
+@dataclass
+class _Parked:
+    key: Any  # sortable problem key (problem index, seed index)
+    order: int  # submission number, a tie-break within one key
+    items: list
+    future: asyncio.Future
+
+
+@dataclass
+class BatchLog:
+    """What each flush sent to each engine (for tests and benchmarks)."""
+
+    calls: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
+    items: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
+    largest: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
+
+    def add(self, kind: str, size: int) -> None:
+        self.calls[kind] += 1
+        self.items[kind] += size
+        self.largest[kind] = max(self.largest[kind], size)
+
+
+class Dispatcher:
+    """Merges the engine requests of concurrently running problems into batched calls."""
+
+    def __init__(self, policy: Policy, reward: RewardModel | None, judge: PairJudge | None) -> None:
+        self.engines: dict[str, Callable[[Sequence], list]] = {"generate": policy.generate}
+        if reward is not None:
+            self.engines["score"] = reward.score
+        if judge is not None:
+            self.engines["judge"] = judge.pair_probabilities
+        self.queues: dict[str, list[_Parked]] = {k: [] for k in KINDS}
+        self.live = 0
+        self.parked = 0
+        self._order = 0
+        self.closed = False  # set when the run is being torn down: no more engine calls
+        self.log = BatchLog()
+
+    # -- worker bookkeeping -------------------------------------------------------------------
+    def enter(self) -> None:
+        """A worker starts (call before it first runs, so it counts as not blocked)."""
+        self.live += 1
+
+    def leave(self) -> None:
+        """A worker has no more problems; the others may now all be blocked."""
+        self.live -= 1
+        self._maybe_flush()
+
+    def handle(self, key: Hashable) -> "ProblemEngines":
+        return ProblemEngines(self, key)
+
+    # -- parking and flushing ------------------------------------------------------------------
+    async def submit(self, kind: str, key: Any, items: list) -> list:
+        if not items:
+            return []
+        if kind not in self.engines:
+            raise RuntimeError(f"no engine for {kind!r} requests (none configured)")
+        future = asyncio.get_running_loop().create_future()
+        self._order += 1
+        self.queues[kind].append(_Parked(key, self._order, list(items), future))
+        self.parked += 1
+        self._maybe_flush()
+        return await future
+
+    def _maybe_flush(self) -> None:
+        if not self.closed and self.parked > 0 and self.parked >= self.live:
+            self.flush()
+
+    def flush(self) -> None:
+        """One batched call per engine kind, in the fixed order policy -> PRM -> judge."""
+        self.parked = 0
+        for kind in KINDS:
+            entries = sorted(self.queues[kind], key=lambda p: (p.key, p.order))
+            self.queues[kind] = []
+            if entries:
+                self._call(kind, entries)
+
+    def _call(self, kind: str, entries: list[_Parked]) -> None:
+        engine = self.engines[kind]
+        flat = [item for e in entries for item in e.items]
+        try:
+            out = _checked(engine(flat), len(flat), kind)
+        except Exception as batch_error:  # noqa: BLE001 - isolated per problem below
+            if len(entries) == 1:
+                _fail(entries[0], batch_error)
+                return
+            for entry in entries:  # retry alone so only the failing problem fails
+                try:
+                    res = _checked(engine(entry.items), len(entry.items), kind)
+                except Exception as err:  # noqa: BLE001
+                    _fail(entry, err)
+                else:
+                    self.log.add(kind, len(entry.items))
+                    _resolve(entry, res)
+            return
+        self.log.add(kind, len(flat))
+        pos = 0
+        for entry in entries:
+            _resolve(entry, out[pos : pos + len(entry.items)])
+            pos += len(entry.items)
+
+
+def _checked(out: Any, expected: int, kind: str) -> list:
+    out = list(out)
+    if len(out) != expected:
+        raise RuntimeError(f"{kind} engine returned {len(out)} results for {expected} requests")
+    return out
+
+
+def _resolve(entry: _Parked, result: list) -> None:
+    if not entry.future.done():
+        entry.future.set_result(list(result))
+
+
+def _fail(entry: _Parked, err: BaseException) -> None:
+    if not entry.future.done():
+        entry.future.set_exception(err)
+
+
+class ProblemEngines:
+    """The async engine facade one problem's search sees."""
+
+    def __init__(self, dispatcher: Dispatcher, key: Hashable) -> None:
+        self._dispatcher = dispatcher
+        self.key = key
+
+    @property
+    def has_judge(self) -> bool:
+        return "judge" in self._dispatcher.engines
+
+    async def generate(self, requests: Sequence[StepRequest]) -> list[list[Candidate]]:
+        return await self._dispatcher.submit("generate", self.key, list(requests))
+
+    async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
+        return await self._dispatcher.submit("score", self.key, list(requests))
+
+    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        return await self._dispatcher.submit("judge", self.key, list(pairs))
+
+
+async def run_workers(
+    dispatcher: Dispatcher, jobs: Sequence[Any], work: Callable[[Any], Any], concurrency: int
+) -> None:
+    """Run ``await work(job)`` for every job with at most ``concurrency`` in flight.
+
+    Workers take jobs in order. ``work`` must not raise for a per-problem failure (the runner
+    records it); anything that does escape (KeyboardInterrupt, a bug) stops the run.
+    """
+    queue = iter(list(jobs))
+
+    async def worker() -> None:
+        try:
+            for job in queue:
+                await work(job)
+        except BaseException:
+            dispatcher.closed = True
+            raise
+        finally:
+            dispatcher.leave()
+
+    n = max(1, min(concurrency, len(jobs)))
+    if not jobs:
+        return
+    for _ in range(n):
+        dispatcher.enter()
+    tasks = [asyncio.ensure_future(worker()) for _ in range(n)]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            if not t.done():
+                t.cancel()

@@ -1,0 +1,296 @@
+"""The expansion step every algorithm shares.
+
+Per expansion, data flows one way (DESIGN.md §3):
+
+1. one batched policy call for all ``parents`` (one StepRequest each, ``n = width``);
+2. every candidate becomes a node (its completion tokens are counted here, whatever happens to
+   it later); priors are a softmax over siblings of the mean token log-probability;
+3. exact duplicates (same text after whitespace normalisation) merge into the first occurrence;
+4. equivalence classes: sibling pairs -> one batched judge call (the judge applies its own
+   Levenshtein prefilter) -> grouping into classes with one representative each;
+5. PRM scores in one batched call — for every unique candidate (``after_prm``, paper-faithful)
+   or for representatives only (``before_prm``, saves PRM work);
+6. merge bookkeeping: a pruned sibling gets ``merged_into`` and ``judge_prob``; the
+   representative's prior becomes the sum of its class's priors and its value the max of the
+   class's PRM values (the rule the reference meant to implement; DESIGN.md §2).
+
+Steps 4 and 5 swap order with ``prune_stage``. Each stage is a small function so it can be
+tested on its own; the algorithms only call :func:`expand`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+from equiv.search.config import SearchConfig
+from equiv.search.tree import Node, Tree
+from equiv.search.types import Candidate, ScoreRequest, StepRequest
+
+
+class AsyncEngines(Protocol):
+    """What a search awaits (implemented by :class:`equiv.search.dispatch.ProblemEngines`)."""
+
+    has_judge: bool
+
+    async def generate(self, requests: Sequence[StepRequest]) -> list[list[Candidate]]: ...
+
+    async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
+
+    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[float]: ...
+
+
+def _default_group_fn(*args: Any, **kwargs: Any) -> Any:
+    from equiv.prune.grouping import group_equivalent
+
+    return group_equivalent(*args, **kwargs)
+
+
+@dataclass
+class Pruning:
+    """How siblings are grouped. ``enabled`` is False for the unpruned baseline (no judge)."""
+
+    enabled: bool = False
+    threshold: float = 0.5
+    prefilter: float | None = None  # the judge's own prefilter; used only to count judge work
+    mode: str = "greedy"
+    representative: str = "first"
+    group_fn: Callable[..., Any] = _default_group_fn
+
+
+@dataclass
+class Stats:
+    """Per-problem work counters (DESIGN.md §2: every returned completion token counts)."""
+
+    generated_tokens: int = 0
+    policy_requests: int = 0
+    candidates: int = 0
+    prm_calls: int = 0  # sequences sent to the PRM
+    judge_calls: int = 0  # pairs that needed the judge (not whitespace-equal, past the prefilter)
+    judge_pairs: int = 0  # all sibling pairs asked
+    expanded: int = 0  # nodes expanded
+    pruned: int = 0  # candidates merged into a representative by the judge
+    duplicates: int = 0  # candidates merged as exact duplicates
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class SeedStream:
+    """Per-request seeds from (run seed, problem id, the problem's own request counter).
+
+    Derived by hashing, so a request's seed does not depend on which other problems are in
+    flight or how requests are batched.
+    """
+
+    def __init__(self, run_seed: int, problem_id: str) -> None:
+        self.run_seed = run_seed
+        self.problem_id = problem_id
+        self.counter = 0
+
+    def next(self) -> int:
+        digest = hashlib.sha256(f"{self.run_seed}\x00{self.problem_id}\x00{self.counter}".encode()).digest()
+        self.counter += 1
+        return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@dataclass
+class SearchContext:
+    """Everything one problem's search needs; algorithms are functions of it."""
+
+    question: str
+    engines: AsyncEngines
+    settings: SearchConfig
+    seeds: SeedStream
+    pruning: Pruning = field(default_factory=Pruning)
+    tree: Tree = None  # type: ignore[assignment]
+    stats: Stats = field(default_factory=Stats)
+
+    def __post_init__(self) -> None:
+        if self.tree is None:
+            self.tree = Tree(self.question)
+
+
+# -- small pure stages ---------------------------------------------------------------------------
+def sibling_priors(candidates: Sequence[Candidate]) -> list[float]:
+    """Softmax over siblings of the mean token log-probability (length-normalised likelihood).
+
+    Same ranking as the reference's exp(mean logprob) normalised across siblings, computed
+    stably; a candidate with no tokens counts as mean logprob 0.
+    """
+    if not candidates:
+        return []
+    means = [c.logprob / c.num_tokens if c.num_tokens > 0 else 0.0 for c in candidates]
+    top = max(means)
+    weights = [math.exp(m - top) for m in means]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def exact_duplicate_of(texts: Sequence[str]) -> list[int | None]:
+    """For each text the index of its first whitespace-equal occurrence, None for firsts."""
+    first: dict[str, int] = {}
+    out: list[int | None] = []
+    for i, text in enumerate(texts):
+        key = _norm(text)
+        if key in first:
+            out.append(first[key])
+        else:
+            first[key] = i
+            out.append(None)
+    return out
+
+
+def pairs_needing_judge(pairs: Sequence[tuple[str, str]], prefilter: float | None) -> int:
+    """How many pairs reach the judge's model: not whitespace-equal and past the prefilter."""
+    from rapidfuzz.distance import Levenshtein  # the paper's ratio: 1 - distance / max(len)
+
+    count = 0
+    for a, b in pairs:
+        if _norm(a) == _norm(b):
+            continue
+        if prefilter is not None and Levenshtein.normalized_similarity(a, b) <= prefilter:
+            continue
+        count += 1
+    return count
+
+
+def sibling_index_pairs(n: int) -> list[tuple[int, int]]:
+    """All (i, j) with i < j < n, in a fixed order."""
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def merge_class(tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[float | None]) -> None:
+    """Fold ``members`` into ``rep``: summed prior, max PRM value, merge bookkeeping."""
+    for member, prob in zip(members, probs):
+        member.merged_into = rep.id
+        member.judge_prob = prob
+        rep.prior += member.prior
+        if member.value is not None and (rep.value is None or member.value > rep.value):
+            rep.value = member.value
+
+
+# -- the step -------------------------------------------------------------------------------------
+def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candidate]) -> list[Node]:
+    priors = sibling_priors(candidates)
+    nodes = []
+    for cand, prior in zip(candidates, priors):
+        depth = parent.depth + 1
+        node = ctx.tree.add_child(
+            parent,
+            cand.text,
+            prior=prior,
+            own_prior=prior,
+            tokens=int(cand.num_tokens),
+            logprob=float(cand.logprob),
+            terminal=bool(cand.finished) or depth >= ctx.settings.max_depth,
+        )
+        nodes.append(node)
+        ctx.stats.generated_tokens += int(cand.num_tokens)
+        ctx.stats.candidates += 1
+    parent.expanded = True
+    if not nodes:
+        parent.terminal = True  # the policy had nothing to add: a dead end
+    return nodes
+
+
+def _drop_exact_duplicates(ctx: SearchContext, nodes: list[Node]) -> list[Node]:
+    if not ctx.settings.dedupe_exact:
+        return nodes
+    dup_of = exact_duplicate_of([n.text for n in nodes])
+    unique = []
+    for node, first in zip(nodes, dup_of):
+        if first is None:
+            unique.append(node)
+        else:
+            merge_class(ctx.tree, nodes[first], [node], [1.0])
+            ctx.stats.duplicates += 1
+    return unique
+
+
+async def score_nodes(ctx: SearchContext, nodes: Sequence[Node]) -> None:
+    """One batched PRM call; a node's value is the PRM score of its last step."""
+    if not nodes:
+        return
+    requests = [ScoreRequest(ctx.question, ctx.tree.steps(n)) for n in nodes]
+    scores = await ctx.engines.score(requests)
+    ctx.stats.prm_calls += len(requests)
+    for node, per_step in zip(nodes, scores):
+        if not per_step:
+            raise RuntimeError(f"reward model returned no score for a {len(node.text)}-char step")
+        node.value = float(per_step[-1])
+        node.own_value = node.value
+
+
+async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> None:
+    """Judge all sibling pairs of every family in one call, then merge each class."""
+    if not ctx.pruning.enabled or not ctx.engines.has_judge:
+        return
+    index_pairs = [sibling_index_pairs(len(f)) for f in families]
+    texts = [(f[i].text, f[j].text) for f, ps in zip(families, index_pairs) for i, j in ps]
+    if not texts:
+        return
+    ctx.stats.judge_pairs += len(texts)
+    ctx.stats.judge_calls += pairs_needing_judge(texts, ctx.pruning.prefilter)
+    flat = await ctx.engines.judge(texts)
+    pos = 0
+    for family, pairs in zip(families, index_pairs):
+        probs: dict[tuple[int, int], float] = {}
+        for pair in pairs:
+            probs[pair] = float(flat[pos])
+            pos += 1
+        if len(family) < 2:
+            continue
+        scored = all(n.value is not None for n in family)
+        grouping = ctx.pruning.group_fn(
+            len(family),
+            probs,
+            ctx.pruning.threshold,
+            mode=ctx.pruning.mode,
+            representative=ctx.pruning.representative if (scored or ctx.pruning.representative != "score") else "prior",
+            priors=[n.prior for n in family],
+            scores=[n.value for n in family] if scored else None,
+        )
+        for i, node in enumerate(family):
+            rep_index = grouping.representative_of[i]
+            if rep_index != i:
+                merge_class(ctx.tree, family[rep_index], [node], [grouping.prob_to_representative[i]])
+                ctx.stats.pruned += 1
+
+
+async def expand(ctx: SearchContext, parents: Sequence[Node], *, n: int | None = None) -> list[list[Node]]:
+    """Expand ``parents`` (one batched call per stage); returns each parent's live children."""
+    parents = [p for p in parents if not p.terminal]
+    if not parents:
+        return []
+    width = n or ctx.settings.width
+    requests = [StepRequest(ctx.question, ctx.tree.steps(p), n=width, seed=ctx.seeds.next()) for p in parents]
+    outputs = await ctx.engines.generate(requests)
+    ctx.stats.policy_requests += len(requests)
+    ctx.stats.expanded += len(parents)
+    families = [
+        _drop_exact_duplicates(ctx, _add_children(ctx, parent, cands)) for parent, cands in zip(parents, outputs)
+    ]
+    if ctx.settings.prune_stage == "before_prm":
+        await group_siblings(ctx, families)
+        await score_nodes(ctx, [node for f in families for node in f if node.merged_into is None])
+    else:
+        await score_nodes(ctx, [node for f in families for node in f])
+        await group_siblings(ctx, families)
+    return [ctx.tree.live_children(p) for p in parents]
+
+
+def best_by_value(nodes: Sequence[Node]) -> Node:
+    """Highest PRM value, ties to the earliest node (deterministic)."""
+    return min(nodes, key=lambda n: (-(n.value if n.value is not None else float("-inf")), n.id))
+
+
+def solution_text(tree: Tree, node: Node) -> str:
+    return "\n".join(tree.steps(node))
+

@@ -1,0 +1,83 @@
+"""Lookahead search (Snell et al. 2024): beam search valued by k-step greedy rollouts.
+
+Like SBS, each round expands all beams in one batched call and groups siblings into
+equivalence classes first. Pruning happens *before* the rollouts (DESIGN.md §1): only class
+representatives are rolled out, which is where pruning saves work here. Each non-terminal
+representative is continued for up to ``lookahead_steps`` steps at ``lookahead_temperature``
+(greedy by default), one batched policy call per lookahead step for all rollouts; the PRM score
+of the rollout's last step is the candidate's lookahead value, used for the top-k. Rollout
+steps are discarded (only the first step joins the tree) but their tokens count.
+"""
+
+from __future__ import annotations
+
+from equiv.search.expansion import SearchContext, best_by_value, expand
+from equiv.search.tree import Node
+from equiv.search.types import ScoreRequest, StepRequest
+
+
+async def rollout_values(ctx: SearchContext, nodes: list[Node]) -> dict[int, float]:
+    """Lookahead value per node id (the node's own PRM value when nothing is rolled out)."""
+    values = {n.id: (n.value if n.value is not None else float("-inf")) for n in nodes}
+    k = ctx.settings.lookahead_steps
+    live = [n for n in nodes if not n.terminal]
+    if k <= 0 or not live:
+        return values
+    paths = {n.id: list(ctx.tree.steps(n)) for n in live}
+    active = [n for n in live]
+    for _ in range(k):
+        if not active:
+            break
+        requests = [
+            StepRequest(
+                ctx.question,
+                tuple(paths[n.id]),
+                n=1,
+                seed=ctx.seeds.next(),
+                temperature=ctx.settings.lookahead_temperature,
+            )
+            for n in active
+        ]
+        outputs = await ctx.engines.generate(requests)
+        ctx.stats.policy_requests += len(requests)
+        still = []
+        for node, cands in zip(active, outputs):
+            for cand in cands:
+                ctx.stats.generated_tokens += int(cand.num_tokens)
+                ctx.stats.candidates += 1
+            if not cands:
+                continue
+            paths[node.id].append(cands[0].text)
+            depth = node.depth + len(paths[node.id]) - len(ctx.tree.steps(node))
+            if not cands[0].finished and depth < ctx.settings.max_depth:
+                still.append(node)
+        active = still
+    requests = [ScoreRequest(ctx.question, tuple(paths[n.id])) for n in live]
+    scores = await ctx.engines.score(requests)
+    ctx.stats.prm_calls += len(requests)
+    for node, per_step in zip(live, scores):
+        if per_step:
+            values[node.id] = float(per_step[-1])
+    return values
+
+
+async def lookahead(ctx: SearchContext) -> Node:
+    beam = ctx.settings.beam_size
+    frontier: list[Node] = [ctx.tree.root]
+    finished: list[Node] = []
+    last: list[Node] = []
+    while frontier and len(finished) < beam:
+        families = await expand(ctx, frontier)
+        pool = [child for family in families for child in family]
+        if not pool:
+            break
+        values = await rollout_values(ctx, pool)
+        ranked = sorted(pool, key=lambda n: (-values[n.id], n.id))
+        chosen = ranked[: beam - len(finished)]
+        last = chosen
+        frontier = []
+        for node in chosen:
+            (finished if node.terminal else frontier).append(node)
+    if finished:
+        return best_by_value(finished)
+    return best_by_value(last) if last else ctx.tree.root

@@ -1,0 +1,384 @@
+"""The evaluation runner: search every (problem, seed), record, resume, summarise.
+
+A run directory (docs/ARCHITECTURE.md "Run directory") holds ``results.jsonl`` — one record per
+(problem, seed), appended, flushed and fsynced the moment a problem finishes — and
+``summary.json``, rewritten from ``results.jsonl`` at the end. Rerunning the same command
+resumes: finished (id, seed) pairs are skipped, so a Ctrl-C or a crash loses at most the
+problems in flight and duplicates nothing. Records holding an ``error`` are retried on rerun
+(their old record is removed first) unless ``retry_errors`` is false. A torn last line (a crash
+mid-write) is dropped; any other malformed line is an input error, never silently skipped.
+
+Problems run as concurrent workers over one :class:`~equiv.search.dispatch.Dispatcher`, so the
+engine calls of up to ``concurrency`` problems are merged into one batch per engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterable, Sequence
+
+from equiv.errors import InputError
+from equiv.search.config import ALGORITHMS, RunConfig, SearchConfig
+from equiv.search.dfs import dfs
+from equiv.search.dispatch import Dispatcher, run_workers
+from equiv.search.expansion import Pruning, SearchContext, SeedStream
+from equiv.search.lookahead import lookahead
+from equiv.search.mcts import mcts
+from equiv.search.sbs import sbs
+from equiv.search.tree import Node
+from equiv.search.types import PairJudge, Policy, RewardModel
+
+SEARCHES: dict[str, Callable[[SearchContext], Awaitable[Node]]] = {
+    "mcts": mcts,
+    "sbs": sbs,
+    "dfs": dfs,
+    "lookahead": lookahead,
+}
+assert tuple(SEARCHES) == ALGORITHMS
+
+RESULTS = "results.jsonl"
+SUMMARY = "summary.json"
+TREES = "trees"
+
+
+@dataclass
+class Engines:
+    """The synchronous engines a run drives (built by the CLI, or scripted in tests)."""
+
+    policy: Policy
+    reward: RewardModel
+    judge: PairJudge | None = None
+    pruning: Pruning = field(default_factory=Pruning)
+
+
+@dataclass
+class Grader:
+    """Answer extraction and grading (defaults: :mod:`equiv.search.grading`)."""
+
+    extract: Callable[[str, str], str | None]
+    grade: Callable[[str | None, str, str], bool]
+
+    @classmethod
+    def default(cls) -> "Grader":
+        from equiv.search.grading import extract_answer, grade
+
+        return cls(extract=extract_answer, grade=grade)
+
+
+def safe_name(problem_id: str) -> str:
+    """A file name for a problem id (MATH-500 ids contain slashes)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(problem_id)).strip("._") or "problem"
+
+
+def one_line(err: BaseException, limit: int = 500) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- results.jsonl ------------------------------------------------------------------------------
+def read_results(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """Records in ``path`` and whether a torn final line was dropped."""
+    if not path.exists():
+        return [], False
+    raw = path.read_text(encoding="utf-8")
+    lines = raw.split("\n")
+    records: list[dict[str, Any]] = []
+    torn = False
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            is_last = number == len(lines) and not raw.endswith("\n")
+            if is_last:
+                torn = True  # the process died mid-write: that problem simply reruns
+                continue
+            raise InputError(f"malformed JSON ({err.msg}); fix or delete the line", path=path, line=number) from None
+        if not isinstance(record, dict):
+            raise InputError("expected a JSON object", path=path, line=number)
+        for key in ("id", "seed"):
+            if key not in record:
+                raise InputError("missing", path=path, line=number, field=key)
+        records.append(record)
+    return records, torn
+
+
+def _key(record: dict[str, Any]) -> tuple[str, int]:
+    return (str(record["id"]), int(record["seed"]))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def prepare_resume(
+    out_dir: Path, *, algo: str, pruner: str, retry_errors: bool
+) -> tuple[set[tuple[str, int]], list[dict[str, Any]]]:
+    """Finished (id, seed) keys; compacts results.jsonl when records must go (retried errors,
+    a torn line). Refuses a directory holding another algorithm's or pruner's results."""
+    path = out_dir / RESULTS
+    records, torn = read_results(path)
+    for number, record in enumerate(records, start=1):
+        for name, want in (("algo", algo), ("pruner", pruner)):
+            if name in record and record[name] != want:
+                raise InputError(
+                    f"holds results of {name} {record[name]!r}, this run is {want!r}; use another --out",
+                    path=path,
+                    field=name,
+                )
+    kept: dict[tuple[str, int], dict[str, Any]] = {}
+    for record in records:
+        key = _key(record)
+        if record.get("error") and retry_errors:
+            continue
+        if key not in kept or (kept[key].get("error") and not record.get("error")):
+            kept[key] = record
+    if torn or len(kept) != len(records):
+        _write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept.values()))
+    return set(kept), list(kept.values())
+
+
+# -- summary ------------------------------------------------------------------------------------
+def summarise(records: Sequence[dict[str, Any]], *, algo: str, pruner: str) -> dict[str, Any]:
+    """Accuracy and work over all records (an errored record counts as wrong and contributes the
+    work it did before failing)."""
+    n = len(records)
+
+    def mean(key: str) -> float:
+        return sum(float(r.get(key) or 0) for r in records) / n if n else 0.0
+
+    expanded = sum(int(r.get("expanded") or 0) for r in records)
+    pruned = sum(int(r.get("pruned") or 0) for r in records)
+    per_seed: dict[str, dict[str, float]] = {}
+    for seed in sorted({int(r["seed"]) for r in records}):
+        rs = [r for r in records if int(r["seed"]) == seed]
+        per_seed[str(seed)] = {
+            "problems": len(rs),
+            "accuracy": sum(bool(r.get("correct")) for r in rs) / len(rs),
+            "mean_generated_tokens": sum(float(r.get("generated_tokens") or 0) for r in rs) / len(rs),
+        }
+    return {
+        "algo": algo,
+        "pruner": pruner,
+        "problems": n,
+        "correct": sum(bool(r.get("correct")) for r in records),
+        "accuracy": sum(bool(r.get("correct")) for r in records) / n if n else 0.0,
+        "errors": sum(1 for r in records if r.get("error")),
+        "mean_generated_tokens": mean("generated_tokens"),
+        "mean_prm_calls": mean("prm_calls"),
+        "mean_judge_calls": mean("judge_calls"),
+        "mean_expanded": mean("expanded"),
+        "pruned_per_expansion": pruned / expanded if expanded else 0.0,
+        "seconds": sum(float(r.get("seconds") or 0) for r in records),
+        "per_seed": per_seed,
+    }
+
+
+# -- one problem ----------------------------------------------------------------------------------
+async def solve_problem(
+    problem: Any,
+    seed: int,
+    *,
+    algo: str,
+    engines: Any,
+    search: SearchConfig,
+    pruning: Pruning,
+    grader: Grader,
+    pruner: str,
+) -> tuple[dict[str, Any], SearchContext]:
+    """Search one problem and build its record; a failure becomes the record's ``error``."""
+    start = time.perf_counter()
+    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruning)
+    prediction: str | None = None
+    correct = False
+    error: str | None = None
+    path: list[str] = []
+    try:
+        final = await SEARCHES[algo](ctx)
+        ctx.tree.mark_path(final)
+        path = list(ctx.tree.steps(final))
+        if path:
+            prediction = grader.extract("\n".join(path), problem.kind)
+        if prediction is not None:
+            correct = bool(grader.grade(prediction, str(problem.answer), problem.kind))
+    except Exception as err:  # noqa: BLE001 - one problem's failure must not stop the run
+        error = one_line(err)
+        correct = False
+    stats = ctx.stats
+    record = {
+        "id": str(problem.id),
+        "seed": int(seed),
+        "algo": algo,
+        "pruner": pruner,
+        "question": str(problem.question),
+        "answer": str(problem.answer),
+        "prediction": prediction,
+        "correct": correct,
+        "generated_tokens": stats.generated_tokens,
+        "prm_calls": stats.prm_calls,
+        "judge_calls": stats.judge_calls,
+        "judge_pairs": stats.judge_pairs,
+        "expanded": stats.expanded,
+        "pruned": stats.pruned,
+        "duplicates": stats.duplicates,
+        "candidates": stats.candidates,
+        "policy_requests": stats.policy_requests,
+        "nodes": len(ctx.tree),
+        "seconds": round(time.perf_counter() - start, 4),
+        "path": path,
+        "error": error,
+    }
+    return record, ctx
+
+
+def tree_document(record: dict[str, Any], ctx: SearchContext) -> dict[str, Any]:
+    return {
+        "id": record["id"],
+        "seed": record["seed"],
+        "question": record["question"],
+        "answer": record["answer"],
+        "prediction": record["prediction"],
+        "correct": record["correct"],
+        "algo": record["algo"],
+        "nodes": ctx.tree.to_json(),
+    }
+
+
+# -- the run ------------------------------------------------------------------------------------
+class _Progress:
+    """tqdm bar with running accuracy and tokens, and optional W&B logging."""
+
+    def __init__(self, total: int, done: Sequence[dict[str, Any]], run: RunConfig, out_dir: Path, config: dict | None):
+        self.correct = sum(bool(r.get("correct")) for r in done)
+        self.tokens = sum(int(r.get("generated_tokens") or 0) for r in done)
+        self.count = len(done)
+        self.bar = None
+        if run.progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=len(done), desc="search", unit="problem", file=sys.stderr)
+        self.wandb = None
+        if run.wandb_project:
+            import wandb
+
+            self.wandb = wandb.init(
+                project=run.wandb_project,
+                name=run.wandb_run_name or out_dir.name,
+                dir=str(out_dir),
+                config=config or {},
+                resume="allow",
+            )
+
+    def update(self, record: dict[str, Any]) -> None:
+        self.count += 1
+        self.correct += bool(record["correct"])
+        self.tokens += int(record["generated_tokens"])
+        acc, tok = self.correct / self.count, self.tokens / self.count
+        if self.bar is not None:
+            self.bar.set_postfix(acc=f"{acc:.3f}", tokens=f"{tok:.0f}", refresh=False)
+            self.bar.update(1)
+        if self.wandb is not None:
+            self.wandb.log(
+                {
+                    "eval/accuracy": acc,
+                    "eval/mean_generated_tokens": tok,
+                    "eval/problems": self.count,
+                    "problem/generated_tokens": record["generated_tokens"],
+                    "problem/pruned": record["pruned"],
+                    "problem/correct": int(bool(record["correct"])),
+                }
+            )
+
+    def close(self, summary: dict[str, Any] | None) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.wandb is not None:
+            if summary:
+                self.wandb.summary.update({f"summary/{k}": v for k, v in summary.items() if isinstance(v, (int, float))})
+            self.wandb.finish()
+
+
+def run_eval(
+    *,
+    algo: str,
+    problems: Sequence[Any],
+    engines: Engines,
+    out_dir: str | Path,
+    search: SearchConfig | None = None,
+    run: RunConfig | None = None,
+    pruner: str = "none",
+    grader: Grader | None = None,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) an evaluation into ``out_dir``; returns the summary."""
+    if algo not in SEARCHES:
+        raise InputError(f"unknown algorithm {algo!r}; choose from {', '.join(SEARCHES)}", field="algo")
+    search = search or SearchConfig()
+    run = run or RunConfig()
+    search.validate()
+    run.validate()
+    grader = grader or Grader.default()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [str(p.id) for p in problems]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise InputError(f"problem id {dup!r} occurs more than once; ids must be unique", field="id")
+    done, done_records = prepare_resume(out, algo=algo, pruner=pruner, retry_errors=run.retry_errors)
+    order = {(str(p.id), int(s)): i for i, (p, s) in enumerate((p, s) for p in problems for s in run.seeds)}
+    jobs = [(p, s) for p in problems for s in run.seeds if (str(p.id), int(s)) not in done]
+    finished_here = [r for r in done_records if _key(r) in order]
+    progress = _Progress(len(order), finished_here, run, out, config)
+    if run.save_trees:
+        (out / TREES).mkdir(exist_ok=True)
+    many_seeds = len(run.seeds) > 1
+    dispatcher = Dispatcher(engines.policy, engines.reward, engines.judge if engines.pruning.enabled else None)
+    summary: dict[str, Any] | None = None
+    with open(out / RESULTS, "a", encoding="utf-8") as sink:
+
+        async def work(job: tuple[Any, int]) -> None:
+            problem, seed = job
+            handle = dispatcher.handle(order[(str(problem.id), int(seed))])
+            record, ctx = await solve_problem(
+                problem, seed, algo=algo, engines=handle, search=search, pruning=engines.pruning,
+                grader=grader, pruner=pruner,
+            )
+            if run.save_trees:
+                name = safe_name(record["id"]) + (f".seed{seed}" if many_seeds else "") + ".json"
+                _write_atomic(out / TREES / name, json.dumps(tree_document(record, ctx), ensure_ascii=False))
+                record["tree"] = f"{TREES}/{name}"
+            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sink.flush()
+            os.fsync(sink.fileno())
+            progress.update(record)
+
+        try:
+            asyncio.run(run_workers(dispatcher, jobs, work, run.concurrency))
+        finally:
+            records, _ = read_results(out / RESULTS)
+            summary = summarise(records, algo=algo, pruner=pruner)
+            recorded = {_key(r) for r in records}
+            summary["complete"] = all(k in recorded for k in order)
+            summary["engine_calls"] = dict(dispatcher.log.calls)
+            summary["largest_batch"] = dict(dispatcher.log.largest)
+            judge_stats = getattr(engines.judge, "stats", None)
+            if judge_stats is not None and hasattr(judge_stats, "to_dict"):
+                summary["judge_stats"] = judge_stats.to_dict()
+            _write_atomic(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+            progress.close(summary)
+    return summary
+
+
+def iter_records(out_dir: str | Path) -> Iterable[dict[str, Any]]:
+    records, _ = read_results(Path(out_dir) / RESULTS)
+    return records

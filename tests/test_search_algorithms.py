@@ -1,0 +1,320 @@
+"""Algorithm unit tests with scripted policy / PRM / judge: exact selection, PUCT arithmetic, merge
+rules, beam diversity after pruning, DFS skipping and token accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from equiv.search.config import SearchConfig
+from equiv.search.dfs import dfs
+from equiv.search.dispatch import Dispatcher, run_workers
+from equiv.search.expansion import Pruning, SearchContext, SeedStream, expand, sibling_priors
+from equiv.search.lookahead import lookahead
+from equiv.search.mcts import mcts, puct_score, select_child, simulate
+from equiv.search.sbs import sbs
+from equiv.search.tree import Tree
+from tests.scripted import RestateJudge, SeededPolicy, KeyedReward, TablePolicy, TableReward, cand
+
+Q = "q"
+
+
+def run_search(search, policy, reward, judge=None, *, prune=True, **settings):
+    """Run one search through the real dispatcher; returns (final node, ctx)."""
+    dispatcher = Dispatcher(policy, reward, judge if prune else None)
+    ctx = SearchContext(
+        Q,
+        dispatcher.handle(0),
+        SearchConfig(**settings),
+        SeedStream(0, "p"),
+        Pruning(enabled=prune and judge is not None, threshold=0.5),
+    )
+    out = {}
+
+    async def work(_job):
+        out["final"] = await search(ctx)
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    return out["final"], ctx
+
+
+def by_text(ctx, text, depth=None):
+    nodes = [n for n in ctx.tree if n.text == text and (depth is None or n.depth == depth)]
+    assert len(nodes) == 1, (text, nodes)
+    return nodes[0]
+
+
+# -- tree and expansion ---------------------------------------------------------------------------
+def test_tree_json_schema_and_paths():
+    tree = Tree("question")
+    a = tree.add_child(tree.root, "a", prior=0.5, tokens=3)
+    b = tree.add_child(a, "b", terminal=True)
+    tree.mark_path(b)
+    assert tree.steps(b) == ("a", "b")
+    nodes = tree.to_json()
+    assert set(nodes[0]) == {
+        "id", "parent", "depth", "text", "prior", "value", "visits", "tokens", "terminal",
+        "on_path", "merged_into", "judge_prob",
+    }
+    assert [n["on_path"] for n in nodes] == [True, True, True]
+    assert nodes[2]["parent"] == 1 and nodes[2]["depth"] == 2
+
+
+def test_sibling_priors_are_softmax_of_mean_token_logprob():
+    priors = sibling_priors([cand("a", 2, -2.0), cand("b", 4, -2.0), cand("c", 0, 0.0)])
+    # means: -1, -0.5, 0
+    w = [math.exp(-1), math.exp(-0.5), math.exp(0)]
+    assert priors == pytest.approx([x / sum(w) for x in w])
+
+
+def _root_table():
+    return {
+        (): [
+            cand("A", tokens=4, logprob=-4.0),
+            cand("so A", tokens=6, logprob=-3.0),
+            cand("A", tokens=5, logprob=-5.0),  # exact duplicate
+            cand("B", tokens=7, logprob=-7.0),
+        ]
+    }
+
+
+@pytest.mark.parametrize("stage", ["after_prm", "before_prm"])
+def test_expansion_merge_rules_and_accounting(stage):
+    policy = TablePolicy(_root_table())
+    reward = TableReward({"A": 0.3, "so A": 0.8, "B": 0.5})
+    judge = RestateJudge()
+    dispatcher = Dispatcher(policy, reward, judge)
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=4, prune_stage=stage), SeedStream(0, "p"),
+                        Pruning(enabled=True, threshold=0.5))
+    result = {}
+
+    async def work(_):
+        result["kids"] = await expand(ctx, [ctx.tree.root])
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    kids = result["kids"][0]
+    assert [k.text for k in kids] == ["A", "B"]
+    a, so_a, dup, b = (ctx.tree[i] for i in (1, 2, 3, 4))
+    priors = sibling_priors(_root_table()[()])
+    # exact duplicate and judged-equivalent sibling merged into the first "A"
+    assert dup.merged_into == a.id and dup.judge_prob == 1.0
+    assert so_a.merged_into == a.id and so_a.judge_prob == 1.0
+    assert a.prior == pytest.approx(priors[0] + priors[1] + priors[2])
+    assert b.prior == pytest.approx(priors[3])
+    # every returned token counts, pruned and duplicate included
+    assert ctx.stats.generated_tokens == 4 + 6 + 5 + 7
+    assert ctx.stats.candidates == 4 and ctx.stats.duplicates == 1 and ctx.stats.pruned == 1
+    assert ctx.stats.judge_pairs == 3  # unique siblings A, so A, B
+    assert ctx.stats.judge_calls == 3  # no prefilter configured
+    if stage == "after_prm":
+        assert ctx.stats.prm_calls == 3  # A, so A, B (the exact duplicate is never scored)
+        assert a.value == pytest.approx(0.8)  # max over its class
+        assert a.own_value == pytest.approx(0.3) and so_a.value == pytest.approx(0.8)
+    else:
+        assert ctx.stats.prm_calls == 2  # representatives only
+        assert so_a.value is None
+        assert a.value == pytest.approx(0.3)
+    assert [r.steps for r in reward.requests] == ([("A",), ("so A",), ("B",)] if stage == "after_prm" else [("A",), ("B",)])
+
+
+def test_no_pruning_keeps_judged_equivalents_but_drops_exact_duplicates():
+    policy = TablePolicy(_root_table())
+    reward = TableReward({"A": 0.3, "so A": 0.8, "B": 0.5})
+    dispatcher = Dispatcher(policy, reward, None)
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=4), SeedStream(0, "p"), Pruning(enabled=False))
+    result = {}
+
+    async def work(_):
+        result["kids"] = await expand(ctx, [ctx.tree.root])
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    assert [k.text for k in result["kids"][0]] == ["A", "so A", "B"]
+    assert ctx.stats.pruned == 0 and ctx.stats.judge_calls == 0 and ctx.stats.duplicates == 1
+
+
+# -- SBS ------------------------------------------------------------------------------------------
+def _sbs_table():
+    fin = lambda t, v=0: cand(t, tokens=3, finished=True)  # noqa: E731
+    return {
+        (): [cand("A"), cand("so A"), cand("B"), cand("C")],
+        ("A",): [fin("A1 answer 1")],
+        ("so A",): [fin("sA1 answer 1")],
+        ("B",): [fin("B1 answer 2")],
+        ("C",): [fin("C1 answer 3")],
+    }
+
+
+def test_sbs_prunes_before_top_k_so_the_beam_holds_distinct_steps():
+    values = {"A": 0.9, "so A": 0.85, "B": 0.5, "C": 0.4, "A1 answer 1": 0.6, "B1 answer 2": 0.7,
+              "C1 answer 3": 0.65, "sA1 answer 1": 0.9}
+    pruned_policy = TablePolicy(_sbs_table())
+    final, ctx = run_search(sbs, pruned_policy, TableReward(values), RestateJudge(), width=4, beam_size=3)
+    expanded_second_round = [r.steps for r in pruned_policy.requests[1:]]
+    assert expanded_second_round == [("A",), ("B",), ("C",)]
+    assert ctx.tree.steps(final) == ("B", "B1 answer 2")  # best finished solution by PRM value
+    assert pruned_policy.calls == 2  # all three beams in one batched call
+
+    plain_policy = TablePolicy(_sbs_table())
+    final, ctx = run_search(sbs, plain_policy, TableReward(values), RestateJudge(), prune=False, width=4, beam_size=3)
+    assert [r.steps for r in plain_policy.requests[1:]] == [("A",), ("so A",), ("B",)]
+    assert ctx.tree.steps(final) == ("so A", "sA1 answer 1")
+
+
+# -- MCTS -----------------------------------------------------------------------------------------
+def test_puct_arithmetic():
+    tree = Tree(Q)
+    parent = tree.root
+    parent.visits = 4
+    a = tree.add_child(parent, "a", prior=0.7, value=0.2)
+    b = tree.add_child(parent, "b", prior=0.3, value=0.9)
+    a.visits, a.value_sum = 3, 1.5  # Q = 0.5
+    assert puct_score(a, 4, 1.25) == pytest.approx(0.5 + 1.25 * 0.7 * 2 / 4)
+    assert puct_score(b, 4, 1.25) == pytest.approx(0.9 + 1.25 * 0.3 * 2 / 1)  # unvisited: Q = PRM value
+    assert select_child(tree, parent, 1.25) is b
+    assert select_child(tree, parent, 0.0) is b
+    b.merged_into = a.id  # merged siblings are never selected
+    assert select_child(tree, parent, 1.25) is a
+
+
+def test_mcts_simulation_sequence_by_hand():
+    table = {
+        (): [cand("a", tokens=2, logprob=-2.0), cand("b", tokens=2, logprob=-2.0)],
+        ("a",): [cand("a1", finished=True), cand("a2", finished=True)],
+        ("b",): [cand("b1", finished=True)],
+    }
+    values = {"a": 0.9, "b": 0.2, "a1": 0.4, "a2": 0.7, "b1": 1.0}
+    dispatcher = Dispatcher(TablePolicy(table), TableReward(values), None)
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(num_simulations=3), SeedStream(0, "p"))
+
+    async def work(_):
+        await expand(ctx, [ctx.tree.root])
+        await simulate(ctx, ctx.tree.root)  # N(root)=0: pure Q -> a (0.9); first visit, backup 0.9
+        a, b = (by_text(ctx, t) for t in ("a", "b"))
+        assert (a.visits, a.value_sum, ctx.tree.root.visits) == (1, 0.9, 1)
+        assert not a.expanded
+        # second: a = 0.9 + 1.25*0.5*1/2 = 1.2125 ; b = 0.2 + 1.25*0.5*1/1 = 0.825 -> a, now expanded,
+        # then its children (N(a)=1): a1 = 0.4 + 1.25*0.5*1 = 1.025 ; a2 = 0.7 + 0.625 = 1.325 -> a2
+        await simulate(ctx, ctx.tree.root)
+        a2 = by_text(ctx, "a2")
+        assert a.expanded and a2.visits == 1 and a.visits == 2
+        assert a.value_sum == pytest.approx(0.9 + 0.7) and ctx.tree.root.visits == 2
+        # third: a = 0.8 + 1.25*0.5*sqrt(2)/3 = 1.0946 ; b = 0.2 + 1.25*0.5*sqrt(2) = 1.0839 -> a
+        await simulate(ctx, ctx.tree.root)
+        assert a.visits == 3 and b.visits == 0
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+
+
+def test_mcts_merge_sums_priors_keeps_max_value_and_commits_most_visited():
+    table = {
+        (): [cand("A", tokens=2, logprob=-2.0), cand("so A", tokens=2, logprob=-2.0), cand("B", tokens=2, logprob=-1.0)],
+        ("A",): [cand("A done answer 1", finished=True)],
+        ("B",): [cand("B done answer 2", finished=True)],
+    }
+    values = {"A": 0.2, "so A": 0.95, "B": 0.6, "A done answer 1": 0.9, "B done answer 2": 0.1}
+    final, ctx = run_search(mcts, TablePolicy(table), TableReward(values), RestateJudge(), width=3, num_simulations=6)
+    a, so_a, b = (by_text(ctx, t, 1) for t in ("A", "so A", "B"))
+    priors = sibling_priors(table[()])
+    assert so_a.merged_into == a.id and so_a.children == [] and so_a.visits == 0
+    assert a.prior == pytest.approx(priors[0] + priors[1])
+    assert a.value == pytest.approx(0.95)  # max of merged PRM values, not the kept node's own 0.2
+    assert a.visits > b.visits
+    assert ctx.tree.steps(final) == ("A", "A done answer 1")
+    assert final.terminal
+
+
+def test_mcts_without_merge_value_rule_would_pick_other_branch():
+    """The merge rule matters: unpruned, "so A" is its own child and B competes differently."""
+    table = {
+        (): [cand("A", tokens=2, logprob=-2.0), cand("so A", tokens=2, logprob=-2.0), cand("B", tokens=2, logprob=-1.0)],
+        ("A",): [cand("A done answer 1", finished=True)],
+        ("so A",): [cand("sA done answer 1", finished=True)],
+        ("B",): [cand("B done answer 2", finished=True)],
+    }
+    values = {"A": 0.2, "so A": 0.95, "B": 0.6}
+    final, ctx = run_search(mcts, TablePolicy(table), TableReward(values), RestateJudge(), prune=False, width=3,
+                            num_simulations=6)
+    assert all(n.merged_into is None for n in ctx.tree)
+    assert ctx.tree.steps(final)[0] == "so A"
+
+
+# -- DFS ------------------------------------------------------------------------------------------
+def test_dfs_never_explores_a_pruned_class_and_collects_num_sequence():
+    table = {
+        (): [cand("A"), cand("so A"), cand("B")],
+        ("A",): [cand("A x answer 1", finished=True), cand("A y answer 5", finished=True)],
+        ("so A",): [cand("never", finished=True)],
+        ("B",): [cand("B x answer 2", finished=True)],
+    }
+    values = {"A": 0.9, "so A": 0.99, "B": 0.5, "A x answer 1": 0.3, "A y answer 5": 0.4, "B x answer 2": 0.8}
+    policy = TablePolicy(table)
+    final, ctx = run_search(dfs, policy, TableReward(values), RestateJudge(), width=3, num_sequence=3)
+    assert [r.steps for r in policy.requests] == [(), ("A",), ("B",)]
+    assert ctx.tree.steps(final) == ("B", "B x answer 2")
+    # unpruned, the equivalent sibling (valued highest) is explored first
+    policy = TablePolicy(table)
+    final, ctx = run_search(dfs, policy, TableReward(values), RestateJudge(), prune=False, width=3, num_sequence=2)
+    assert [r.steps for r in policy.requests] == [(), ("so A",), ("A",)]
+
+
+def test_dfs_respects_expansion_budget_and_min_value():
+    table = {(): [cand("A"), cand("B")], ("A",): [cand("A2")], ("A", "A2"): [cand("A3")], ("B",): [cand("B2")]}
+    values = {"A": 0.9, "B": 0.1}
+    policy = TablePolicy(table)
+    run_search(dfs, policy, TableReward(values), None, prune=False, width=2, dfs_max_expansions=2)
+    assert len(policy.requests) == 2
+    policy = TablePolicy(table)
+    run_search(dfs, policy, TableReward(values), None, prune=False, width=2, dfs_min_value=0.5, max_depth=3)
+    assert ("B",) not in [r.steps for r in policy.requests]
+
+
+# -- lookahead --------------------------------------------------------------------------------------
+def test_lookahead_rolls_out_representatives_only_and_counts_rollout_tokens():
+    table = {
+        (): [cand("A", tokens=1), cand("so A", tokens=1), cand("B", tokens=1)],
+        ("A",): [cand("A r1", tokens=10)],
+        ("A", "A r1"): [cand("A r2 answer 1", tokens=10, finished=True)],
+        ("B",): [cand("B r1", tokens=10)],
+        ("B", "B r1"): [cand("B r2 answer 2", tokens=10, finished=True)],
+    }
+    values = {"A": 0.9, "B": 0.1, "A r2 answer 1": 0.2, "B r2 answer 2": 0.8}
+    policy = TablePolicy(table)
+    final, ctx = run_search(lookahead, policy, TableReward(values), RestateJudge(), width=3, beam_size=1,
+                            lookahead_steps=2, max_depth=3)
+    rollouts = [r for r in policy.requests if r.temperature == 0.0]
+    assert {r.steps[0] for r in rollouts} == {"A", "B"}  # "so A" was pruned before the rollouts
+    assert all(r.n == 1 for r in rollouts)
+    # B wins on its rollout value (0.8 > 0.2) although its own PRM value is lower
+    assert ctx.tree.steps(final)[0] == "B"
+    expected = sum(c.num_tokens for r in policy.requests for c in table[r.steps][: r.n])
+    assert ctx.stats.generated_tokens == expected
+
+
+# -- token accounting across all algorithms ------------------------------------------------------
+class CountingPolicy(SeededPolicy):
+    def __init__(self):
+        super().__init__(finish_depth=3)
+        self.returned_tokens = 0
+
+    def generate(self, requests):
+        out = super().generate(requests)
+        self.returned_tokens += sum(c.num_tokens for cs in out for c in cs)
+        return out
+
+
+@pytest.mark.parametrize("search", [mcts, sbs, dfs, lookahead])
+@pytest.mark.parametrize("stage", ["after_prm", "before_prm"])
+def test_every_returned_token_is_counted(search, stage):
+    policy = CountingPolicy()
+    final, ctx = run_search(search, policy, KeyedReward(), RestateJudge(), width=4, num_simulations=4,
+                            prune_stage=stage)
+    assert ctx.stats.generated_tokens == policy.returned_tokens > 0
+    assert final.terminal
+    assert ctx.stats.pruned + ctx.stats.duplicates > 0
+    assert sum(n.tokens for n in ctx.tree) <= ctx.stats.generated_tokens
+    if search is not lookahead:
+        assert sum(n.tokens for n in ctx.tree) == ctx.stats.generated_tokens
+    # merged nodes are leaves
+    assert all(not n.children for n in ctx.tree if n.merged_into is not None)

@@ -1,0 +1,170 @@
+"""Runner tests with scripted engines: batching invariance, errors, resume, summary, trees."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from equiv.errors import InputError
+from equiv.search.config import RunConfig, SearchConfig
+from equiv.search.expansion import Pruning
+from equiv.search.runner import Engines, Grader, run_eval
+from tests.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
+
+GRADER = Grader(simple_extract, simple_grade)
+TIMING = {"seconds", "tree"}
+
+
+def engines(**policy_kw):
+    return Engines(SeededPolicy(**policy_kw), KeyedReward(), RestateJudge(), Pruning(enabled=True))
+
+
+def evaluate(out, algo="sbs", n=6, concurrency=1, fail=(), eng=None, seeds=(0,), **run_kw):
+    return run_eval(
+        algo=algo,
+        problems=problems(n, fail=fail),
+        engines=eng or engines(),
+        out_dir=out,
+        search=SearchConfig(width=4, num_simulations=4),
+        run=RunConfig(concurrency=concurrency, progress=False, seeds=list(seeds), **run_kw),
+        pruner="restate",
+        grader=GRADER,
+    )
+
+
+def records(out):
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def comparable(out):
+    return {(r["id"], r["seed"]): {k: v for k, v in r.items() if k not in TIMING} for r in records(out)}
+
+
+@pytest.mark.parametrize("algo", ["mcts", "sbs", "dfs", "lookahead"])
+def test_concurrency_does_not_change_results_but_batches_across_problems(tmp_path, algo):
+    one = evaluate(tmp_path / "c1", algo, concurrency=1)
+    four = evaluate(tmp_path / "c4", algo, concurrency=4)
+    assert comparable(tmp_path / "c1") == comparable(tmp_path / "c4")
+    # one problem at a time: at most its beams (lookahead: its rollouts, beams x width)
+    assert one["largest_batch"]["generate"] <= (3 * 4 if algo == "lookahead" else 3)
+    assert four["largest_batch"]["generate"] > one["largest_batch"]["generate"] or algo in ("mcts", "dfs")
+    assert four["engine_calls"]["generate"] < one["engine_calls"]["generate"]
+    assert four["accuracy"] == one["accuracy"] and four["mean_generated_tokens"] == one["mean_generated_tokens"]
+
+
+def test_record_and_summary_keys(tmp_path):
+    summary = evaluate(tmp_path, save_trees=True)
+    recs = records(tmp_path)
+    assert len(recs) == 6
+    for key in ("id", "question", "answer", "prediction", "correct", "generated_tokens", "prm_calls",
+                "judge_calls", "expanded", "pruned", "seconds", "path", "error", "algo", "seed", "pruner"):
+        assert key in recs[0]
+    for key in ("accuracy", "mean_generated_tokens", "problems", "errors", "pruned_per_expansion", "algo",
+                "pruner", "mean_prm_calls", "mean_judge_calls", "seconds"):
+        assert key in summary
+    assert summary == json.loads((tmp_path / "summary.json").read_text())
+    assert summary["problems"] == 6 and summary["complete"] is True
+    assert summary["accuracy"] == pytest.approx(sum(r["correct"] for r in recs) / 6)
+    assert summary["mean_generated_tokens"] == pytest.approx(sum(r["generated_tokens"] for r in recs) / 6)
+    assert summary["pruned_per_expansion"] == pytest.approx(
+        sum(r["pruned"] for r in recs) / sum(r["expanded"] for r in recs))
+    tree = json.loads((tmp_path / recs[0]["tree"]).read_text())
+    assert {"id", "question", "answer", "prediction", "correct", "algo", "nodes"} <= set(tree)
+    on_path = [n["text"] for n in tree["nodes"] if n["on_path"] and n["parent"] is not None]
+    assert on_path == recs[0]["path"]
+    merged = [n for n in tree["nodes"] if n["merged_into"] is not None]
+    assert merged and all(n["judge_prob"] is not None for n in merged)
+
+
+def test_policy_error_on_one_problem_is_recorded_and_the_run_goes_on(tmp_path):
+    summary = evaluate(tmp_path, concurrency=3, fail=(2,))
+    recs = {r["id"]: r for r in records(tmp_path)}
+    assert len(recs) == 6
+    assert recs["p2"]["error"] == "RuntimeError: scripted policy failure"
+    assert recs["p2"]["correct"] is False
+    assert all(r["error"] is None for i, r in recs.items() if i != "p2")
+    assert summary["errors"] == 1
+    # the others are unaffected by sharing batches with the failing problem
+    clean = tmp_path / "clean"
+    evaluate(clean, concurrency=1, fail=())
+    ok = comparable(clean)
+    for key, rec in comparable(tmp_path).items():
+        if key[0] != "p2":
+            assert rec == ok[key]
+
+
+def test_resume_after_interrupt_loses_and_duplicates_nothing(tmp_path):
+    full = tmp_path / "full"
+    evaluate(full, concurrency=2)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(out, concurrency=2, eng=engines(interrupt_after=5))
+    partial = records(out)
+    assert 0 < len(partial) < 6
+    summary = evaluate(out, concurrency=2)
+    recs = records(out)
+    assert len(recs) == 6 and len({r["id"] for r in recs}) == 6
+    assert comparable(out) == comparable(full)
+    assert summary["complete"] is True
+    # a third run has nothing to do and changes nothing
+    policy = SeededPolicy()
+    evaluate(out, eng=Engines(policy, KeyedReward(), RestateJudge(), Pruning(enabled=True)))
+    assert policy.calls == 0 and len(records(out)) == 6
+
+
+def test_errors_are_retried_on_rerun_unless_disabled(tmp_path):
+    evaluate(tmp_path, fail=(1,))
+    evaluate(tmp_path, fail=(1,), retry_errors=False)
+    assert len(records(tmp_path)) == 6
+    # the failure is fixed: the rerun replaces the error record instead of duplicating it
+    summary = evaluate(tmp_path, fail=())
+    recs = records(tmp_path)
+    assert len(recs) == 6 and summary["errors"] == 0
+    assert [r["id"] for r in recs if r["error"]] == []
+
+
+def test_torn_last_line_is_dropped_and_rerun(tmp_path):
+    evaluate(tmp_path)
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    (tmp_path / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
+    evaluate(tmp_path)
+    assert len(records(tmp_path)) == 6
+
+
+def test_malformed_line_in_the_middle_is_an_input_error(tmp_path):
+    evaluate(tmp_path, n=3)
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    lines[1] = "{not json"
+    (tmp_path / "results.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"results.jsonl:2: malformed JSON"):
+        evaluate(tmp_path, n=3)
+
+
+def test_refuses_to_mix_algorithms_in_one_directory(tmp_path):
+    evaluate(tmp_path, n=2)
+    with pytest.raises(InputError, match="holds results of algo 'sbs'"):
+        evaluate(tmp_path, algo="dfs", n=2)
+
+
+def test_seeds_are_separate_records_and_change_the_search(tmp_path):
+    summary = evaluate(tmp_path, n=3, seeds=(0, 1))
+    recs = records(tmp_path)
+    assert sorted((r["id"], r["seed"]) for r in recs) == [(f"p{i}", s) for i in range(3) for s in (0, 1)]
+    assert set(summary["per_seed"]) == {"0", "1"}
+    by = {(r["id"], r["seed"]): r for r in recs}
+    assert any(by[(f"p{i}", 0)]["path"] != by[(f"p{i}", 1)]["path"] for i in range(3))
+
+
+def test_duplicate_problem_ids_are_rejected(tmp_path):
+    from tests.scripted import Problem
+
+    probs = [Problem("x", "q1", "1"), Problem("x", "q2", "2")]
+    with pytest.raises(InputError, match="occurs more than once"):
+        run_eval(algo="sbs", problems=probs, engines=engines(), out_dir=tmp_path,
+                 run=RunConfig(progress=False), grader=GRADER)
+
+
+def test_unknown_algorithm(tmp_path):
+    with pytest.raises(InputError, match="unknown algorithm 'bfs'"):
+        run_eval(algo="bfs", problems=problems(1), engines=engines(), out_dir=tmp_path, grader=GRADER)
