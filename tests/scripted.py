@@ -159,3 +159,39 @@ def problems(n: int, *, fail: Sequence[int] = ()) -> list[Problem]:
         Problem(id=f"p{i}", question=f"question {i}" + (" FAIL" if i in fail else ""), answer=str(3 + i % 5))
         for i in range(n)
     ]
+
+
+# -- a CLI entry with scripted engines (subprocess tests: kill mid-run, resume) -----------------
+class SlowPolicy(SeededPolicy):
+    """SeededPolicy that sleeps per call, so a test can kill the process mid-run."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def generate(self, requests):
+        import time
+
+        time.sleep(self.delay)
+        return super().generate(requests)
+
+
+def scripted_factory(init):
+    """Engines for ``equiv.search.cli.eval_main(..., engine_factory=...)``: scripted, no model."""
+    import os
+
+    from equiv.search.expansion import Pruning
+    from equiv.search.runner import Engines
+
+    delay = float(os.environ.get("SCRIPTED_DELAY", "0"))
+    policy = SlowPolicy(delay) if delay else SeededPolicy()
+    prune = init.pruner.strategy != "none"
+    return Engines(policy, KeyedReward(), RestateJudge() if prune else None, Pruning(enabled=prune))
+
+
+if __name__ == "__main__":
+    import sys
+
+    from equiv.search.cli import eval_main
+
+    sys.exit(eval_main(sys.argv[1:], engine_factory=scripted_factory))

@@ -168,3 +168,28 @@ def test_duplicate_problem_ids_are_rejected(tmp_path):
 def test_unknown_algorithm(tmp_path):
     with pytest.raises(InputError, match="unknown algorithm 'bfs'"):
         run_eval(algo="bfs", problems=problems(1), engines=engines(), out_dir=tmp_path, grader=GRADER)
+
+
+class ViewPolicy(SeededPolicy):
+    """Records which sampling view served each request (like the backends' ``with_sampling``)."""
+
+    def __init__(self, temperature=0.7, log=None):
+        super().__init__()
+        self.temperature = temperature
+        self.log = [] if log is None else log
+
+    def with_sampling(self, *, temperature=None, top_p=None):
+        return ViewPolicy(temperature, self.log)
+
+    def generate(self, requests):
+        self.log.append((self.temperature, sorted({r.temperature for r in requests}, key=str)))
+        return super().generate(requests)
+
+
+def test_greedy_rollouts_are_served_by_a_greedy_view_in_one_call_per_temperature(tmp_path):
+    policy = ViewPolicy()
+    eng = Engines(policy, KeyedReward(), RestateJudge(), Pruning(enabled=True))
+    evaluate(tmp_path, "lookahead", n=3, concurrency=3, eng=eng)
+    assert (0.0, [0.0]) in policy.log and (0.7, [None]) in policy.log
+    assert all(len(temps) == 1 for _, temps in policy.log)
+    assert all(view == (0.7 if temps == [None] else temps[0]) for view, temps in policy.log)

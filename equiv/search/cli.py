@@ -1,0 +1,232 @@
+"""``search_cli.py eval`` and ``search_cli.py compare``.
+
+``eval`` is a jsonargparse parser over dataclass groups (``--search.*``, ``--data.*``,
+``--run.*``, ``--policy.*``, ``--reward.*``, ``--pruner.*``); ``--config`` files compose
+(later ones and later flags override earlier ones) and ``--print_config`` shows the resolved
+configuration. The resolved configuration is saved as ``config.yaml`` in ``--out``.
+
+``compare`` prints the paper-style table of several run directories on the problems they all
+share: accuracy, mean generated tokens, and the token ratio against the first run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
+from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, SearchConfig
+from equiv.search.expansion import Pruning
+from equiv.search.runner import RESULTS, Engines, read_results, run_eval
+
+TINY_PREFIX = "tiny:"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def build_eval_parser() -> Any:
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    from equiv.prune import PrunerConfig
+    from equiv.search.policies import PolicyConfig
+    from equiv.search.rewards import RewardConfig
+
+    parser = ArgumentParser(
+        prog="search_cli.py eval",
+        description="PRM-guided tree search on a math benchmark, with or without equivalence pruning.",
+        exit_on_error=False,
+        default_meta=False,
+    )
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
+    parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS)}")
+    parser.add_argument("--out", type=str, default=None, help="run directory (created; an existing one is resumed)")
+    parser.add_class_arguments(SearchConfig, "search")
+    parser.add_class_arguments(DataConfig, "data")
+    parser.add_class_arguments(RunConfig, "run")
+    parser.add_class_arguments(PolicyConfig, "policy")
+    parser.add_class_arguments(RewardConfig, "reward")
+    parser.add_class_arguments(PrunerConfig, "pruner")
+    return parser
+
+
+def resolve_tiny(model: str, kind: str) -> str:
+    """``tiny:DIR`` -> build (or reuse) a tiny random-init model in DIR (CPU demo, tests)."""
+    if not model.startswith(TINY_PREFIX):
+        return model
+    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
+
+    directory = model[len(TINY_PREFIX) :] or f".cache/tiny/{kind}"
+    return build_tiny_policy(directory) if kind == "policy" else build_tiny_prm(directory)
+
+
+def build_engines(init: Any) -> Engines:
+    """Load the policy, PRM and judge the configuration names (minutes for 7B models)."""
+    from equiv.prune import build_judge
+    from equiv.search.policies import build_policy
+    from equiv.search.rewards import build_reward_model
+
+    init.policy.model = resolve_tiny(init.policy.model, "policy")
+    init.reward.model = resolve_tiny(init.reward.model, "prm")
+    judge = build_judge(init.pruner)
+    pruning = Pruning(
+        enabled=judge is not None,
+        threshold=float(judge.threshold) if judge is not None else 0.5,
+        prefilter=getattr(judge, "prefilter", None),
+        mode=init.pruner.grouping,
+        representative=init.pruner.representative,
+    )
+    policy = build_policy(init.policy)
+    reward = build_reward_model(init.reward)
+    return Engines(policy=policy, reward=reward, judge=judge, pruning=pruning)
+
+
+def load_data(data: DataConfig) -> list[Any]:
+    from equiv.data.problems import load_problems
+
+    problems = load_problems(
+        data.dataset,
+        path=data.path,
+        split=data.split,
+        question_field=data.question_field,
+        answer_field=data.answer_field,
+        start=data.start,
+        end=data.end,
+    )
+    if not problems:
+        raise InputError(f"no problems in range [{data.start}, {data.end})", field="data")
+    return problems
+
+
+def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] | None = None) -> int:
+    """Run (or resume) an evaluation. ``engine_factory`` is a seam for scripted-engine tests."""
+    parser = build_eval_parser()
+    try:
+        cfg = parser.parse_args(list(argv))
+    except argparse.ArgumentError as err:
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    with exit_on_input_error():
+        if cfg.algo is None:
+            raise InputError(f"--algo is required: one of {', '.join(ALGORITHMS)}")
+        if cfg.algo not in ALGORITHMS:
+            raise InputError(f"unknown algorithm {cfg.algo!r}; choose from {', '.join(ALGORITHMS)}", field="algo")
+        if not cfg.out:
+            raise InputError("--out DIR is required (the run directory)")
+        init = parser.instantiate_classes(cfg)
+        init.search.validate()
+        init.run.validate()
+        problems = load_data(init.data)
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        config_text = parser.dump(cfg, skip_none=False)
+        (out / "config.yaml").write_text(config_text, encoding="utf-8")
+        engines = engine_factory(init) if engine_factory is not None else build_engines(init)
+        summary = run_eval(
+            algo=cfg.algo,
+            problems=problems,
+            engines=engines,
+            out_dir=out,
+            search=init.search,
+            run=init.run,
+            pruner=init.pruner.strategy,
+            config=json.loads(json.dumps(cfg.as_dict(), default=str)),
+        )
+    print(
+        f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
+        f"({summary['correct']}/{summary['problems']}), mean generated tokens "
+        f"{summary['mean_generated_tokens']:.1f}, errors {summary['errors']} -> {out}"
+    )
+    return 0
+
+
+# -- compare ----------------------------------------------------------------------------------------
+def load_run_records(directory: str | Path) -> dict[tuple[str, int], dict[str, Any]]:
+    path = Path(directory) / RESULTS
+    if not path.exists():
+        raise InputError("no results.jsonl here; is this a run directory of `search_cli.py eval`?", path=directory)
+    records, _ = read_results(path)
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        out[(str(r["id"]), int(r["seed"]))] = r
+    return out
+
+
+def compare_rows(dirs: Sequence[str | Path]) -> tuple[list[dict[str, Any]], int]:
+    """One row per run on the (id, seed) keys all runs share; ratio vs the first run."""
+    runs = [load_run_records(d) for d in dirs]
+    shared = set(runs[0])
+    for r in runs[1:]:
+        shared &= set(r)
+    if not shared:
+        raise InputError("the runs share no problems (same ids and seeds); nothing to compare")
+    keys = sorted(shared)
+    rows = []
+    for directory, recs in zip(dirs, runs):
+        sel = [recs[k] for k in keys]
+        n = len(sel)
+        first = sel[0]
+        rows.append(
+            {
+                "run": str(directory),
+                "algo": first.get("algo", "?"),
+                "pruner": first.get("pruner", "?"),
+                "problems": n,
+                "accuracy": 100.0 * sum(bool(r.get("correct")) for r in sel) / n,
+                "mean_generated_tokens": sum(float(r.get("generated_tokens") or 0) for r in sel) / n,
+                "mean_prm_calls": sum(float(r.get("prm_calls") or 0) for r in sel) / n,
+                "mean_judge_calls": sum(float(r.get("judge_calls") or 0) for r in sel) / n,
+                "errors": sum(1 for r in sel if r.get("error")),
+            }
+        )
+    base = rows[0]["mean_generated_tokens"]
+    for row in rows:
+        row["token_ratio"] = 100.0 * row["mean_generated_tokens"] / base if base else None
+    return rows, len(keys)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    header = ["run", "algo", "pruner", "problems", "accuracy %", "tokens", "ratio %", "PRM calls", "judge calls", "errors"]
+    body = [
+        [
+            r["run"],
+            r["algo"],
+            r["pruner"],
+            str(r["problems"]),
+            f"{r['accuracy']:.2f}",
+            f"{r['mean_generated_tokens']:.1f}",
+            "-" if r["token_ratio"] is None else f"{r['token_ratio']:.2f}",
+            f"{r['mean_prm_calls']:.1f}",
+            f"{r['mean_judge_calls']:.1f}",
+            str(r["errors"]),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def compare_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="search_cli.py compare",
+        description="Paper-style table: accuracy, mean generated tokens and token ratio vs the FIRST run, "
+        "on the problems all runs share.",
+    )
+    parser.add_argument("runs", nargs="+", help="run directories (the first is the baseline)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    args = parser.parse_args(list(argv))
+    with exit_on_input_error():
+        rows, shared = compare_rows(args.runs)
+    if args.json:
+        print(json.dumps({"shared_problems": shared, "rows": rows}, indent=2))
+    else:
+        print(f"{shared} problems shared by all runs; ratio = tokens / tokens of the first run")
+        print(format_table(rows))
+    return 0
