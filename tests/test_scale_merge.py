@@ -26,6 +26,7 @@ def rec(pid: str, seed: int = 0, error: str | None = None, **extra) -> dict:
 
 
 def write(path: Path, records: list[dict], *, tail: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail, encoding="utf-8")
 
 
@@ -41,12 +42,13 @@ def test_round_robin_covers_every_item_once():
 
 def test_shard_paths_sorted_numerically(tmp_path: Path):
     for k in (10, 2, 0):
-        shard_path(tmp_path, k).write_text("")
-    (tmp_path / "results.worker-x.jsonl").write_text("")  # not a shard name
-    assert [p.name for p in shard_paths(tmp_path)] == [
-        "results.worker-0.jsonl",
-        "results.worker-2.jsonl",
-        "results.worker-10.jsonl",
+        write(shard_path(tmp_path, k), [])
+    write(tmp_path / "workers" / "x" / "results.jsonl", [])  # not a worker index
+    (tmp_path / "workers" / "3").mkdir()  # a worker that wrote nothing
+    assert [p.relative_to(tmp_path).as_posix() for p in shard_paths(tmp_path)] == [
+        "workers/0/results.jsonl",
+        "workers/2/results.jsonl",
+        "workers/10/results.jsonl",
     ]
     assert shard_paths(tmp_path / "missing") == []
 
@@ -102,11 +104,14 @@ def test_finished_keys_reads_results_and_shards(tmp_path: Path):
 def test_merge_run_dir_writes_results_and_removes_shards(tmp_path: Path):
     write(tmp_path / "results.jsonl", [rec("b")])
     write(shard_path(tmp_path, 0), [rec("a")])
-    write(shard_path(tmp_path, 1), [rec("c")], tail='{"id"')
+    write(shard_path(tmp_path, 1), [rec("c", tree="trees/c.json")], tail='{"id"')
+    (tmp_path / "workers" / "1" / "trees").mkdir()
+    (tmp_path / "workers" / "1" / "trees" / "c.json").write_text('{"id": "c"}')
     order = [("a", 0), ("b", 0), ("c", 0), ("d", 0)]
     merged = merge_run_dir(tmp_path, order)
     assert [r["id"] for r in merged] == ["a", "b", "c"]
-    assert shard_paths(tmp_path) == []
+    assert shard_paths(tmp_path) == [] and not (tmp_path / "workers").exists()
+    assert (tmp_path / merged[2]["tree"]).read_text() == '{"id": "c"}' 
     assert [r["id"] for r in read_records(tmp_path / "results.jsonl")] == ["a", "b", "c"]
     assert not (tmp_path / "results.jsonl.tmp").exists()
     # merging again is a no-op

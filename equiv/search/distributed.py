@@ -4,9 +4,11 @@ Why this shape (DESIGN.md §3): one process per GPU (or per tensor-parallel grou
 engine set -- policy, PRM, judge -- each running its share of the problems through the *same*
 runner code as a single-process run, with its own in-process cross-problem batching
 (``run.concurrency``). Ray places and starts those processes, on one node or a cluster; there is
-no home-made process manager. Each worker appends to its own shard file
-``results.worker-<k>.jsonl`` (no two processes ever write one file), and the driver merges the
-shards into ``results.jsonl`` -- sorted by problem order, deduplicated by (id, seed) -- and
+no home-made process manager. Each worker writes its own shard, ``workers/<k>/`` -- an ordinary
+run directory (``results.jsonl``, ``summary.json``, ``trees/``) written by the unchanged
+:func:`equiv.search.runner.run_eval`, so no two processes ever write one file -- and the driver
+merges the shards into ``results.jsonl`` -- sorted by problem order, deduplicated by (id, seed) --
+moves their trees into ``trees/`` (a record's ``tree`` path is relative, so it stays valid) and
 writes ``summary.json``. A killed run resumes from whatever is in ``results.jsonl`` *and* in the
 shard files, so finished problems are never run twice and never lost.
 
@@ -18,16 +20,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from equiv.errors import InputError
 
 RESULTS = "results.jsonl"
-SHARD_PREFIX = "results.worker-"
-_SHARD_RE = re.compile(r"^results\.worker-(\d+)\.jsonl$")
+SUMMARY = "summary.json"
+TREES = "trees"
+WORKERS = "workers"
 
 RecordKey = tuple[str, int]
 """Records are keyed by (problem id, seed) -- one search per problem and seed."""
@@ -146,21 +149,25 @@ def plan_placement(scale: ScaleConfig, *, gpus_available: float) -> Placement:
 # --------------------------------------------------------------------------------------------
 
 
+def shard_dir(out_dir: str | Path, worker: int) -> Path:
+    """The run directory worker ``worker`` writes (its own results.jsonl, summary.json, trees/)."""
+    return Path(out_dir) / WORKERS / str(worker)
+
+
 def shard_path(out_dir: str | Path, worker: int) -> Path:
-    """The file worker ``worker`` appends its records to."""
-    return Path(out_dir) / f"{SHARD_PREFIX}{worker}.jsonl"
+    """The results file worker ``worker`` appends its records to."""
+    return shard_dir(out_dir, worker) / RESULTS
 
 
 def shard_paths(out_dir: str | Path) -> list[Path]:
-    """Existing shard files, ordered by worker index (so merges are deterministic)."""
-    out = Path(out_dir)
-    if not out.is_dir():
+    """Existing shard results files, ordered by worker index (so merges are deterministic)."""
+    root = Path(out_dir) / WORKERS
+    if not root.is_dir():
         return []
     found = []
-    for path in out.iterdir():
-        match = _SHARD_RE.match(path.name)
-        if match:
-            found.append((int(match.group(1)), path))
+    for path in root.iterdir():
+        if path.is_dir() and path.name.isdigit() and (path / RESULTS).exists():
+            found.append((int(path.name), path / RESULTS))
     return [path for _, path in sorted(found)]
 
 
@@ -286,15 +293,249 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict[str, Any]]) -> N
 
 
 def merge_run_dir(out_dir: str | Path, order: Sequence[RecordKey] | None = None) -> list[dict[str, Any]]:
-    """Merge ``results.jsonl`` and all shard files into ``results.jsonl``; remove the shards.
+    """Merge ``results.jsonl`` and all shards into ``results.jsonl``; move trees; remove shards.
 
-    The new ``results.jsonl`` is in place (atomically) before any shard is deleted, so a crash
-    at any point loses nothing: a rerun merges again and gets the same file.
+    Trees move first, then the new ``results.jsonl`` is put in place atomically, and only then
+    are the shard directories deleted -- so a crash at any point loses nothing: a rerun merges
+    again and gets the same file.
     """
     out = Path(out_dir)
     shards = shard_paths(out)
     merged = merge_records(run_records(out), order)
-    write_jsonl_atomic(out / RESULTS, merged)
     for shard in shards:
-        shard.unlink()
+        trees = shard.parent / TREES
+        if trees.is_dir():
+            (out / TREES).mkdir(exist_ok=True)
+            for tree in sorted(trees.iterdir()):
+                os.replace(tree, out / TREES / tree.name)
+    write_jsonl_atomic(out / RESULTS, merged)
+    if (out / WORKERS).is_dir():
+        shutil.rmtree(out / WORKERS)
     return merged
+
+
+# --------------------------------------------------------------------------------------------
+# Workers (Ray actors) and the driver.
+# --------------------------------------------------------------------------------------------
+
+EngineFactory = Callable[[Placement], Any]
+"""Builds one worker's :class:`equiv.search.runner.Engines` from its placement. Must be
+picklable (a module-level function or a ``functools.partial`` of one): Ray ships it to the
+worker, which calls it there, so every worker loads its own policy, PRM and judge."""
+
+
+class ShardWorker:
+    """One engine set and its share of the problems (wrapped as a Ray actor by the driver).
+
+    The engines are built in the constructor, so all workers load their models in parallel, and
+    the shard goes through the same :func:`~equiv.search.runner.run_eval` as a one-process run
+    (same batching, seeding, grading and record format).
+    """
+
+    def __init__(self, worker: int, factory: EngineFactory, placement: Placement) -> None:
+        apply_memory_split(placement)
+        self.worker = worker
+        self.engines = factory(placement)
+
+    def run(
+        self,
+        *,
+        algo: str,
+        problems: Sequence[Any],
+        finished: Sequence[dict[str, Any]],
+        out_dir: str,
+        search: Any,
+        run: Any,
+        pruner: str,
+        grader: Any = None,
+    ) -> dict[str, Any]:
+        """Run ``problems`` (every seed) into ``workers/<k>/``; returns that shard's summary.
+
+        ``finished`` holds the records of (problem, seed) pairs an earlier run already finished.
+        They are written into the shard first, so the runner's own resume skips exactly them
+        while this stays one ``run_eval`` call over all seeds -- the same batching and the same
+        ``trees/`` file names as a one-process run.
+        """
+        from equiv.search.runner import run_eval
+
+        shard = shard_dir(out_dir, self.worker)
+        shard.mkdir(parents=True, exist_ok=True)
+        write_jsonl_atomic(shard / RESULTS, finished)
+        # Progress bars and W&B belong to the driver; a worker logs nothing of its own.
+        shard_run = replace(run, progress=False, wandb_project=None)
+        return run_eval(
+            algo=algo,
+            problems=problems,
+            engines=self.engines,
+            out_dir=shard,
+            search=search,
+            run=shard_run,
+            pruner=pruner,
+            grader=grader,
+        )
+
+
+def apply_memory_split(placement: Placement) -> None:
+    """Cap the torch allocator of a GPU worker at the PRM + judge share of its first GPU.
+
+    vLLM takes its share through ``gpu_memory_utilization`` (the engine factory passes
+    ``placement.policy_gpu_memory_utilization`` to the policy; vLLM's engine core runs in its own
+    process). The PRM and the judge are torch models in this process: capping the process at
+    their combined share makes an oversized PRM fail with an out-of-memory error in that
+    worker instead of starving the policy's KV cache. No-op without CUDA.
+    """
+    if placement.num_gpus <= 0:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        share = placement.prm_gpu_memory_fraction + placement.judge_gpu_memory_fraction
+        if share > 0:
+            torch.cuda.set_per_process_memory_fraction(min(1.0, share), device=0)
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def ray_runtime_env() -> dict[str, Any]:
+    """Ray ``runtime_env`` that lets workers import ``equiv`` (and ``tests``) from this checkout."""
+    paths = [_package_root()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}}
+
+
+def _start_ray(scale: ScaleConfig) -> bool:
+    """Connect to (or start) Ray; True when this call started it (so the driver shuts it down).
+
+    Workers import ``equiv`` from this checkout (``PYTHONPATH``), which covers a local instance
+    and clusters on a shared file system; other clusters need the package installed on every
+    node (the same image), as Ray's docs recommend.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise InputError(
+            "multi-worker runs need Ray: pip install 'equiv[ray]' (or 'ray[default]')",
+            field="scale.workers",
+        ) from None
+    if ray.is_initialized():
+        return False
+    runtime_env = ray_runtime_env()
+    if scale.ray_address:
+        ray.init(address=scale.ray_address, runtime_env=runtime_env, log_to_driver=True)
+    else:
+        ray.init(runtime_env=runtime_env, include_dashboard=False)
+    return True
+
+
+def run_distributed(
+    *,
+    algo: str,
+    problems: Sequence[Any],
+    engine_factory: EngineFactory,
+    out_dir: str | Path,
+    scale: ScaleConfig,
+    search: Any = None,
+    run: Any = None,
+    pruner: str = "none",
+    grader: Any = None,
+) -> dict[str, Any]:
+    """Run (or resume) an evaluation over Ray workers into ``out_dir``; returns the summary.
+
+    The run directory ends up exactly like a single-process one (``results.jsonl`` sorted by
+    problem order, ``summary.json``, ``trees/``), so ``compare`` and ``report`` need not know.
+    """
+    from equiv.search.config import RunConfig, SearchConfig
+    from equiv.search.runner import SEARCHES, prepare_resume, summarise
+
+    if algo not in SEARCHES:
+        raise InputError(f"unknown algorithm {algo!r}; choose from {', '.join(SEARCHES)}", field="algo")
+    search = search or SearchConfig()
+    run = run or RunConfig()
+    search.validate()
+    run.validate()
+    scale.validate()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [str(p.id) for p in problems]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise InputError(f"problem id {dup!r} occurs more than once; ids must be unique", field="id")
+    order = [(str(p.id), int(s)) for p in problems for s in run.seeds]
+
+    # Resume: fold shards of a killed run into results.jsonl, then let the runner's own resume
+    # logic (algo/pruner check, error retry, compaction) decide what is finished.
+    merge_run_dir(out, order)
+    done, done_records = prepare_resume(out, algo=algo, pruner=pruner, retry_errors=run.retry_errors)
+    todo = [p for p in problems if any((str(p.id), int(s)) not in done for s in run.seeds)]
+    finished_by_id: dict[str, list[dict[str, Any]]] = {}
+    for record in done_records:
+        finished_by_id.setdefault(str(record["id"]), []).append(record)
+
+    worker_summaries: list[dict[str, Any]] = []
+    if todo:
+        started = _start_ray(scale)
+        import ray
+
+        try:
+            placement = plan_placement(scale, gpus_available=float(ray.cluster_resources().get("GPU", 0)))
+            # Whole problems (all their seeds) per worker, dealt round-robin.
+            shards = [s for s in assign_round_robin(todo, scale.workers) if s]
+            actor_cls = ray.remote(ShardWorker)
+            actors = [
+                actor_cls.options(num_cpus=placement.num_cpus, num_gpus=placement.num_gpus).remote(
+                    k, engine_factory, placement
+                )
+                for k in range(len(shards))
+            ]
+            pending = [
+                actor.run.remote(
+                    algo=algo,
+                    problems=shard,
+                    finished=[r for p in shard for r in finished_by_id.get(str(p.id), [])],
+                    out_dir=str(out),
+                    search=search,
+                    run=run,
+                    pruner=pruner,
+                    grader=grader,
+                )
+                for actor, shard in zip(actors, shards)
+            ]
+            try:
+                worker_summaries.extend(ray.get(pending))
+            finally:
+                for actor in actors:
+                    ray.kill(actor)
+        finally:
+            # Whatever the workers finished is merged even when one of them failed.
+            merge_run_dir(out, order)
+            if started:
+                ray.shutdown()
+
+    records = read_records(out / RESULTS)
+    summary = summarise(records, algo=algo, pruner=pruner)
+    recorded = {record_key(r) for r in records}
+    summary["complete"] = all(k in recorded for k in order)
+    summary["workers"] = scale.workers
+    summary["engine_calls"] = _sum_counts(s.get("engine_calls") for s in worker_summaries)
+    summary["largest_batch"] = _max_counts(s.get("largest_batch") for s in worker_summaries)
+    tmp = out / (SUMMARY + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out / SUMMARY)
+    return summary
+
+
+def _sum_counts(dicts: Iterable[dict[str, int] | None]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for d in dicts:
+        for k, v in (d or {}).items():
+            total[k] = total.get(k, 0) + int(v)
+    return total
+
+
+def _max_counts(dicts: Iterable[dict[str, int] | None]) -> dict[str, int]:
+    best: dict[str, int] = {}
+    for d in dicts:
+        for k, v in (d or {}).items():
+            best[k] = max(best.get(k, 0), int(v))
+    return best
