@@ -153,3 +153,48 @@ def test_script_json_cannot_close_the_script_block(tmp_path: Path) -> None:
     text = script_json(payload)
     assert "</script" not in text.lower() and "<" not in text and "&" not in text
     assert json.loads(text)["nodes"][3][3] == NASTY
+
+
+def test_torn_last_line_is_left_out_and_flagged(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "r", pruned=True)
+    with (run / "results.jsonl").open("a") as fh:
+        fh.write('{"id": "p9", "correct": tr')  # the writer died mid-line
+    loaded = load_run(run)
+    assert loaded.torn and len(loaded.results) == 3
+    # The same text followed by a newline is not torn: it is a malformed line, located.
+    with (run / "results.jsonl").open("a") as fh:
+        fh.write("\n")
+    with pytest.raises(InputError, match=r"results\.jsonl:4: malformed JSON"):
+        load_run(run)
+
+
+def test_several_seeds_key_problems_by_id_and_seed(tmp_path: Path) -> None:
+    single = write_run(tmp_path / "single", pruned=False)
+    multi = write_run(tmp_path / "multi", pruned=True)
+    lines = [json.loads(x) for x in (multi / "results.jsonl").read_text().splitlines()]
+    extra = [dict(rec, seed=1, generated_tokens=1) for rec in lines]
+    (multi / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines + extra))
+    tree = json.loads((multi / "trees" / "2.json").read_text())
+    (multi / "trees" / "2.seed1.json").write_text(json.dumps(dict(tree, seed=1)))
+    (multi / "trees" / "2.json").write_text(json.dumps(dict(tree, seed=0)))
+    alone = load_run(multi)
+    assert len(alone.results) == 6 and "7 seed=1" in alone.results and set(alone.trees) >= {"7 seed=0", "7 seed=1"}
+    runs = load_runs([single, multi])
+    assert all(" seed=" in key for key in runs[0].results), "a multi-seed run rekeys every run"
+    assert shared_ids(runs) == [f"{pid} seed=0" for pid in ("test/algebra/1.json", "test/algebra/2.json", "7")]
+
+
+def test_exact_duplicates_are_not_counted_as_pruning(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "r", pruned=True)
+    for path in (run / "trees").glob("*.json"):
+        tree = json.loads(path.read_text())
+        tree["nodes"][2]["text"] = "  Step 1: x = 2 +   3 = 5."  # whitespace-equal to its representative
+        tree["nodes"][2]["judge_prob"] = 1.0
+        path.write_text(json.dumps(tree))
+    loaded = load_run(run)
+    t = loaded.trees["7"]
+    assert [t.is_duplicate(n) for n in t.merged_nodes()] == [True, False]
+    assert (t.merged_count, t.judge_merged_count) == (2, 1)
+    assert pruning_by_depth(list(loaded.trees.values()))[1] == (3, 9)
+    payload = tree_payload(t, loaded.results["7"])
+    assert (payload["merged"], payload["duplicates"]) == (1, 1)

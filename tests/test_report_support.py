@@ -84,3 +84,26 @@ def test_writer_follows_documented_schema(tmp_path: Path) -> None:
     merged = [n for n in tree["nodes"] if n["merged_into"] is not None]
     assert merged and all(n["judge_prob"] is not None for n in merged)
     assert not any(n["parent"] in {m["id"] for m in merged} for n in tree["nodes"]), "merged nodes have no children"
+
+
+def runner_runs(root: Path, algos: tuple[str, ...] = ("mcts",), *, trees: bool = True, n: int = 4) -> list[Path]:
+    """Real run directories from the real evaluation runner, driven by the search tests' scripted
+    engines (deterministic, no model): for each algorithm an unpruned baseline and a run pruned by
+    a judge that merges restated steps. Returns [algo_base, algo_pruned, ...]."""
+    from equiv.search.config import RunConfig, SearchConfig
+    from equiv.search.expansion import Pruning
+    from equiv.search.runner import Engines, Grader, run_eval
+    from tests.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
+
+    out = []
+    for algo in algos:
+        for pruned in (False, True):
+            path = root / f"{algo}_{'pruned' if pruned else 'base'}"
+            engines = Engines(policy=SeededPolicy(), reward=KeyedReward(), judge=RestateJudge() if pruned else None,
+                              pruning=Pruning(enabled=pruned))
+            run_eval(algo=algo, problems=problems(n), engines=engines, out_dir=path,
+                     search=SearchConfig(width=4, max_depth=4, num_simulations=4, beam_size=2, num_sequence=2),
+                     run=RunConfig(save_trees=trees, progress=False, concurrency=2),
+                     pruner="restate" if pruned else "none", grader=Grader(simple_extract, simple_grade))
+            out.append(path)
+    return out

@@ -10,9 +10,9 @@ Problem ids may be integers (GSM8K index) or strings (MATH-500 ``unique_id``, wh
 ``/``); they are keyed by ``str(id)`` everywhere, and tree files are matched by the ``id`` stored
 inside them, not by their file name, so the runner's file-name sanitising does not matter here.
 
-The runner keys records by (id, seed). When every loaded run used one seed, problems are keyed
-by id alone (so runs made with different seeds still pair up); as soon as one run holds several
-seeds, every key becomes ``"<id> seed=<seed>"`` (see :func:`load_runs`). A torn final line (the
+The runner keys records by (id, seed), and ``compare`` pairs runs by (id, seed). When all loaded
+runs used the same single seed, problems are keyed by id alone (shorter labels, same pairing);
+otherwise every key becomes ``"<id> seed=<seed>"`` (see :func:`load_runs`). A torn final line (the
 runner died mid-write; it drops such a line on resume too) is left out and counted in
 :attr:`Run.torn`, which the report shows; any other malformed line is an error.
 """
@@ -340,7 +340,9 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
 def load_runs(paths: list[str | Path]) -> list[Run]:
     """Load several runs and give them distinct display names (the directory name, made unique)."""
     runs = [load_run(p) for p in paths]
-    if any(len(run.seeds) > 1 for run in runs):
+    # Pair by id only when every run used the same single seed; otherwise by (id, seed), which
+    # is how `search_cli.py compare` pairs records, so the plots and the table agree.
+    if len({frozenset(map(str, run.seeds)) for run in runs}) > 1 or any(len(run.seeds) > 1 for run in runs):
         for run in runs:
             run.rekey(with_seed=True)
     seen: dict[str, int] = {}

@@ -1,6 +1,6 @@
 """Numbers behind the report: the compare table and per-depth pruning rates (pure functions).
 
-The compare table follows ``search_cli.py compare``: each run's accuracy and mean generated
+The compare table is ``search_cli.py compare``'s (its function is reused): each run's accuracy and mean generated
 tokens are taken on the problems *all* runs share, and the token ratio is against the FIRST run
 (the baseline), as in the paper's "(51.89%)" column. Comparing on the shared problems is what
 makes a partly finished run comparable with a complete one.
@@ -42,22 +42,21 @@ def shared_ids(runs: Sequence[Run]) -> list[str]:
     return [pid for pid in runs[0].results if pid in common]
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def compare_rows(runs: Sequence[Run]) -> list[CompareRow]:
-    """The compare table: one row per run, computed on the problems all runs share."""
+    """The compare table: one row per run, computed on the problems all runs share.
+
+    Accuracy, mean tokens, token ratio, errors and mean PRM / judge calls come from
+    :func:`equiv.search.cli.compare_rows` (the function behind ``search_cli.py compare``), so
+    the report and ``compare`` can never disagree; the report adds the pruning rate and the
+    run's total problem count.
+    """
+    from equiv.search.cli import compare_rows as search_compare_rows  # light: no torch, no engines
+
+    table, _ = search_compare_rows([run.path for run in runs])
     ids = shared_ids(runs)
     rows: list[CompareRow] = []
-    base_tokens: float | None = None
-    for i, run in enumerate(runs):
+    for run, row in zip(runs, table):
         recs = [run.results[pid] for pid in ids]
-        n = len(recs)
-        tokens = sum(r["generated_tokens"] for r in recs) / n if n else 0.0
-        if i == 0:
-            base_tokens = tokens
-        ratio = 100.0 * tokens / base_tokens if base_tokens else None
         expanded = sum(r.get("expanded") or 0 for r in recs)
         pruned = sum(r.get("pruned") or 0 for r in recs)
         rows.append(
@@ -65,13 +64,13 @@ def compare_rows(runs: Sequence[Run]) -> list[CompareRow]:
                 name=run.name,
                 algo=run.algo,
                 pruner=run.pruner,
-                problems=n,
-                accuracy=100.0 * sum(bool(r["correct"]) for r in recs) / n if n else 0.0,
-                mean_tokens=tokens,
-                token_ratio=ratio,
-                errors=sum(1 for r in recs if r.get("error")),
-                mean_prm_calls=_mean([r["prm_calls"] for r in recs if r.get("prm_calls") is not None]),
-                mean_judge_calls=_mean([r["judge_calls"] for r in recs if r.get("judge_calls") is not None]),
+                problems=int(row["problems"]),
+                accuracy=float(row["accuracy"]),
+                mean_tokens=float(row["mean_generated_tokens"]),
+                token_ratio=None if row["token_ratio"] is None else float(row["token_ratio"]),
+                errors=int(row["errors"]),
+                mean_prm_calls=float(row["mean_prm_calls"]),
+                mean_judge_calls=float(row["mean_judge_calls"]),
                 pruned_per_expansion=pruned / expanded if expanded else None,
                 total_problems=len(run.results),
             )
