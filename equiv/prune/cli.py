@@ -1,0 +1,190 @@
+"""``search_cli.py pairs``: evaluate an equivalence strategy on labelled pairs.
+
+Prints accuracy, precision, recall and F1 (plus how the pairs were decided) and, as the LAST
+line, one JSON object with at least ``accuracy``, ``precision``, ``recall``, ``f1``, ``n`` (also
+written to ``--output`` together with the sweep). ``--sweep`` picks the threshold: best F1, or
+with ``--target_precision P`` the highest recall at precision >= P (false merges cost accuracy
+in search, so precision matters most). ``--sweep_data FILE`` picks it on another file (e.g.
+train) and reports on ``--data``; without it the threshold is chosen on ``--data`` itself, the
+optimistic setting. Level 2 ("cannot judge") pairs are dropped per the label mapping (the
+judge's own, for the model strategy; otherwise the paper's 3-4 vs 0-1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from equiv.errors import InputError, exit_on_input_error
+
+STRATEGY_CHOICES = ("exact", "levenshtein", "embedding", "formula", "model")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="search_cli.py pairs",
+        description="Evaluate an equivalence strategy on a MathEquiv-format file (JSON list or JSONL).",
+    )
+    p.add_argument("--data", required=True, help="labelled pairs: sentence1, sentence2, result (0-4)")
+    p.add_argument("--strategy", required=True, choices=STRATEGY_CHOICES)
+    p.add_argument("--model", help="model: exported judge dir or .ckpt; embedding: sentence-transformers model "
+                   "(default bundled:all-MiniLM-L6-v2)")
+    p.add_argument("--threshold", type=float, help="equivalent iff probability >= X (levenshtein: ratio > X); "
+                   "default: the strategy's / the judge's")
+    p.add_argument("--prefilter", type=float, help="model only: Levenshtein ratio <= X is 'not equivalent' "
+                   "without the model; default: the judge's prefilter_threshold, else 0.75")
+    p.add_argument("--batch_size", "--batch-size", type=int, default=64)
+    p.add_argument("--max_length", "--max-length", type=int)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--sweep", action="store_true", help="choose the threshold by a sweep (best F1, or see --target_precision)")
+    p.add_argument("--target_precision", "--target-precision", type=float,
+                   help="with --sweep: highest recall among thresholds reaching this precision")
+    p.add_argument("--sweep_data", "--sweep-data", help="with --sweep: choose the threshold on this file, report on --data")
+    p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
+                   help="leave out invalid records (counted and reported) instead of stopping at the first")
+    p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
+    return p
+
+
+def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> tuple[list[tuple[str, str]], list[int], int, list[float]]:
+    from equiv.data.records import read_pair_records
+    from equiv.prune.levenshtein import levenshtein_ratio
+
+    records, report = read_pair_records(path, skip_invalid=skip_invalid)
+    if report.total:
+        print(report.summary(path), file=sys.stderr)
+    pairs, labels = [], []
+    dropped = 0
+    for rec in records:
+        label = mapping.label(rec.result)
+        if label is None:
+            dropped += 1
+            continue
+        pairs.append((rec.sentence1, rec.sentence2))
+        labels.append(label)
+    if not pairs:
+        raise InputError("no pairs left to evaluate after dropping unmapped levels", path=path)
+    ratios = [levenshtein_ratio(a, b) for a, b in pairs]
+    return pairs, labels, dropped, ratios
+
+
+def _decide(scores: Sequence[float], threshold: float, strict: bool) -> list[bool]:
+    return [s > threshold if strict else s >= threshold for s in scores]
+
+
+def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
+    """Evaluate one strategy; returns the metrics dict (the CLI prints and writes it)."""
+    from equiv.data.records import LabelMapping
+    from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep
+    from equiv.prune.strategies import PrunerConfig, build_judge
+
+    if args.target_precision is not None and not args.sweep:
+        raise InputError("--target_precision needs --sweep", field="target_precision")
+    if args.sweep_data and not args.sweep:
+        raise InputError("--sweep_data needs --sweep", field="sweep_data")
+    if args.sweep and args.threshold is not None:
+        raise InputError("give either --threshold or --sweep, not both", field="threshold")
+    if args.sweep and args.strategy in ("exact", "formula"):
+        raise InputError(f"strategy {args.strategy!r} is a 0/1 rule; there is no threshold to sweep", field="sweep")
+    if args.target_precision is not None and not 0.0 < args.target_precision <= 1.0:
+        raise InputError(f"must be in (0, 1], got {args.target_precision}", field="target_precision")
+    if not Path(args.data).exists():
+        raise InputError("file not found", path=args.data, field="data")
+
+    cfg = PrunerConfig(
+        strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
+        batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
+    )
+    judge = build_judge(cfg)
+    assert judge is not None
+    settings = getattr(judge, "settings", {}) or {}
+    mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
+
+    pairs, labels, dropped, ratios = _read_labelled(args.data, mapping, args.skip_invalid)
+    results = judge.pair_results(pairs)
+    probs = [p for p, _ in results]
+    scores = [s for _, s in results]
+
+    threshold = judge.threshold
+    threshold_source = "given" if args.threshold is not None else "default"
+    sweep_points: list[dict[str, float]] = []
+    if args.sweep:
+        if args.sweep_data:
+            s_pairs, s_labels, _, _ = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+            s_scores = [s for _, s in judge.pair_results(s_pairs)]
+        else:
+            s_scores, s_labels = scores, labels
+        # Thresholds live in (0, 1]: prefiltered pairs score 0 and must stay "not equivalent".
+        points = [p for p in threshold_sweep(s_scores, s_labels) if 0.0 < p.threshold <= 1.0]
+        chosen = pick_threshold(points, args.target_precision)
+        threshold = round(chosen.threshold, 6)
+        threshold_source = f"sweep on {args.sweep_data or args.data}"
+        if args.target_precision is not None:
+            threshold_source += f" (target precision {args.target_precision})"
+            if chosen.metrics.precision < args.target_precision:
+                print(f"warning: no threshold reaches precision {args.target_precision}; "
+                      f"using the most precise ({chosen.metrics.precision:.4f})", file=sys.stderr)
+        else:
+            threshold_source += " (best F1)"
+        sweep_points = [{"threshold": p.threshold, **{k: getattr(p.metrics, k) for k in ("precision", "recall", "f1")}}
+                        for p in points]
+        predictions = _decide(scores, chosen.threshold, judge.strict)
+    else:
+        predictions = [p >= threshold for p in probs]
+
+    m = binary_metrics(predictions, labels)
+    out: dict[str, Any] = {
+        "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1, "n": m.n,
+        "strategy": judge.name, "threshold": threshold, "threshold_source": threshold_source,
+        "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": dropped, "data": str(args.data),
+    }
+    prefilter = getattr(judge, "prefilter", None)
+    if prefilter is not None:
+        out["prefilter"] = prefilter
+        out["prefilter_resolved"] = sum(r <= prefilter for r in ratios) / len(ratios)
+        out["prefilter_rejected_equivalent"] = sum(1 for r, y in zip(ratios, labels) if y == 1 and r <= prefilter)
+        out["equivalent_pairs"] = sum(labels)
+    desc = judge.describe()
+    if "model" in desc:
+        out["model"] = desc["model"]
+    out["judge_stats"] = judge.stats.to_dict()
+    if sweep_points:
+        out["_sweep"] = sweep_points
+    return out
+
+
+def _print_report(out: dict[str, Any]) -> None:
+    print(f"strategy      {out['strategy']}" + (f"  ({out['model']})" if "model" in out else ""))
+    print(f"threshold     {out['threshold']}  [{out['threshold_source']}]")
+    print(f"pairs         {out['n']} evaluated, {out['dropped_level2']} dropped (unmapped level)")
+    if "prefilter" in out:
+        print(f"prefilter     ratio <= {out['prefilter']}: resolves {out['prefilter_resolved']:.1%} of pairs, "
+              f"rejects {out['prefilter_rejected_equivalent']} of {out['equivalent_pairs']} truly equivalent pairs")
+    st = out["judge_stats"]
+    print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
+          f"cache hits {st['cache_hits']}, {st['seconds']:.2f}s")
+    print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
+    print(f"accuracy      {out['accuracy']:.4f}")
+    print(f"precision     {out['precision']:.4f}")
+    print(f"recall        {out['recall']:.4f}")
+    print(f"f1            {out['f1']:.4f}")
+
+
+def pairs_main(argv: list[str]) -> int:
+    """Entry point of ``search_cli.py pairs``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse prints usage and exits 2 on unknown options
+    with exit_on_input_error():
+        out = run_pairs(args)
+        sweep = out.pop("_sweep", None)
+        _print_report(out)
+        if args.output:
+            path = Path(args.output)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({**out, "sweep": sweep} if sweep else out, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps(out))
+    return 0

@@ -1,0 +1,36 @@
+"""Levenshtein ratio and whitespace normalisation: the cheap checks in front of every judge.
+
+The ratio is EquivPruner's: ``1 - distance(a, b) / max(len(a), len(b))`` (rapidfuzz's
+``Levenshtein.normalized_similarity``), *not* python-Levenshtein's ``ratio``, which is an indel
+ratio and gives systematically higher values. The paper's prefilter treats a pair with ratio
+<= 0.75 as not equivalent without calling the model; the ``levenshtein`` baseline merges a pair
+when the ratio is > 0.95.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from rapidfuzz.distance import Levenshtein
+
+_WS = re.compile(r"\s+")
+
+
+def normalise_whitespace(text: str) -> str:
+    """Collapse every run of whitespace to one space and strip the ends.
+
+    Two sibling steps that differ only in spacing or line breaks are the same step; this is the
+    key the ``exact`` strategy compares and the model strategy's first, free check.
+    """
+    return _WS.sub(" ", text).strip()
+
+
+def levenshtein_ratio(a: str, b: str) -> float:
+    """``1 - distance / max(len(a), len(b))``; 1.0 for two empty strings."""
+    return float(Levenshtein.normalized_similarity(a, b))
+
+
+def levenshtein_ratios(pairs: Sequence[tuple[str, str]]) -> list[float]:
+    """:func:`levenshtein_ratio` for each pair, in order."""
+    return [levenshtein_ratio(a, b) for a, b in pairs]

@@ -1,0 +1,468 @@
+"""Equivalence strategies behind one interface (:class:`equiv.search.types.PairJudge`).
+
+Every strategy answers "how likely is each of these pairs equivalent?" for a *batch* of pairs,
+because search collects the sibling pairs of many problems and asks once. Each judge has
+
+- ``name`` and ``threshold``: a pair is equivalent when ``probability >= threshold``;
+- ``pair_probabilities(pairs)``: what grouping consumes. Rule-based strategies return 0.0/1.0
+  (their own threshold is already applied, so any ``threshold`` in (0, 1] reads them right);
+  ``embedding`` returns the cosine similarity clipped at 0; ``model`` the judge's probability;
+- ``pair_scores(pairs)``: the continuous score a threshold is swept over (Levenshtein ratio,
+  cosine, model probability; 0/1 for ``exact`` and ``formula``);
+- ``stats`` (:class:`JudgeStats`): pairs asked, cache hits, and how each new pair was decided,
+  so search can report judge work apart from PRM work.
+
+Every judge caches per pair with an order-insensitive key, so within a search a pair of step
+texts is judged once however often and in whichever order it is asked. The model strategy is
+the paper's two-stage check: whitespace-identical steps are equivalent (free), a Levenshtein
+ratio <= ``prefilter`` is not equivalent (free), and only the rest go to the classifier in one
+batched, length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from equiv.errors import InputError
+from equiv.prune.formula import formulas_equivalent
+from equiv.prune.levenshtein import levenshtein_ratio, normalise_whitespace
+
+Pair = tuple[str, str]
+STRATEGIES = ("none", "exact", "levenshtein", "embedding", "formula", "model")
+DEFAULT_LEVENSHTEIN_THRESHOLD = 0.95  # the paper's "Levenshtein ratio > 0.95" baseline
+DEFAULT_EMBEDDING_THRESHOLD = 0.9
+DEFAULT_MODEL_THRESHOLD = 0.5  # argmax of a two-class head, as the reference decides
+DEFAULT_PREFILTER = 0.75
+CHARS_PER_TOKEN_CAP = 16  # the paper's; tuned on MathEquiv, whose pairs all have ratio >= 0.75
+
+
+@dataclass
+class JudgeStats:
+    """Judge work, cumulative since construction or :meth:`reset`.
+
+    ``pairs`` counts every pair asked (repeats included) and equals ``cache_hits + exact +
+    prefiltered + scored`` where ``scored`` is what reached the model (or embedding / rule).
+    """
+
+    pairs: int = 0
+    cache_hits: int = 0
+    exact: int = 0
+    prefiltered: int = 0
+    scored: int = 0
+    forward_batches: int = 0
+    seconds: float = 0.0
+
+    def reset(self) -> None:
+        for name, value in asdict(JudgeStats()).items():
+            setattr(self, name, value)
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def _pair_key(a: str, b: str) -> Pair:
+    return (a, b) if a <= b else (b, a)
+
+
+def _check_threshold(value: float, strategy: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise InputError(f"must be a number, got {value!r}", field="threshold")
+    if not 0.0 < float(value) <= 1.0:
+        raise InputError(f"must be in (0, 1] for strategy {strategy!r}, got {value}", field="threshold")
+    return float(value)
+
+
+class CachedJudge:
+    """Shared machinery: order-insensitive cache, stats, and the exact-match shortcut.
+
+    Subclasses implement :meth:`_judge_new` for pairs not seen before (keys are already in a
+    canonical order, so the result does not depend on which order a pair was first asked in)
+    and return ``(probability, score)`` per pair.
+    """
+
+    name: str = "base"
+    threshold: float = 0.5
+    exact_shortcut: bool = True
+    strict: bool = False  # True: a score decides "equivalent" when > threshold (Levenshtein), else >=
+
+    def __init__(self) -> None:
+        self.stats = JudgeStats()
+        self._cache: dict[Pair, tuple[float, float]] = {}
+
+    def clear_cache(self) -> None:
+        """Forget judged pairs (benchmarks; a new search over unrelated problems)."""
+        self._cache.clear()
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        raise NotImplementedError
+
+    def pair_results(self, pairs: Sequence[Pair]) -> list[tuple[float, float]]:
+        """``(probability, score)`` per pair in one pass (``pairs`` needs both without double counting)."""
+        start = time.perf_counter()
+        keys = []
+        for i, pair in enumerate(pairs):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+                raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
+            keys.append(_pair_key(pair[0], pair[1]))
+        self.stats.pairs += len(keys)
+        new: list[Pair] = []
+        seen: set[Pair] = set()
+        for key in keys:
+            if key in self._cache or key in seen:
+                self.stats.cache_hits += 1
+                continue
+            seen.add(key)
+            if self.exact_shortcut and normalise_whitespace(key[0]) == normalise_whitespace(key[1]):
+                self._cache[key] = (1.0, 1.0)
+                self.stats.exact += 1
+            else:
+                new.append(key)
+        if new:
+            for key, result in zip(new, self._judge_new(new)):
+                self._cache[key] = result
+        self.stats.seconds += time.perf_counter() - start
+        return [self._cache[key] for key in keys]
+
+    def pair_probabilities(self, pairs: Sequence[Pair]) -> list[float]:
+        """Equivalence probability per pair, in order (``>= threshold`` means equivalent)."""
+        return [prob for prob, _ in self.pair_results(pairs)]
+
+    def pair_scores(self, pairs: Sequence[Pair]) -> list[float]:
+        """The continuous score a threshold is swept over, per pair, in order."""
+        return [score for _, score in self.pair_results(pairs)]
+
+    def describe(self) -> dict[str, Any]:
+        """Settings to record beside results (what exactly judged the pairs)."""
+        return {"strategy": self.name, "threshold": self.threshold}
+
+
+class ExactJudge(CachedJudge):
+    """Equivalent iff the texts are equal after whitespace normalisation."""
+
+    name = "exact"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threshold = 0.5
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        self.stats.scored += len(pairs)
+        return [(0.0, 0.0)] * len(pairs)  # whitespace-equal pairs were resolved by the shortcut
+
+
+class LevenshteinJudge(CachedJudge):
+    """Equivalent iff ``1 - distance/max(len) > threshold`` (strict, as in the paper).
+
+    ``pair_probabilities`` returns the decision as 1.0/0.0 so the strict ``>`` survives the
+    ``>= threshold`` convention of grouping; ``pair_scores`` returns the ratio itself.
+    """
+
+    name = "levenshtein"
+    exact_shortcut = False  # the baseline is the ratio alone, even for whitespace-only differences
+    strict = True
+
+    def __init__(self, threshold: float | None = None) -> None:
+        super().__init__()
+        self.threshold = _check_threshold(DEFAULT_LEVENSHTEIN_THRESHOLD if threshold is None else threshold, self.name)
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        self.stats.scored += len(pairs)
+        out = []
+        for a, b in pairs:
+            ratio = levenshtein_ratio(a, b)
+            out.append((1.0 if ratio > self.threshold else 0.0, ratio))
+        return out
+
+
+class FormulaJudge(CachedJudge):
+    """Equivalent iff both steps compute the same normalised formulas (see :mod:`.formula`)."""
+
+    name = "formula"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threshold = 0.5
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        self.stats.scored += len(pairs)
+        return [(1.0, 1.0) if formulas_equivalent(a, b) else (0.0, 0.0) for a, b in pairs]
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; anything else is checked."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise InputError(f"unknown device {device!r} (use auto, cpu, cuda, cuda:N)", field="device") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} requested but no CUDA GPU is visible", field="device")
+    return device
+
+
+def resolve_autocast_dtype(dtype: str, device: str) -> Any:
+    """``auto`` -> bf16 autocast on CUDA and none (fp32) on CPU; explicit names are honoured."""
+    import torch
+
+    names = {"float32": None, "fp32": None, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else None
+    if dtype not in names:
+        raise InputError(f"unknown dtype {dtype!r} (use auto, float32, bfloat16, float16)", field="dtype")
+    return names[dtype]
+
+
+class EmbeddingJudge(CachedJudge):
+    """Cosine similarity of sentence embeddings (the SBERT baseline: bundled all-MiniLM-L6-v2).
+
+    Each distinct text is encoded once (embeddings are cached per text, pairs per pair), in
+    batches. ``pair_probabilities`` is the cosine clipped at 0; equivalent iff ``>= threshold``.
+    """
+
+    name = "embedding"
+    exact_shortcut = False  # the SBERT baseline is the cosine alone
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        threshold: float | None = None,
+        batch_size: int = 64,
+        device: str = "auto",
+    ) -> None:
+        super().__init__()
+        from equiv.backbones import BUNDLED_MINILM, resolve_model_name
+
+        self.threshold = _check_threshold(DEFAULT_EMBEDDING_THRESHOLD if threshold is None else threshold, self.name)
+        self.model_name = model or BUNDLED_MINILM
+        path = resolve_model_name(self.model_name)
+        if not Path(path).exists() and (path.startswith((".", "/", "~")) or Path(path).suffix):
+            raise InputError("embedding model directory does not exist", path=path, field="model")
+        from sentence_transformers import SentenceTransformer
+
+        self.device = resolve_device(device)
+        try:
+            self.encoder = SentenceTransformer(path, device=self.device)
+        except (OSError, ValueError) as err:
+            raise InputError(f"cannot load a sentence-transformers model: {err}".splitlines()[0], path=path, field="model") from None
+        self.batch_size = batch_size
+        self._embeddings: dict[str, Any] = {}
+
+    def clear_cache(self) -> None:
+        super().clear_cache()
+        self._embeddings.clear()
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        import torch
+
+        texts = sorted({t for pair in pairs for t in pair} - self._embeddings.keys())
+        if texts:
+            vectors = self.encoder.encode(
+                texts, batch_size=self.batch_size, convert_to_tensor=True, normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            self.stats.forward_batches += math.ceil(len(texts) / self.batch_size)
+            for text, vector in zip(texts, vectors.float().cpu()):
+                self._embeddings[text] = vector
+        self.stats.scored += len(pairs)
+        left = torch.stack([self._embeddings[a] for a, _ in pairs])
+        right = torch.stack([self._embeddings[b] for _, b in pairs])
+        cosine = (left * right).sum(-1).clamp(-1.0, 1.0).tolist()
+        return [(max(c, 0.0), c) for c in cosine]
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model": self.model_name}
+
+
+class ModelJudge(CachedJudge):
+    """The trained pair classifier, behind the paper's two-stage check (see module docstring).
+
+    Loaded with :func:`equiv.prune.loading.load_classifier` from an exported Hugging Face
+    directory (``config.json`` key ``equiv`` holds the training-time settings) or a Lightning
+    checkpoint. ``threshold`` defaults to the export's ``decision_threshold`` (else 0.5),
+    ``prefilter`` to its ``prefilter_threshold`` (else 0.75), ``max_length`` to its
+    ``max_length`` (else the model's limit); a ``max_length`` beyond what the model's position
+    embeddings allow is lowered to that limit with a warning, never run into an index error.
+    """
+
+    name = "model"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        threshold: float | None = None,
+        prefilter: float | None = None,
+        batch_size: int = 64,
+        max_length: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+    ) -> None:
+        super().__init__()
+        from equiv.prune.loading import load_classifier, model_token_limit
+
+        self.path = str(path)
+        self.device = resolve_device(device)
+        self.autocast_dtype = resolve_autocast_dtype(dtype, self.device)
+        model, tokenizer, settings = load_classifier(path)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.positive_index = int(settings.get("positive_index", 1))
+        default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
+        self.threshold = _check_threshold(default_threshold if threshold is None else threshold, self.name)
+        default_prefilter = settings.get("prefilter_threshold")
+        self.prefilter = float(DEFAULT_PREFILTER if default_prefilter is None else default_prefilter)
+        if prefilter is not None:
+            self.prefilter = float(prefilter)
+        if not 0.0 <= self.prefilter <= 1.0:
+            raise InputError(f"must be in [0, 1], got {self.prefilter}", field="prefilter")
+        if batch_size < 1:
+            raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
+        self.batch_size = int(batch_size)
+        limit = model_token_limit(self.model, tokenizer)
+        wanted = max_length or settings.get("max_length") or limit
+        if int(wanted) < 8:
+            raise InputError(f"must be >= 8 tokens, got {wanted}", field="max_length")
+        if int(wanted) > limit:
+            warnings.warn(f"max_length {wanted} is beyond the model's {limit} positions; using {limit}", stacklevel=2)
+            wanted = limit
+        self.max_length = int(wanted)
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        from equiv.judge.inference import score_pairs
+
+        out: list[tuple[float, float] | None] = [None] * len(pairs)
+        to_score: list[int] = []
+        for i, (a, b) in enumerate(pairs):
+            if levenshtein_ratio(a, b) <= self.prefilter:
+                out[i] = (0.0, 0.0)
+                self.stats.prefiltered += 1
+            else:
+                to_score.append(i)
+        if to_score:
+            # A step far beyond max_length is cut to max_length * 16 characters first: the model
+            # sees the same leading tokens (no natural token averages 16 characters), but the
+            # tokenizer's pair truncation, quadratic-ish on huge inputs, stays fast.
+            cap = self.max_length * CHARS_PER_TOKEN_CAP
+            probs = score_pairs(
+                self.model,
+                self.tokenizer,
+                [(pairs[i][0][:cap], pairs[i][1][:cap]) for i in to_score],
+                batch_size=self.batch_size,
+                max_length=self.max_length,
+                positive_index=self.positive_index,
+                autocast_dtype=self.autocast_dtype,
+            ).tolist()
+            self.stats.scored += len(to_score)
+            self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size)
+            for i, p in zip(to_score, probs):
+                out[i] = (float(p), float(p))
+        return [o for o in out if o is not None]
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length}
+
+
+@dataclass
+class PrunerConfig:
+    """How search (and ``pairs``) prunes equivalent siblings.
+
+    Attributes:
+        strategy: which judge; ``none`` turns pruning off.
+        model: exported judge directory or Lightning checkpoint (``model``), or a
+            sentence-transformers model (``embedding``; default the bundled all-MiniLM-L6-v2).
+        threshold: equivalent iff probability >= threshold; None = the strategy's default
+            (levenshtein 0.95, embedding 0.9, model: the export's ``decision_threshold`` or 0.5).
+        prefilter: Levenshtein ratio <= prefilter is "not equivalent" without the model; None =
+            the export's ``prefilter_threshold``, else the paper's 0.75.
+        batch_size: pairs per forward pass.
+        max_length: token limit per pair; None = the export's, else the model's limit.
+        device: ``auto`` (CUDA if visible), ``cpu``, ``cuda``, ``cuda:N``.
+        dtype: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
+        grouping: ``greedy`` (the paper: merge into the first matching class) or ``transitive``.
+        representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
+    """
+
+    strategy: Literal["none", "exact", "levenshtein", "embedding", "formula", "model"] = "none"
+    model: str | None = None
+    threshold: float | None = None
+    prefilter: float | None = None
+    batch_size: int = 64
+    max_length: int | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    grouping: Literal["greedy", "transitive"] = "greedy"
+    representative: Literal["first", "prior", "score"] = "first"
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise InputError(f"unknown strategy {self.strategy!r}; choose from {', '.join(STRATEGIES)}", field="strategy")
+        if self.grouping not in ("greedy", "transitive"):
+            raise InputError(f"unknown grouping {self.grouping!r}; choose greedy or transitive", field="grouping")
+        if self.representative not in ("first", "prior", "score"):
+            raise InputError(
+                f"unknown representative rule {self.representative!r}; choose first, prior or score", field="representative"
+            )
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise InputError(f"must be a positive integer, got {self.batch_size!r}", field="batch_size")
+        if self.threshold is not None:
+            _check_threshold(self.threshold, self.strategy)
+        if self.prefilter is not None and not 0.0 <= float(self.prefilter) <= 1.0:
+            raise InputError(f"must be in [0, 1], got {self.prefilter}", field="prefilter")
+
+
+def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
+    """The judge ``cfg`` describes, or None for ``strategy: none``.
+
+    Options that would silently do nothing (a threshold for ``exact``/``formula``, a prefilter
+    for anything but ``model``, a model for rule-based strategies) are errors, not no-ops.
+    """
+    s = cfg.strategy
+    if s == "none":
+        return None
+    if cfg.prefilter is not None and s != "model":
+        raise InputError(f"only the model strategy has a prefilter (strategy is {s!r})", field="prefilter")
+    if cfg.model is not None and s not in ("model", "embedding"):
+        raise InputError(f"strategy {s!r} takes no model", field="model")
+    if cfg.threshold is not None and s in ("exact", "formula"):
+        raise InputError(f"strategy {s!r} is a 0/1 rule and takes no threshold", field="threshold")
+    if s == "exact":
+        return ExactJudge()
+    if s == "formula":
+        return FormulaJudge()
+    if s == "levenshtein":
+        return LevenshteinJudge(cfg.threshold)
+    if s == "embedding":
+        return EmbeddingJudge(cfg.model, threshold=cfg.threshold, batch_size=cfg.batch_size, device=cfg.device)
+    if cfg.model is None:
+        raise InputError("the model strategy needs a judge: an exported directory or a .ckpt file", field="model")
+    return ModelJudge(
+        cfg.model,
+        threshold=cfg.threshold,
+        prefilter=cfg.prefilter,
+        batch_size=cfg.batch_size,
+        max_length=cfg.max_length,
+        device=cfg.device,
+        dtype=cfg.dtype,
+    )
+
+
+def settings_from_config_json(path: str | Path) -> dict[str, Any]:
+    """The ``equiv`` block of an exported judge's ``config.json`` ({} when absent)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"cannot read the judge config: {err}", path=path, field="model") from None
+    block = data.get("equiv") if isinstance(data, dict) else None
+    return dict(block) if isinstance(block, dict) else {}

@@ -1,0 +1,147 @@
+"""``search_cli.py pairs``: metrics, the final JSON line, sweeps, errors (real CLI in subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from equiv.prune.cli import pairs_main
+from tests.test_prune_strategies import make_tiny_judge
+
+A = "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs a day."
+
+
+def write_pairs(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def crafted(tmp_path) -> Path:
+    # Levenshtein ratios: 1.0 (identical, eq), 0.98 (eq), 0.96 (not eq: other result), 0.14 (not eq),
+    # 0.52 (eq: same computation, other words),
+    # plus a level-2 pair that the default mapping drops.
+    rows = [
+        {"sentence1": A, "sentence2": A, "result": 4},
+        {"sentence1": A, "sentence2": A.replace("day.", "day"), "result": 3},
+        {"sentence1": A, "sentence2": A.replace("16-3-4=9>>9", "16-3-4=8>>8"), "result": 1},
+        {"sentence1": A, "sentence2": "The robe takes 2 bolts.", "result": 0},
+        {"sentence1": A, "sentence2": "After breakfast and muffins, 16 - 3 - 4 = <<16-3-4=9>>9 eggs remain to sell daily.", "result": 4},
+        {"sentence1": A, "sentence2": "Maybe the same.", "result": 2},
+    ]
+    return write_pairs(tmp_path / "pairs.jsonl", rows)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, str(root / "search_cli.py"), "pairs", *args],
+                          capture_output=True, text=True, cwd=root, env=env, timeout=300)
+
+
+def test_levenshtein_metrics_last_line_and_output_file(crafted, tmp_path):
+    out_file = tmp_path / "m" / "metrics.json"
+    proc = run_cli("--data", str(crafted), "--strategy", "levenshtein", "--output", str(out_file))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    last = json.loads(lines[-1])
+    # ratio > 0.95 merges the first three pairs: tp 2, fp 1 (same words, other result), fn 1
+    assert {"accuracy", "precision", "recall", "f1", "n"} <= set(last)
+    assert last["n"] == 5 and last["dropped_level2"] == 1
+    assert (last["tp"], last["fp"], last["fn"], last["tn"]) == (2, 1, 1, 1)
+    assert any(line.startswith("f1") for line in lines[:-1])
+    assert json.loads(out_file.read_text())["f1"] == last["f1"]
+
+
+def test_formula_on_crafted_pairs_is_exact(crafted, capsys):
+    assert pairs_main(["--data", str(crafted), "--strategy", "formula"]) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # formulas: same, same, different result, none vs one, same -> all five right
+    assert (last["tp"], last["fp"], last["fn"], last["tn"]) == (3, 0, 0, 2)
+    assert last["accuracy"] == last["f1"] == 1.0
+
+
+def test_sweep_picks_best_f1_and_target_precision(tmp_path, capsys):
+    # scores (ratios) chosen so that best F1 and precision 1.0 need different thresholds
+    base = "abcdefghijklmnopqrst"
+    def variant(k):  # k substitutions -> ratio 1 - k/20
+        return base[: 20 - k] + "X" * k
+    rows = [{"sentence1": base, "sentence2": variant(k), "result": r}
+            for k, r in [(1, 4), (2, 4), (3, 0), (4, 4), (5, 4), (8, 0), (10, 0)]]
+    data = write_pairs(tmp_path / "sweep.jsonl", rows)
+    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep"]) == 0
+    best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert best["recall"] == 1.0 and best["precision"] == 0.8  # threshold between 0.6 and 0.75
+    assert 0.6 < best["threshold"] < 0.75 and "best F1" in best["threshold_source"]
+    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep", "--target_precision", "1.0"]) == 0
+    prec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert prec["precision"] == 1.0 and prec["recall"] == 0.5 and 0.85 < prec["threshold"] < 0.9
+    # the threshold chosen on another file is applied to --data
+    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep",
+                       "--sweep_data", str(data), "--target_precision", "1.0"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["threshold"] == prec["threshold"] and str(data) in again["threshold_source"]
+
+
+def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
+    judge = make_tiny_judge(tmp_path / "judge")
+    assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["prefilter"] == 0.6  # from the export's settings
+    # pairs 3 (unrelated) and 4 (equivalent, ratio < 0.6) are prefiltered; pair 4 is a true equivalent
+    assert last["prefilter_rejected_equivalent"] == 1 and last["equivalent_pairs"] == 3
+    assert last["judge_stats"]["exact"] == 1
+    assert "rejects 1 of 3 truly equivalent pairs" in out
+    assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge),
+                       "--prefilter", "0.0", "--device", "cpu"]) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert last["prefilter_rejected_equivalent"] == 0 and last["judge_stats"]["prefiltered"] == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--strategy", "levenshtein", "--data", "/no/such.jsonl"], "file not found"),
+        (["--strategy", "model", "--model", "/no/judge"], "judge not found"),
+        (["--strategy", "model"], "needs a judge"),
+        (["--strategy", "exact", "--threshold", "0.3"], "takes no threshold"),
+        (["--strategy", "levenshtein", "--target_precision", "0.9"], "needs --sweep"),
+        (["--strategy", "levenshtein", "--threshold", "2"], "must be in (0, 1]"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(crafted, args, message):
+    if "--data" not in args:
+        args = ["--data", str(crafted), *args]
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert message in proc.stderr
+
+
+def test_malformed_file_and_unknown_option(tmp_path, crafted):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "result": 3}) + "\n{not json\n")
+    proc = run_cli("--data", str(bad), "--strategy", "exact")
+    assert proc.returncode == 2 and f"{bad}:2" in proc.stderr
+    proc = run_cli("--data", str(crafted), "--strategy", "exact", "--frobnicate")
+    assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text(json.dumps({"sentence1": "a", "result": 3}) + "\n")
+    proc = run_cli("--data", str(missing), "--strategy", "exact")
+    assert proc.returncode == 2 and "field 'sentence2'" in proc.stderr
+
+
+def test_baselines_on_real_gsm8k_equiv(shared_data, capsys):
+    valid = str(shared_data / "gsm8k_equiv" / "valid.jsonl")
+    assert pairs_main(["--data", valid, "--strategy", "formula"]) == 0
+    formula = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert formula["n"] == 240 and formula["f1"] > 0.8
+    assert pairs_main(["--data", valid, "--strategy", "levenshtein"]) == 0
+    lev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert lev["precision"] > 0.9 and lev["recall"] < 0.3  # ratio > 0.95 is precise but merges little

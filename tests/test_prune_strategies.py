@@ -1,0 +1,257 @@
+"""Strategies behind the PairJudge interface: rule-based, embedding (bundled MiniLM) and model
+(tiny random-init classifiers saved as real Hugging Face directories)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from equiv.errors import InputError
+from equiv.prune import (
+    EmbeddingJudge,
+    ExactJudge,
+    FormulaJudge,
+    LevenshteinJudge,
+    ModelJudge,
+    PrunerConfig,
+    build_judge,
+    group_siblings,
+)
+from equiv.search.types import PairJudge
+
+SETTINGS = {
+    "label_mapping": {"equivalent": [3, 4], "not_equivalent": [0, 1]},
+    "max_length": 96,
+    "prefilter_threshold": 0.6,
+    "decision_threshold": 0.5,
+    "model_name": "tiny-bert",
+}
+
+
+def make_tiny_judge(out: Path, *, kind: str = "bert", settings: dict | None = SETTINGS, seed: int = 0) -> Path:
+    """A random-init 2-label classifier + the bundled MiniLM tokenizer, saved like an export."""
+    from transformers import (
+        AutoTokenizer,
+        BertConfig,
+        BertForSequenceClassification,
+        LongformerConfig,
+        LongformerForSequenceClassification,
+    )
+
+    from equiv.backbones import resolve_model_name
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(resolve_model_name("bundled:all-MiniLM-L6-v2"))
+    common = dict(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=64, num_labels=2, pad_token_id=0)
+    if kind == "bert":
+        model = BertForSequenceClassification(BertConfig(max_position_embeddings=128, **common))
+    else:
+        model = LongformerForSequenceClassification(
+            LongformerConfig(max_position_embeddings=258, attention_window=16, **common)
+        )
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    if settings is not None:
+        config = json.loads((out / "config.json").read_text())
+        config["equiv"] = settings
+        (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_judge_dir(tmp_path_factory) -> Path:
+    return make_tiny_judge(tmp_path_factory.mktemp("judge") / "export")
+
+
+@pytest.fixture(scope="module")
+def model_judge(tiny_judge_dir) -> ModelJudge:
+    return ModelJudge(tiny_judge_dir, device="cpu")
+
+
+# ----------------------------------------------------------------------------- rule-based
+
+
+def test_every_strategy_is_a_pair_judge():
+    for judge in (ExactJudge(), LevenshteinJudge(), FormulaJudge()):
+        assert isinstance(judge, PairJudge)
+
+
+def test_exact_normalises_whitespace_only():
+    j = ExactJudge()
+    assert j.pair_probabilities([("a  b\n", "a b"), ("a b", "A b"), ("", "  ")]) == [1.0, 0.0, 1.0]
+
+
+def test_levenshtein_is_strictly_greater_than_the_threshold():
+    a = "abcdefghijklmnopqrst"  # 20 characters; one substitution -> ratio exactly 0.95
+    b = "abcdefghijklmnopqrsX"
+    j = LevenshteinJudge(0.95)
+    assert j.pair_scores([(a, b)]) == [0.95]
+    assert j.pair_probabilities([(a, b)]) == [0.0]  # "ratio > 0.95", as in the paper
+    assert LevenshteinJudge(0.9).pair_probabilities([(a, b)]) == [1.0]
+    # the baseline is the ratio alone: whitespace differences are not forgiven
+    assert LevenshteinJudge(0.95).pair_probabilities([("a b", "a  b")]) == [0.0]
+
+
+def test_cache_is_order_insensitive_and_stats_add_up():
+    j = FormulaJudge()
+    out = j.pair_probabilities([("<<1+2=3>>", "<<2+1=3>>"), ("<<2+1=3>>", "<<1+2=3>>"), ("x", "x ")])
+    assert out == [1.0, 1.0, 1.0]
+    s = j.stats
+    assert (s.pairs, s.cache_hits, s.exact, s.scored) == (3, 1, 1, 1)
+    assert s.pairs == s.cache_hits + s.exact + s.prefiltered + s.scored
+    j.pair_probabilities([("<<2+1=3>>", "<<1+2=3>>")])
+    assert j.stats.cache_hits == 2
+    j.clear_cache()
+    j.pair_probabilities([("<<2+1=3>>", "<<1+2=3>>")])
+    assert j.stats.scored == 2
+
+
+def test_bad_pairs_are_input_errors():
+    with pytest.raises(InputError, match="pair 1 must be two strings"):
+        ExactJudge().pair_probabilities([("a", "b"), ("a", None)])
+    assert ExactJudge().pair_probabilities([]) == []
+
+
+def test_config_validation_and_factory():
+    assert build_judge(PrunerConfig()) is None
+    assert isinstance(build_judge(PrunerConfig(strategy="levenshtein", threshold=0.8)), LevenshteinJudge)
+    assert build_judge(PrunerConfig(strategy="levenshtein")).threshold == 0.95
+    for kwargs, field in [
+        ({"strategy": "fuzzy"}, "strategy"),
+        ({"strategy": "exact", "grouping": "clique"}, "grouping"),
+        ({"strategy": "exact", "representative": "last"}, "representative"),
+        ({"strategy": "levenshtein", "threshold": 1.5}, "threshold"),
+        ({"strategy": "levenshtein", "threshold": 0.0}, "threshold"),
+        ({"strategy": "model", "prefilter": -0.1}, "prefilter"),
+        ({"strategy": "model", "batch_size": 0}, "batch_size"),
+    ]:
+        with pytest.raises(InputError) as err:
+            PrunerConfig(**kwargs)
+        assert err.value.field == field
+    for kwargs, field in [
+        ({"strategy": "exact", "threshold": 0.5}, "threshold"),
+        ({"strategy": "levenshtein", "prefilter": 0.5}, "prefilter"),
+        ({"strategy": "formula", "model": "x"}, "model"),
+        ({"strategy": "model"}, "model"),
+    ]:
+        with pytest.raises(InputError) as err:
+            build_judge(PrunerConfig(**kwargs))
+        assert err.value.field == field
+
+
+# ----------------------------------------------------------------------------- model strategy
+
+
+def test_model_defaults_come_from_the_export(model_judge):
+    assert isinstance(model_judge, PairJudge)
+    assert model_judge.threshold == 0.5
+    assert model_judge.prefilter == 0.6
+    assert model_judge.max_length == 96
+    assert model_judge.positive_index == 1
+
+
+def test_model_two_stage_check_and_cache(model_judge, tiny_judge_dir):
+    from equiv.judge.inference import score_pairs
+
+    model_judge.clear_cache()
+    model_judge.stats.reset()
+    close = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs.", "Janet sells 16 - 7 = <<16-7=9>>9 eggs.")
+    far = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs.", "The robe needs 3 bolts.")
+    same = ("x =  5", "x = 5")
+    probs = model_judge.pair_probabilities([close, far, same, (close[1], close[0])])
+    assert probs[1] == 0.0  # prefiltered: ratio <= 0.6
+    assert probs[2] == 1.0  # whitespace-identical
+    assert probs[0] == probs[3]  # one judgement per unordered pair
+    s = model_judge.stats
+    assert (s.pairs, s.prefiltered, s.exact, s.scored, s.cache_hits) == (4, 1, 1, 1, 1)
+    # the probability is the classifier's, computed on the canonical (sorted) order of the pair
+    key = tuple(sorted(close))
+    direct = score_pairs(model_judge.model, model_judge.tokenizer, [key], max_length=96)
+    assert probs[0] == pytest.approx(float(direct[0]), abs=1e-6)
+
+
+def test_model_overrides(tiny_judge_dir):
+    j = ModelJudge(tiny_judge_dir, threshold=0.7, prefilter=0.0, batch_size=2, device="cpu", dtype="float32")
+    assert (j.threshold, j.prefilter, j.batch_size) == (0.7, 0.0, 2)
+    pairs = [(f"step {i} costs {i} + 1 = {i + 1}", f"step {i} costs {i + 1} dollars") for i in range(5)]
+    probs = j.pair_probabilities(pairs)
+    assert all(0.0 < p < 1.0 for p in probs)
+    assert j.stats.scored == 5 and j.stats.forward_batches == 3
+
+
+def test_model_bad_input_never_crashes_inside_the_model(model_judge):
+    long_a = "The farmer has " + " and ".join(f"{i} cows" for i in range(3000))  # far beyond 128 positions
+    long_b = long_a.replace("cows", "cow")
+    latex = r"Für $\frac{\alpha^2}{4} \cdot \sqrt[3]{x} = \int_0^1 f(x)\,dx$ — ≈ 😀"
+    probs = model_judge.pair_probabilities([(long_a, long_b), (latex, latex + " !"), ("", " ")])
+    assert len(probs) == 3 and all(0.0 <= p <= 1.0 for p in probs)
+    g = group_siblings([latex, latex, long_a, long_b], model_judge)
+    assert g.representative_of[1] == 0
+
+
+def test_max_length_beyond_the_model_is_lowered_with_a_warning(tiny_judge_dir):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        j = ModelJudge(tiny_judge_dir, max_length=4096, device="cpu")
+    assert j.max_length == 128
+    assert any("beyond the model" in str(w.message) for w in caught)
+
+
+def test_export_without_settings_uses_paper_defaults(tmp_path):
+    d = make_tiny_judge(tmp_path / "plain", settings=None)
+    j = ModelJudge(d, device="cpu")
+    assert (j.threshold, j.prefilter, j.max_length) == (0.5, 0.75, 128)
+
+
+def test_tiny_longformer_judge_pads_to_its_window(tmp_path):
+    d = make_tiny_judge(tmp_path / "lf", kind="longformer", settings=None)
+    j = ModelJudge(d, prefilter=0.0, device="cpu")
+    assert j.max_length == 256  # 258 positions - (pad 0 + 1), rounded down to the window of 16
+    text = "a b c " * 400
+    probs = j.pair_probabilities([(text, text + "d"), ("one = 1", "one is 1")])
+    assert len(probs) == 2 and all(0.0 <= p <= 1.0 for p in probs)
+
+
+def test_bad_judge_paths_are_clear_errors(tmp_path):
+    from equiv.backbones import bundled_minilm_dir
+
+    with pytest.raises(InputError, match="judge not found"):
+        ModelJudge(tmp_path / "missing", device="cpu")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no config.json"):
+        ModelJudge(tmp_path / "empty", device="cpu")
+    with pytest.raises(InputError, match="not a sequence classifier"):
+        ModelJudge(bundled_minilm_dir(), device="cpu")
+    (tmp_path / "weights.bin").write_bytes(b"\x00" * 10)
+    with pytest.raises(InputError, match="not a Lightning checkpoint"):
+        ModelJudge(tmp_path / "weights.bin", device="cpu")
+    (tmp_path / "broken.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(InputError):
+        ModelJudge(tmp_path / "broken.ckpt", device="cpu")
+    with pytest.raises(InputError, match="device"):
+        build_judge(PrunerConfig(strategy="model", model=str(tmp_path), device="tpu"))
+
+
+# ----------------------------------------------------------------------------- embedding
+
+
+def test_embedding_baseline_with_bundled_minilm():
+    j = EmbeddingJudge(threshold=0.8, device="cpu")
+    assert isinstance(j, PairJudge)
+    a = "Janet sells 9 eggs at $2 each, so she makes 9 * 2 = $18."
+    b = "She makes 9 * 2 = $18 by selling 9 eggs at $2 each."
+    c = "The robe takes 2 bolts of blue fiber."
+    scores = j.pair_scores([(a, a), (a, b), (a, c)])
+    assert scores[0] == pytest.approx(1.0, abs=1e-4)
+    assert scores[1] > scores[2]
+    probs = j.pair_probabilities([(a, b), (b, a)])
+    assert probs[0] == probs[1] and j.stats.cache_hits >= 1
+    g = group_siblings([a, b, c], j)
+    assert g.representative_of[2] == 2
+    with pytest.raises(InputError):
+        EmbeddingJudge("/no/such/dir", device="cpu")
