@@ -239,3 +239,62 @@ def write_pair_records(records: Iterable[PairRecord], path: str | Path) -> None:
     with p.open("w", encoding="utf-8") as fh:
         for rec in records:
             fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
+
+
+def _load_hub_rows(source: str, split: str, name: str | None) -> list[dict[str, Any]]:
+    """Rows of a dataset through ``datasets.load_dataset`` (hub id or a local dataset folder)."""
+    try:
+        import datasets
+    except ImportError:  # pragma: no cover - datasets is a hard dependency
+        raise InputError("reading a hub dataset needs the package 'datasets'", path=source) from None
+    try:
+        ds = datasets.load_dataset(source, name, split=split)
+    except Exception as err:  # the hub raises many types: offline, missing split, bad config
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(
+            f"could not load dataset (config {name!r}, split {split!r}): {first[:300]}; "
+            "pass a local JSON/JSONL file instead, or check the name, config and split",
+            path=source,
+        ) from None
+    return list(ds)
+
+
+def load_pair_records(
+    source: str | Path,
+    *,
+    split: str = "train",
+    name: str | None = None,
+    skip_invalid: bool = False,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> tuple[list[PairRecord], SkipReport]:
+    """Read MathEquiv records from a local JSON/JSONL file, a local dataset folder, or the hub.
+
+    ``source`` is tried in order: an existing file is read with :func:`read_pair_records` (``split``
+    is ignored); an existing directory holding ``<split>.jsonl`` / ``<split>.json`` is read the same
+    way; any other existing directory, or a name that is not a local path (``Jiawei1222/MathEquiv``),
+    goes through ``datasets.load_dataset(source, name, split=split)``. ``name`` may contain
+    ``{split}`` -- MathEquiv keeps each split in a config of the same name, so its recipe uses
+    ``name="{split}"``. Hub rows are validated exactly like file lines (``line`` = row index + 1),
+    so every error names the dataset, split, row and field.
+    """
+    text = str(source)
+    p = Path(text).expanduser()
+    if p.is_file():
+        return read_pair_records(p, skip_invalid=skip_invalid, max_chars=max_chars)
+    if p.is_dir():
+        for suffix in (".jsonl", ".json"):
+            candidate = p / f"{split}{suffix}"
+            if candidate.is_file():
+                return read_pair_records(candidate, skip_invalid=skip_invalid, max_chars=max_chars)
+    elif text.startswith((".", "/", "~")) or text.endswith((".json", ".jsonl")) or text.count("/") > 1:
+        # Looks like a local path, not a hub id ("owner/name"): say so instead of asking the hub.
+        raise InputError("file not found", path=text)
+    config = name.format(split=split) if name else None
+    rows = _load_hub_rows(text, split, config)
+    label = f"{text}[{config + '/' if config else ''}{split}]"
+    return validate_rows(
+        ((index + 1, row) for index, row in enumerate(rows)),
+        path=label,
+        skip_invalid=skip_invalid,
+        max_chars=max_chars,
+    )

@@ -1,0 +1,133 @@
+"""JudgeCLI: ``trainer_cli.py fit|validate|test|predict`` for the equivalence judge.
+
+A thin LightningCLI subclass. What it adds to the stock CLI, and why:
+
+* links, so a value is given once: ``model.model_name`` / ``model.max_length`` feed the data
+  module's tokenizer, ``data.batch_size`` and the label mapping feed the model's hparams (the
+  mapping is exported with the judge);
+* a ``checkpoint`` group (ModelCheckpoint on ``val/f1``, mode max) that is always present, so the
+  best epoch is well defined;
+* after ``fit``: the best checkpoint is written as a Hugging Face directory (``--export_dir``,
+  default ``<trainer.default_root_dir>/judge``) and the validation F1/accuracy/precision/recall
+  of that epoch are printed;
+* after ``predict``: one JSON line per input pair with ``prob_equivalent`` and ``prediction``;
+* bad input (data files, model names, options) ends with one ``error: ...`` line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from equiv.data.datamodule import MathEquivDataModule
+from equiv.errors import exit_on_input_error
+from equiv.judge.export import export_judge
+from equiv.judge.module import METRIC_NAMES, PairClassifier
+
+
+class JudgeCLI(LightningCLI):
+    """LightningCLI for :class:`PairClassifier` + :class:`MathEquivDataModule`."""
+
+    def __init__(self, args: list[str] | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        kwargs.setdefault("auto_configure_optimizers", False)  # AdamW + linear warm-up live in the module
+        super().__init__(PairClassifier, MathEquivDataModule, args=args, **kwargs)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("model.model_name", "data.model_name")
+        parser.link_arguments("model.max_length", "data.max_length")
+        parser.link_arguments("data.batch_size", "model.batch_size")
+        parser.link_arguments("data.label_equivalent", "model.label_equivalent")
+        parser.link_arguments("data.label_not_equivalent", "model.label_not_equivalent")
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": "val/f1",
+                "checkpoint.mode": "max",
+                "checkpoint.save_top_k": 1,
+                "checkpoint.filename": "best-epoch{epoch}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+        parser.add_argument(
+            "--export_dir",
+            type=str | None,
+            default=None,
+            help="where fit writes the best judge as a Hugging Face directory (default: <trainer.default_root_dir>/judge)",
+        )
+        parser.add_argument(
+            "--predictions_out",
+            type=str | None,
+            default=None,
+            help="JSONL written by predict (default: <trainer.default_root_dir>/predictions.jsonl)",
+        )
+
+    # -- fit ------------------------------------------------------------------------------
+    def after_fit(self) -> None:
+        trainer, module = self.trainer, self.model
+        if not trainer.is_global_zero:
+            return
+        callback = trainer.checkpoint_callback
+        best_path = getattr(callback, "best_model_path", "") if callback is not None else ""
+        if best_path:
+            state = torch.load(best_path, map_location="cpu", weights_only=False)["state_dict"]
+            module.load_state_dict(state)
+            source = best_path
+        else:
+            source = "the final weights (no checkpoint was saved: fast_dev_run or checkpointing off)"
+        export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
+        metrics = module.best_val_metrics or module.last_val_metrics
+        out = export_judge(module, export_dir, metrics=metrics)
+        print(f"exported judge from {source}", flush=True)
+        print(f"judge directory: {out}", flush=True)
+        print(format_metrics("best validation epoch" if module.best_val_metrics else "validation", metrics), flush=True)
+
+    # -- predict --------------------------------------------------------------------------
+    def predict(self, **kwargs: Any) -> None:
+        """Run ``trainer.predict`` and write every pair with its probability, in input order."""
+        kwargs["return_predictions"] = True
+        outputs = self.trainer.predict(**kwargs) or []
+        if not self.trainer.is_global_zero:
+            return
+        datamodule = kwargs.get("datamodule") or self.datamodule
+        records = datamodule.records["predict"]
+        probs: dict[int, float] = {}
+        for batch in outputs:
+            for index, prob in zip(batch["index"].tolist(), batch["prob"].tolist()):
+                probs[index] = prob
+        threshold = float(self.model.hparams.decision_threshold)
+        out = Path(self._subcommand_value("predictions_out") or Path(self.trainer.default_root_dir) / "predictions.jsonl")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w", encoding="utf-8") as fh:
+            for index, record in enumerate(records):
+                row = record.to_json()
+                row["prob_equivalent"] = probs[index]
+                row["prediction"] = int(probs[index] > threshold)
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        print(f"predictions: {out} ({len(records)} pairs)", flush=True)
+
+    def _subcommand_value(self, key: str) -> Any:
+        config = self.config.get(self.subcommand) if self.subcommand else self.config
+        return config.get(key) if config is not None else None
+
+
+def format_metrics(title: str, metrics: dict[str, float]) -> str:
+    """``title: f1=0.9123 accuracy=... precision=... recall=...`` (the judge's headline numbers)."""
+    parts = [f"{name}={metrics[name]:.4f}" for name in METRIC_NAMES if name in metrics]
+    if "epoch" in metrics:
+        parts.append(f"(epoch {int(metrics['epoch'])})")
+    return f"{title}: " + " ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``trainer_cli.py``; returns the exit status."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    with exit_on_input_error():
+        JudgeCLI(args=argv)
+    return 0

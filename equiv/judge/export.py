@@ -1,0 +1,117 @@
+"""The trained judge as a plain Hugging Face directory, and loading it back.
+
+Search should not need Lightning or the training config to use a judge, so after ``fit`` the best
+checkpoint is written as ``config.json`` + weights + tokenizer, loadable with
+``AutoModelForSequenceClassification.from_pretrained(dir)`` and ``AutoTokenizer.from_pretrained(dir)``.
+``config.json`` carries the judge's settings under ``equiv``: the label mapping it was trained
+with, ``max_length``, ``prefilter_threshold``, ``decision_threshold`` and the source
+``model_name`` -- the pruning side reads its defaults from there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from equiv.errors import InputError
+
+SETTINGS_KEY = "equiv"
+METRICS_FILE = "equiv_metrics.json"
+
+
+def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] | None = None) -> Path:
+    """Write ``module`` (a :class:`~equiv.judge.module.PairClassifier`) as a HF directory."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = module.model
+    settings = module.equiv_settings()
+    setattr(model.config, SETTINGS_KEY, settings)
+    was_training = model.training
+    model.eval()
+    try:
+        model.save_pretrained(out)
+    finally:
+        model.train(was_training)
+    module.tokenizer.save_pretrained(out)
+    if metrics:
+        (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def _strip_prefix(state_dict: dict[str, torch.Tensor], prefix: str = "model.") -> dict[str, torch.Tensor]:
+    return {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
+
+
+def module_from_checkpoint(path: str | Path) -> Any:
+    """A :class:`PairClassifier` rebuilt from a Lightning checkpoint without downloading weights.
+
+    The backbone is built from the config stored in the checkpoint (random init), then the trained
+    weights are loaded; only the tokenizer is read from ``model_name`` (local dir, cache or bundle).
+    """
+    from equiv.judge.module import PairClassifier
+
+    p = Path(path)
+    try:
+        checkpoint = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as err:  # torch raises several types for a non-checkpoint file
+        raise InputError(f"not a readable Lightning checkpoint ({type(err).__name__})", path=p) from None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
+        raise InputError("not a Lightning checkpoint of a PairClassifier (no state_dict/hyper_parameters)", path=p)
+    if "equiv_hf_config" not in checkpoint:
+        raise InputError("not a PairClassifier checkpoint (no equiv_hf_config)", path=p)
+    import inspect
+
+    accepted = set(inspect.signature(PairClassifier.__init__).parameters) - {"self"}
+    # LightningCLI adds bookkeeping keys (_class_path, _instantiator); keep constructor args only.
+    hparams = {k: v for k, v in checkpoint["hyper_parameters"].items() if k in accepted}
+    hparams["hf_config"] = checkpoint["equiv_hf_config"]
+    hparams["pretrained"] = False
+    module = PairClassifier(**hparams)
+    state = checkpoint["state_dict"]
+    missing, unexpected = module.model.load_state_dict(_strip_prefix(state), strict=False)
+    if missing:
+        raise InputError(f"checkpoint lacks {len(missing)} backbone weights (e.g. {missing[0]})", path=p)
+    module.eval()
+    return module
+
+
+def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
+    """``(model, tokenizer, settings)`` from an exported directory or a ``.ckpt`` file.
+
+    ``settings`` is the ``equiv`` block (label_mapping, max_length, prefilter_threshold,
+    decision_threshold, model_name); for a directory exported by something else it is ``{}``.
+    The model is in eval mode on CPU.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError("judge not found (expected an exported directory or a .ckpt file)", path=p)
+    if p.is_file():
+        module = module_from_checkpoint(p)
+        return module.model, module.tokenizer, module.equiv_settings()
+    if not (p / "config.json").is_file():
+        raise InputError("is not a Hugging Face model directory (no config.json)", path=p)
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(p)
+    except (OSError, ValueError) as err:
+        raise InputError(f"unreadable config.json: {str(err).splitlines()[0]}", path=p) from None
+    architectures = getattr(config, "architectures", None) or []
+    if not any(a.endswith("ForSequenceClassification") for a in architectures):
+        raise InputError(
+            f"is not a sequence classifier (architectures: {architectures or 'none'}); export a judge with trainer_cli.py fit",
+            path=p,
+        )
+    if getattr(config, "num_labels", 2) != 2:
+        raise InputError(f"has {config.num_labels} labels; a judge has 2", path=p)
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(p)
+        tokenizer = AutoTokenizer.from_pretrained(p)
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot load the judge: {str(err).splitlines()[0]}", path=p) from None
+    model.eval()
+    settings = getattr(model.config, SETTINGS_KEY, None) or {}
+    return model, tokenizer, dict(settings)
