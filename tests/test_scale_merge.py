@@ -131,9 +131,10 @@ def test_scale_config_validation_and_placement():
     cpu = plan_placement(ScaleConfig(workers=2), gpus_available=0)
     assert cpu.num_gpus == 0 and cpu.num_cpus == 1.0
 
-    gpu = plan_placement(ScaleConfig(workers=4, tensor_parallel_size=2), gpus_available=8)
+    gpu = plan_placement(ScaleConfig(workers=4), gpus_available=8, tensor_parallel_size=2)
     assert gpu.num_gpus == 2 and gpu.tensor_parallel_size == 2
+    assert gpu.policy_gpu_memory_utilization == 0.6
     with pytest.raises(InputError, match="need 10 GPUs"):
-        plan_placement(ScaleConfig(workers=5, tensor_parallel_size=2), gpus_available=8)
+        plan_placement(ScaleConfig(workers=5), gpus_available=8, tensor_parallel_size=2)
     with pytest.raises(InputError, match="tensor_parallel_size"):
-        plan_placement(ScaleConfig(workers=1, tensor_parallel_size=2, gpus_per_worker=1), gpus_available=8)
+        plan_placement(ScaleConfig(workers=1, gpus_per_worker=1), gpus_available=8, tensor_parallel_size=2)

@@ -51,6 +51,9 @@ def build_eval_parser() -> Any:
     parser.add_class_arguments(PolicyConfig, "policy")
     parser.add_class_arguments(RewardConfig, "reward")
     parser.add_class_arguments(PrunerConfig, "pruner")
+    from equiv.search.distributed import ScaleConfig  # --scale.workers, --scale.ray_address (issue 7)
+
+    parser.add_class_arguments(ScaleConfig, "scale")
     return parser
 
 
@@ -120,22 +123,28 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         init = parser.instantiate_classes(cfg)
         init.search.validate()
         init.run.validate()
+        init.scale.validate()
         problems = load_data(init.data)
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         config_text = parser.dump(cfg, skip_none=False)
         (out / "config.yaml").write_text(config_text, encoding="utf-8")
-        engines = engine_factory(init) if engine_factory is not None else build_engines(init)
-        summary = run_eval(
-            algo=cfg.algo,
-            problems=problems,
-            engines=engines,
-            out_dir=out,
-            search=init.search,
-            run=init.run,
-            pruner=init.pruner.strategy,
-            config=json.loads(json.dumps(cfg.as_dict(), default=str)),
-        )
+        if init.scale.distributed:  # Ray workers, one engine set each (equiv.search.distributed)
+            from equiv.search.distributed import eval_distributed
+
+            summary = eval_distributed(cfg.algo, init, problems, out, engine_factory or build_engines)
+        else:
+            engines = engine_factory(init) if engine_factory is not None else build_engines(init)
+            summary = run_eval(
+                algo=cfg.algo,
+                problems=problems,
+                engines=engines,
+                out_dir=out,
+                search=init.search,
+                run=init.run,
+                pruner=init.pruner.strategy,
+                config=json.loads(json.dumps(cfg.as_dict(), default=str)),
+            )
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "

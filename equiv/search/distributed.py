@@ -18,6 +18,8 @@ The merge/resume functions below are pure over the documented run-directory form
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import shutil
@@ -51,30 +53,26 @@ class ScaleConfig:
     """
 
     workers: int = 1
-    """Worker processes (engine sets). On a GPU node: GPUs / tensor_parallel_size."""
+    """Worker processes (engine sets). On a GPU node: GPUs / ``policy.tensor_parallel_size``."""
     ray_address: str | None = None
     """Ray cluster to join (``auto``, ``ray://host:10001`` or ``host:6379``); None starts a local
     Ray instance on this machine when ``workers`` > 1."""
     gpus_per_worker: float | None = None
-    """GPUs reserved per worker; None = ``tensor_parallel_size`` if Ray sees GPUs, else 0."""
+    """GPUs reserved per worker; None = ``policy.tensor_parallel_size`` if Ray sees GPUs, else 0."""
     cpus_per_worker: float = 1.0
     """CPUs reserved per worker (Ray scheduling only; the engines use what they need)."""
-    tensor_parallel_size: int = 1
-    """GPUs the policy is sharded over inside one worker (vLLM tensor parallelism)."""
     policy_gpu_memory_utilization: float = 0.6
-    """Share of each GPU's memory the vLLM policy engine may take (weights + KV cache)."""
+    """Share of each of a GPU worker's GPUs the vLLM policy may take (weights + KV cache); in
+    multi-worker GPU runs it replaces ``policy.gpu_memory_utilization``."""
     prm_gpu_memory_fraction: float = 0.2
-    """Share of the worker's first GPU reserved for the PRM (co-located with the policy)."""
+    """Share of the worker's first GPU for the PRM (co-located with the policy; enough for a
+    7B PRM in bf16 on an 80 GB GPU)."""
     judge_gpu_memory_fraction: float = 0.1
-    """Share of the worker's first GPU reserved for the pruning judge (co-located too)."""
+    """Share of the worker's first GPU for the pruning judge (a small encoder needs far less)."""
 
     def validate(self) -> None:
         if self.workers < 1:
             raise InputError(f"must be >= 1, got {self.workers}", field="scale.workers")
-        if self.tensor_parallel_size < 1:
-            raise InputError(
-                f"must be >= 1, got {self.tensor_parallel_size}", field="scale.tensor_parallel_size"
-            )
         if self.cpus_per_worker < 0:
             raise InputError(f"must be >= 0, got {self.cpus_per_worker}", field="scale.cpus_per_worker")
         if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
@@ -109,35 +107,38 @@ class Placement:
     judge_gpu_memory_fraction: float
 
 
-def plan_placement(scale: ScaleConfig, *, gpus_available: float) -> Placement:
+def plan_placement(scale: ScaleConfig, *, gpus_available: float, tensor_parallel_size: int = 1) -> Placement:
     """Resolve the per-worker reservation; refuse plans that cannot be placed.
 
-    ``gpus_available`` is what the Ray cluster reports (0 on CPU). With GPUs, each worker takes
-    ``tensor_parallel_size`` whole GPUs (the policy needs them all; PRM and judge sit on the first
-    one, in the memory the policy leaves). A plan asking for more GPUs than exist would hang in
-    Ray's scheduler forever, so it is an input error instead.
+    ``gpus_available`` is what the Ray cluster reports (0 on CPU); ``tensor_parallel_size`` is
+    the policy's. With GPUs, each worker takes ``tensor_parallel_size`` whole GPUs (the policy
+    needs them all; PRM and judge sit on the first one, in the memory the policy leaves). A plan
+    asking for more GPUs than exist would hang in Ray's scheduler forever, so it is an input
+    error instead.
     """
     scale.validate()
+    if tensor_parallel_size < 1:
+        raise InputError(f"must be >= 1, got {tensor_parallel_size}", field="policy.tensor_parallel_size")
     if scale.gpus_per_worker is not None:
         num_gpus = scale.gpus_per_worker
     else:
-        num_gpus = float(scale.tensor_parallel_size) if gpus_available > 0 else 0.0
-    if num_gpus and num_gpus < scale.tensor_parallel_size:
+        num_gpus = float(tensor_parallel_size) if gpus_available > 0 else 0.0
+    if num_gpus and num_gpus < tensor_parallel_size:
         raise InputError(
-            f"tensor_parallel_size {scale.tensor_parallel_size} needs that many GPUs per worker, "
-            f"but gpus_per_worker is {num_gpus}",
+            f"policy.tensor_parallel_size {tensor_parallel_size} needs that many GPUs per worker, "
+            f"but gpus_per_worker is {num_gpus:g}",
             field="scale.gpus_per_worker",
         )
     if num_gpus * scale.workers > gpus_available + 1e-9 and num_gpus > 0:
         raise InputError(
             f"{scale.workers} workers x {num_gpus:g} GPUs need {scale.workers * num_gpus:g} GPUs, "
-            f"but Ray sees {gpus_available:g}; use workers = GPUs / tensor_parallel_size",
+            f"but Ray sees {gpus_available:g}; use workers = GPUs / policy.tensor_parallel_size",
             field="scale.workers",
         )
     return Placement(
         num_cpus=scale.cpus_per_worker,
         num_gpus=num_gpus,
-        tensor_parallel_size=scale.tensor_parallel_size,
+        tensor_parallel_size=tensor_parallel_size,
         policy_gpu_memory_utilization=scale.policy_gpu_memory_utilization,
         prm_gpu_memory_fraction=scale.prm_gpu_memory_fraction,
         judge_gpu_memory_fraction=scale.judge_gpu_memory_fraction,
@@ -386,6 +387,10 @@ def apply_memory_split(placement: Placement) -> None:
     """
     if placement.num_gpus <= 0:
         return
+    # vLLM's engine core must live in its own process (the default), or this cap would bind it.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0":
+        return
     import torch
 
     if torch.cuda.is_available():
@@ -439,6 +444,7 @@ def run_distributed(
     run: Any = None,
     pruner: str = "none",
     grader: Any = None,
+    tensor_parallel_size: int = 1,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation over Ray workers into ``out_dir``; returns the summary.
 
@@ -478,7 +484,11 @@ def run_distributed(
         import ray
 
         try:
-            placement = plan_placement(scale, gpus_available=float(ray.cluster_resources().get("GPU", 0)))
+            placement = plan_placement(
+                scale,
+                gpus_available=float(ray.cluster_resources().get("GPU", 0)),
+                tensor_parallel_size=tensor_parallel_size,
+            )
             # Whole problems (all their seeds) per worker, dealt round-robin.
             shards = [s for s in assign_round_robin(todo, scale.workers) if s]
             actor_cls = ray.remote(ShardWorker)
@@ -523,6 +533,40 @@ def run_distributed(
     tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out / SUMMARY)
     return summary
+
+
+def placed_engines(build: Callable[[Any], Any], init: Any, placement: Placement) -> Any:
+    """Engine factory for ``search_cli.py eval``: the resolved config, adjusted to the placement.
+
+    On a GPU worker the policy gets the planned memory share and tensor parallelism; on CPU the
+    config is used as given. ``build`` is :func:`equiv.search.cli.build_engines` (or a test's
+    scripted factory).
+    """
+    init = copy.deepcopy(init)
+    if placement.num_gpus > 0:
+        init.policy.gpu_memory_utilization = placement.policy_gpu_memory_utilization
+        init.policy.tensor_parallel_size = placement.tensor_parallel_size
+    return build(init)
+
+
+def eval_distributed(algo: str, init: Any, problems: Sequence[Any], out: Path, build: Callable[[Any], Any]) -> dict[str, Any]:
+    """``search_cli.py eval`` with ``--scale.workers N`` / ``--scale.ray_address``."""
+    from equiv.search.cli import resolve_tiny
+
+    # Build tiny CPU models once here rather than racing in every worker.
+    init.policy.model = resolve_tiny(init.policy.model, "policy")
+    init.reward.model = resolve_tiny(init.reward.model, "prm")
+    return run_distributed(
+        algo=algo,
+        problems=problems,
+        engine_factory=functools.partial(placed_engines, build, init),
+        out_dir=out,
+        scale=init.scale,
+        search=init.search,
+        run=init.run,
+        pruner=init.pruner.strategy,
+        tensor_parallel_size=int(getattr(init.policy, "tensor_parallel_size", 1) or 1),
+    )
 
 
 def _sum_counts(dicts: Iterable[dict[str, int] | None]) -> dict[str, int]:
