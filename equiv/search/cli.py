@@ -99,6 +99,7 @@ def load_data(data: DataConfig) -> list[Any]:
         answer_field=data.answer_field,
         start=data.start,
         end=data.end,
+        kind=data.kind,
     )
     if not problems:
         raise InputError(f"no problems in range [{data.start}, {data.end})", field="data")

@@ -79,6 +79,8 @@ class DataConfig:
     """First problem index (inclusive)."""
     end: int | None = None
     """Last problem index (exclusive); None = to the end."""
+    kind: str | None = None
+    """Grader override: ``gsm8k`` (numeric) or ``math`` (math-verify); default per dataset."""
 
 
 @dataclass

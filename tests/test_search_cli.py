@@ -1,0 +1,209 @@
+"""`search_cli.py eval` / `compare`: the real CLI (jsonargparse, data loading, run directory) with
+scripted engines through the ``engine_factory`` seam, a subprocess killed mid-run and resumed,
+bad input, and every recipe in configs/search parsing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from equiv.search.cli import compare_main, compare_rows, eval_main
+from equiv.search.config import RunConfig, SearchConfig
+from equiv.search.expansion import Pruning
+from equiv.search.runner import Engines, Grader, run_eval
+from tests.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, scripted_factory, simple_extract, simple_grade
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_problems(path: Path, n: int, *, fail: tuple[int, ...] = ()) -> Path:
+    with path.open("w") as f:
+        for p in problems(n, fail=fail):
+            f.write(json.dumps({"question": p.question, "answer": p.answer}) + "\n")
+    return path
+
+
+def base_args(tmp_path: Path, n: int = 4, **kw) -> list[str]:
+    data = write_problems(tmp_path / "problems.jsonl", n, **kw)
+    return [
+        "--algo", "sbs", "--out", str(tmp_path / "run"),
+        "--data.dataset", "jsonl", "--data.path", str(data),
+        "--data.question_field", "question", "--data.answer_field", "answer",
+        "--policy.model", "scripted", "--reward.model", "scripted",
+        "--search.width", "4", "--run.progress", "false", "--run.concurrency", "2",
+    ]
+
+
+def read_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+# -- eval through the real CLI -------------------------------------------------------------------
+def test_eval_writes_the_run_directory(tmp_path, capsys):
+    assert eval_main(base_args(tmp_path) + ["--pruner.strategy", "exact"], engine_factory=scripted_factory) == 0
+    out = tmp_path / "run"
+    assert (out / "config.yaml").exists() and (out / "summary.json").exists()
+    text = (out / "config.yaml").read_text()
+    assert "algo: sbs" in text and "width: 4" in text
+    recs = read_records(out)
+    assert [r["id"] for r in recs] and len(recs) == 4 and all(r["pruner"] == "exact" for r in recs)
+    assert "accuracy" in capsys.readouterr().out
+
+
+def test_config_files_compose_and_flags_override(tmp_path):
+    first = tmp_path / "a.yaml"
+    first.write_text("algo: dfs\nsearch:\n  width: 3\n  num_sequence: 2\n")
+    second = tmp_path / "b.yaml"
+    second.write_text("search:\n  width: 5\n")
+    args = base_args(tmp_path) + ["--config", str(first), "--config", str(second), "--search.num_sequence", "1"]
+    # base_args puts --algo sbs and --search.width 4 *before* the configs: the configs win
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    text = (tmp_path / "run" / "config.yaml").read_text()
+    assert "algo: dfs" in text and "width: 5" in text and "num_sequence: 1" in text
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--algo", "bfs"], "unknown algorithm 'bfs'"),
+        (["--bogus", "1"], "unrecognized arguments"),
+        (["--search.width", "x"], "search.width"),
+        (["--search.prune_stage", "middle"], "prune_stage"),
+        (["--data.path", "/nonexistent/problems.jsonl"], "problems.jsonl"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, extra, message):
+    with pytest.raises(SystemExit) as exc:
+        code = eval_main(base_args(tmp_path) + extra, engine_factory=scripted_factory)
+        raise SystemExit(code)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and message in err
+
+
+def test_malformed_problem_record_is_located(tmp_path, capsys):
+    args = base_args(tmp_path)
+    data = tmp_path / "problems.jsonl"
+    data.write_text(data.read_text() + "{broken\n")
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(eval_main(args, engine_factory=scripted_factory))
+    assert exc.value.code == 2
+    assert "problems.jsonl:5" in capsys.readouterr().err
+
+
+def test_policy_error_on_one_problem_is_recorded(tmp_path):
+    assert eval_main(base_args(tmp_path, fail=(1,)), engine_factory=scripted_factory) == 0
+    recs = {r["id"]: r for r in read_records(tmp_path / "run")}
+    assert len(recs) == 4 and sum(bool(r["error"]) for r in recs.values()) == 1
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["errors"] == 1
+
+
+def test_killed_subprocess_resumes_without_loss_or_duplicates(tmp_path):
+    args = base_args(tmp_path, n=6) + ["--run.concurrency", "1"]
+    env = dict(os.environ, SCRIPTED_DELAY="0.05", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "tests.scripted", *args]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results = tmp_path / "run" / "results.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if results.exists() and len(results.read_text().splitlines()) >= 2:
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"finished before it could be killed: {proc.stderr.read().decode()[-500:]}")
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = len(results.read_text().splitlines())
+    assert 2 <= partial < 6
+    done = subprocess.run(cmd, cwd=REPO, env=dict(env, SCRIPTED_DELAY="0"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-800:]
+    recs = read_records(tmp_path / "run")
+    assert len(recs) == 6 and len({r["id"] for r in recs}) == 6
+    # identical to an uninterrupted run
+    fresh = tmp_path / "fresh"
+    assert eval_main([*args[:3], str(fresh), *args[4:]], engine_factory=scripted_factory) == 0
+    strip = lambda rs: {r["id"]: {k: v for k, v in r.items() if k != "seconds"} for r in rs}  # noqa: E731
+    assert strip(recs) == strip(read_records(fresh))
+
+
+# -- compare ----------------------------------------------------------------------------------------
+def _run(out: Path, n: int, prune: bool) -> None:
+    run_eval(
+        algo="sbs",
+        problems=problems(n),
+        engines=Engines(SeededPolicy(), KeyedReward(), RestateJudge() if prune else None, Pruning(enabled=prune)),
+        out_dir=out,
+        search=SearchConfig(width=4),
+        run=RunConfig(progress=False),
+        pruner="restate" if prune else "none",
+        grader=Grader(simple_extract, simple_grade),
+    )
+
+
+def test_compare_table_on_shared_problems(tmp_path, capsys):
+    _run(tmp_path / "base", 5, prune=False)
+    _run(tmp_path / "pruned", 3, prune=True)  # a partly finished run: compared on its 3 problems
+    rows, shared = compare_rows([tmp_path / "base", tmp_path / "pruned"])
+    assert shared == 3
+    base = [r for r in read_records(tmp_path / "base") if r["id"] in ("p0", "p1", "p2")]
+    pruned = read_records(tmp_path / "pruned")
+    base_tokens = sum(r["generated_tokens"] for r in base) / 3
+    pruned_tokens = sum(r["generated_tokens"] for r in pruned) / 3
+    assert rows[0]["mean_generated_tokens"] == pytest.approx(base_tokens)
+    assert rows[0]["token_ratio"] == pytest.approx(100.0)
+    assert rows[1]["token_ratio"] == pytest.approx(100 * pruned_tokens / base_tokens)
+    assert rows[1]["accuracy"] == pytest.approx(100 * sum(r["correct"] for r in pruned) / 3)
+    assert compare_main([str(tmp_path / "base"), str(tmp_path / "pruned")]) == 0
+    out = capsys.readouterr().out
+    assert "3 problems shared" in out and "ratio %" in out and "restate" in out
+
+
+def test_compare_bad_directory(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        compare_main([str(tmp_path)])
+    assert exc.value.code == 2
+    assert "no results.jsonl" in capsys.readouterr().err
+
+
+def test_compare_disjoint_runs(tmp_path, capsys):
+    _run(tmp_path / "a", 2, prune=False)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.jsonl").write_text(json.dumps({"id": "zzz", "seed": 0, "correct": True}) + "\n")
+    with pytest.raises(SystemExit):
+        compare_main([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert "share no problems" in capsys.readouterr().err
+
+
+# -- recipes --------------------------------------------------------------------------------------
+RECIPES = sorted((REPO / "configs" / "search").glob("*.yaml"))
+
+
+def test_there_is_a_recipe_per_paper_setting():
+    names = {p.stem for p in RECIPES}
+    for algo in ("mcts", "sbs", "dfs", "lookahead"):
+        for variant in ("baseline", "pruned"):
+            assert f"{algo}_qwen25math7b_math500_{variant}" in names
+    for variant in ("baseline", "pruned"):
+        assert f"mcts_qwen25math7b_gsm8k_{variant}" in names
+        assert f"mcts_mistral7bsft_gsm8k_{variant}" in names
+    assert "demo_cpu" in names
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+def test_recipe_parses(recipe):
+    from equiv.search.cli import build_eval_parser
+
+    parser = build_eval_parser()
+    cfg = parser.parse_args(["--config", str(recipe)])
+    init = parser.instantiate_classes(cfg)
+    assert cfg.algo in ("mcts", "sbs", "dfs", "lookahead")
+    init.search.validate()
+    init.run.validate()
+    assert init.policy.model and init.reward.model
