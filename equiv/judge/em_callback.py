@@ -28,10 +28,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import lightning as L
 import torch
+from jsonargparse.typing import NonNegativeInt, PositiveInt, restricted_number_type
 from lightning.pytorch.utilities import rank_zero_info
 
 from equiv.errors import InputError
@@ -40,6 +41,8 @@ from equiv.judge.em import EMSettings
 from equiv.judge.inference import score_pairs
 
 STATE_VERSION = 1
+# Typed so that a bad value in a YAML recipe is a parse error naming the key, before training starts.
+Probability = restricted_number_type("Probability", float, [(">=", 0.0), ("<", 1.0)], join="and")
 _AUTOCAST = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
 
@@ -76,16 +79,16 @@ class EMRefinementCallback(L.Callback):
     def __init__(
         self,
         enabled: bool = True,
-        threshold: float = 0.9,
-        start_after_epoch: int = 0,
-        every_n_epochs: int = 1,
-        pairing: str = "greedy",
-        max_sentences: int = 8,
-        refine_labels: list[int] = [0],  # noqa: B006 - jsonargparse reads the default
-        one_side_empty: str = "keep",
-        both_sides_empty: str = "drop",
+        threshold: Probability = 0.9,  # type: ignore[valid-type]
+        start_after_epoch: NonNegativeInt = 0,
+        every_n_epochs: PositiveInt = 1,
+        pairing: Literal["greedy", "aligned"] = "greedy",
+        max_sentences: PositiveInt = 8,
+        refine_labels: list[Literal[0, 1]] = [0],  # noqa: B006 - jsonargparse reads the default
+        one_side_empty: Literal["keep", "drop"] = "keep",
+        both_sides_empty: Literal["drop", "keep"] = "drop",
         cumulative: bool = False,
-        batch_size: int = 64,
+        batch_size: PositiveInt = 64,
         shard_scoring: bool = True,
         write_refined: bool = False,
         log_histogram: bool = True,
