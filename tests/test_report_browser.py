@@ -85,3 +85,14 @@ def test_hash_selects_problem_and_text_stays_text(tmp_path: Path) -> None:
     assert "<b>bold</b>" not in dom, "step text was parsed as HTML"
     assert html.escape(NASTY, quote=False) in dom
     assert re.search(r'class="node merged"[^>]*data-merged-into="1"[^>]*data-judge-prob="0.81"', dom)
+
+
+def test_collapsed_subtrees_are_built_on_demand(tmp_path: Path) -> None:
+    runs = [write_run(tmp_path / "base", pruned=False), write_run(tmp_path / "pruned", pruned=True)]
+    build_report(runs, tmp_path / "report", collapse_depth=1)
+    dom = dump_dom((tmp_path / "report" / "index.html").as_uri() + "#run=0&problem=7")
+    assert re.search(r'id="tree-root" data-problem="7" data-run="0"', dom)
+    # Node 2 (depth 1, off the chosen path) starts collapsed and its child 6 is not built yet;
+    # node 1 is on the path, so its children are there.
+    assert re.search(r'<li class="node collapsed" data-node-id="2"', dom)
+    assert 'data-node-id="6"' not in dom and 'data-node-id="4"' in dom

@@ -10,7 +10,7 @@ import pytest
 from equiv.errors import InputError
 from equiv.report.load import load_run, load_runs
 from equiv.report.stats import compare_rows, pruning_by_depth, shared_ids
-from equiv.report.tree_view import select_trees, script_json, tree_payload
+from equiv.report.tree_view import script_json, select_trees, tree_bytes, tree_payload
 from tests.test_report_support import NASTY, write_run
 
 
@@ -198,3 +198,13 @@ def test_exact_duplicates_are_not_counted_as_pruning(tmp_path: Path) -> None:
     assert pruning_by_depth(list(loaded.trees.values()))[1] == (3, 9)
     payload = tree_payload(t, loaded.results["7"])
     assert (payload["merged"], payload["duplicates"]) == (1, 1)
+
+
+def test_select_trees_respects_size_budget_but_keeps_one(tmp_path: Path) -> None:
+    runs = load_runs([write_run(tmp_path / "b", pruned=False), write_run(tmp_path / "p", pruned=True)])
+    one = tree_bytes(runs, "7")
+    sel = select_trees(runs, None, 10, max_mb=(2.5 * one) / 1e6)
+    assert len(sel.ids) == 2 and sel.over_budget == 1
+    tiny = select_trees(runs, None, 10, max_mb=1e-9)
+    assert len(tiny.ids) == 1 and tiny.over_budget == 2, "the viewer is never left empty"
+    assert select_trees(runs, ["7", "test/algebra/1.json"], 10, max_mb=1e-9).ids == ["7", "test/algebra/1.json"]

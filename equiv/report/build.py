@@ -26,6 +26,7 @@ class ReportFiles:
     skipped: dict[str, str]
     trees: int
     trees_available: int
+    trees_over_budget: int = 0
 
 
 def build_report(
@@ -35,6 +36,7 @@ def build_report(
     title: str | None = None,
     problems: Sequence[str] | None = None,
     max_trees: int = 100,
+    max_mb: float = 20.0,
     collapse_depth: int = 3,
 ) -> ReportFiles:
     """Write ``out/index.html`` and ``out/plots/*.png`` for ``run_dirs`` (first = baseline)."""
@@ -42,6 +44,8 @@ def build_report(
         raise InputError("give at least one run directory")
     if max_trees < 0:
         raise InputError(f"must be >= 0, got {max_trees}", field="max_trees")
+    if not max_mb > 0:
+        raise InputError(f"must be > 0, got {max_mb}", field="max_mb")
     if collapse_depth < 0:
         raise InputError(f"must be >= 0, got {collapse_depth}", field="collapse_depth")
     runs = load_runs(list(run_dirs))
@@ -61,7 +65,7 @@ def build_report(
             "Run `search_cli.py eval` with --save_trees true to get it."
         )
 
-    selection = select_trees(runs, problems, max_trees)
+    selection = select_trees(runs, problems, max_trees, max_mb)
     chosen = set(selection.ids)
     payloads = [
         {pid: tree_payload(tree, run.results.get(pid)) for pid, tree in run.trees.items() if pid in chosen}
@@ -88,4 +92,5 @@ def build_report(
     html_path = out / INDEX
     html_path.write_text(page, encoding="utf-8")
     return ReportFiles(html=html_path, plots=written, skipped=skipped,
-                       trees=len(selection.ids), trees_available=selection.available)
+                       trees=len(selection.ids), trees_available=selection.available,
+                       trees_over_budget=selection.over_budget)

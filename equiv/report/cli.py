@@ -1,6 +1,6 @@
 """``python search_cli.py report RUN_DIR [RUN_DIR ...] --out report/``.
 
-argparse (not jsonargparse) because the command has five flat options and must not import
+argparse (not jsonargparse) because the command has a few flat options and must not import
 anything heavy; its errors are turned into the project's one-line ``error: ...`` + exit 2.
 """
 
@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated problem ids whose trees to embed (default: the ones with most merges)")
     p.add_argument("--max_trees", type=int, default=100,
                    help="embed at most this many problems' trees (default 100; keeps the page light)")
+    p.add_argument("--max_mb", type=float, default=20.0,
+                   help="stop adding trees once about this many MB of tree data are embedded (default 20)")
     p.add_argument("--collapse_depth", type=int, default=3,
                    help="tree nodes at this depth or deeper start collapsed, except on the chosen path (default 3)")
     return p
@@ -45,7 +47,7 @@ def report_main(argv: list[str]) -> int:
 
             problems = [p.strip() for p in args.problems.split(",") if p.strip()] if args.problems else None
             files = build_report(args.runs, args.out, title=args.title, problems=problems,
-                                 max_trees=args.max_trees, collapse_depth=args.collapse_depth)
+                                 max_trees=args.max_trees, max_mb=args.max_mb, collapse_depth=args.collapse_depth)
     except SystemExit as exc:  # --help exits 0; input errors exit 2
         return int(exc.code or 0)
     print(f"wrote {files.html}")
@@ -54,7 +56,8 @@ def report_main(argv: list[str]) -> int:
     for name, why in files.skipped.items():
         print(f"skipped plot {name}: {why}")
     if files.trees_available:
-        print(f"embedded trees for {files.trees} of {files.trees_available} problem(s)")
+        why = f" ({files.trees_over_budget} left out by --max_mb)" if files.trees_over_budget else ""
+        print(f"embedded trees for {files.trees} of {files.trees_available} problem(s){why}")
     return 0
 
 

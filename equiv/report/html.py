@@ -147,8 +147,10 @@ def render_page(
     if selection.available == 0:
         tree_note = "No run has saved trees (run <code>search_cli.py eval</code> with <code>--save_trees true</code>)."
     elif selection.omitted:
+        why = (f", {selection.over_budget} left out to keep the page small (<code>--max_mb</code>)"
+               if selection.over_budget else "")
         tree_note = (f"Showing trees for {len(selection.ids)} of {selection.available} problems "
-                     "(those with the most merged nodes); choose others with <code>--problems ID,ID</code> "
+                     f"(those with the most judge merges{why}); choose others with <code>--problems ID,ID</code> "
                      "or raise <code>--max_trees</code>.")
     else:
         tree_note = f"Trees for all {selection.available} problems with saved trees."
@@ -268,6 +270,13 @@ function fillRuns(){
   });
 }
 
+function mostMerged(runIdx){
+  // Open on the problem where the judge merged most: that is what a reader came to see.
+  const trees = DATA.runs[runIdx].trees; let best = null;
+  DATA.order.forEach(function(pid){ const t = trees[pid]; if (t && (best === null || t.merged > trees[best].merged)) best = pid; });
+  return best;
+}
+
 function fillProblems(runIdx, keep){
   probSel.textContent = "";
   const trees = DATA.runs[runIdx].trees;
@@ -290,6 +299,13 @@ function badges(n, merged){
   b.appendChild(el("span", "badge", "T " + n[F.tokens]));
   if (n[F.prior] !== null) b.appendChild(el("span", "badge", "P " + fmt(n[F.prior], 3)));
   return b;
+}
+
+function setCollapsed(li, yes){
+  if (!yes && li._fill) li._fill();
+  li.classList.toggle("collapsed", yes);
+  const b = li.querySelector(":scope > .row > .toggle");
+  if (b) b.textContent = yes ? "▸" : "▾";
 }
 
 function renderTree(tree){
@@ -320,7 +336,7 @@ function renderTree(tree){
     const row = el("div", "row");
     const tog = el("button", "toggle" + (children.length ? "" : " leaf"), "▾");
     tog.type = "button";
-    tog.addEventListener("click", function(){ li.classList.toggle("collapsed"); tog.textContent = li.classList.contains("collapsed") ? "▸" : "▾"; });
+    tog.addEventListener("click", function(){ setCollapsed(li, !li.classList.contains("collapsed")); });
     row.appendChild(tog);
     let text = n[F.text];
     if (n[F.parent] === null && !text) text = "(root) " + (tree.question || "");
@@ -345,10 +361,12 @@ function renderTree(tree){
       g.appendChild(ul); li.appendChild(g);
     }
     if (children.length){
+      // A collapsed subtree is built on first expand: a 10k-node MCTS tree opens instantly.
       const ul = el("ul", "children");
-      children.forEach(function(c){ ul.appendChild(node(c, false)); });
       li.appendChild(ul);
-      if (n[F.depth] >= collapseDepth && !n[F.on_path]) { li.classList.add("collapsed"); tog.textContent = "▸"; }
+      let pending = true;
+      li._fill = function(){ if (pending){ pending = false; children.forEach(function(c){ ul.appendChild(node(c, false)); }); } };
+      if (n[F.depth] >= collapseDepth && !n[F.on_path]) setCollapsed(li, true); else li._fill();
     }
     return li;
   }
@@ -397,14 +415,21 @@ fillRuns();
 let start = withTrees[0];
 withTrees.forEach(function(i){ if (start === withTrees[0] && DATA.runs[withTrees[0]].pruner === "none" && DATA.runs[i].pruner !== "none") start = i; });
 runSel.value = String(start);
-fillProblems(start);
+fillProblems(start, mostMerged(start));
 if (!fromHash()) update(false);
 runSel.addEventListener("change", function(){ const keep = probSel.value; fillProblems(Number(runSel.value), keep); update(true); });
 probSel.addEventListener("change", function(){ update(true); });
 document.getElementById("prev-problem").addEventListener("click", function(){ if (probSel.selectedIndex > 0){ probSel.selectedIndex -= 1; update(true); } });
 document.getElementById("next-problem").addEventListener("click", function(){ if (probSel.selectedIndex < probSel.options.length - 1){ probSel.selectedIndex += 1; update(true); } });
-document.getElementById("expand-all").addEventListener("click", function(){ view.classList.remove("path-only"); view.querySelectorAll("li.collapsed").forEach(function(li){ li.classList.remove("collapsed"); const b = li.querySelector(".toggle"); if (b) b.textContent = "▾"; }); });
-document.getElementById("collapse-all").addEventListener("click", function(){ view.classList.remove("path-only"); view.querySelectorAll("li.node").forEach(function(li){ if (li.querySelector("ul.children") && !li.classList.contains("on-path")){ li.classList.add("collapsed"); const b = li.querySelector(".toggle"); if (b) b.textContent = "▸"; } }); });
+document.getElementById("expand-all").addEventListener("click", function(){
+  view.classList.remove("path-only");
+  let closed;
+  while ((closed = view.querySelectorAll("li.collapsed")).length) closed.forEach(function(li){ setCollapsed(li, false); });
+});
+document.getElementById("collapse-all").addEventListener("click", function(){
+  view.classList.remove("path-only");
+  view.querySelectorAll("li.node").forEach(function(li){ if (li._fill && !li.classList.contains("on-path")) setCollapsed(li, true); });
+});
 document.getElementById("path-only").addEventListener("click", function(){ view.classList.toggle("path-only"); });
 window.addEventListener("hashchange", fromHash);
 })();

@@ -2,7 +2,7 @@
 
 A full evaluation can save thousands of trees of hundreds of nodes each; inlining all of them
 would make a page no browser opens comfortably. By default the report keeps ``max_trees``
-problems, preferring those where pruning happened (what a researcher wants to look at), and
+problems within a size budget (``max_mb``), preferring those where pruning happened (what a researcher wants to look at), and
 always keeps the same problems for every run so the trees can be compared side by side. The
 page says how many were left out and how to ask for specific problems (``--problems``).
 
@@ -28,42 +28,72 @@ NODE_FIELDS = (
 )
 
 
+# Rough bytes per node besides its text in the embedded JSON (numbers, flags, separators).
+NODE_OVERHEAD = 70
+
+
 @dataclass(frozen=True)
 class TreeSelection:
-    """Problem ids whose trees are embedded, and how many problems with trees were left out."""
+    """Problem keys whose trees are embedded, and why the others were left out."""
 
     ids: list[str]
     available: int  # problems with a tree in at least one run
+    over_budget: int = 0  # problems left out only because the page would exceed max_mb
 
     @property
     def omitted(self) -> int:
         return self.available - len(self.ids)
 
 
-def select_trees(runs: Sequence[Run], problems: Sequence[str] | None, max_trees: int) -> TreeSelection:
+def tree_bytes(runs: Sequence[Run], pid: str) -> int:
+    """Approximate embedded size of one problem's trees over all runs."""
+    return sum(len(n.text.encode("utf-8")) + NODE_OVERHEAD for r in runs if pid in r.trees for n in r.trees[pid].nodes)
+
+
+def select_trees(
+    runs: Sequence[Run], problems: Sequence[str] | None, max_trees: int, max_mb: float = 20.0
+) -> TreeSelection:
     """Choose the problems whose trees are embedded.
 
-    ``problems`` (explicit ids) wins; an id with no tree in any run is an input error rather than
-    a silently empty viewer. Otherwise the problems with the most merged nodes (over all runs)
-    (exact duplicates not counted) come first, ties in the first run's order, up to ``max_trees``.
+    ``problems`` (explicit ids) wins and ignores the limits; an id with no tree in any run is an
+    input error rather than a silently empty viewer (with several seeds, a bare id selects all of
+    its seeds). Otherwise the problems with the most judge merges over all runs come first (ties
+    in the first run's order), up to ``max_trees`` problems and about ``max_mb`` megabytes of tree
+    data: a page of tens of MB takes a browser many seconds to open. The first-ranked problem is
+    always kept, whatever its size, so the viewer is never empty when trees exist.
     """
     order: list[str] = []
     seen: set[str] = set()
+    has_tree = {pid for r in runs for pid in r.trees}
     for run in runs:
         for pid in list(run.results) + list(run.trees):
-            if pid not in seen and any(pid in r.trees for r in runs):
+            if pid not in seen and pid in has_tree:
                 seen.add(pid)
                 order.append(pid)
     if problems:
-        missing = [p for p in problems if p not in seen]
-        if missing:
-            raise InputError(f"no saved tree for problem(s) {', '.join(map(repr, missing))} in any run", field="problems")
-        return TreeSelection(ids=list(dict.fromkeys(problems)), available=len(order))
+        chosen: list[str] = []
+        for want in problems:
+            hits = [pid for pid in order if pid == want or pid.startswith(f"{want} seed=")]
+            if not hits:
+                raise InputError(f"no saved tree for problem {want!r} in any run", field="problems")
+            chosen += [h for h in hits if h not in chosen]
+        return TreeSelection(ids=chosen, available=len(order))
     merged = {pid: sum(r.trees[pid].judge_merged_count for r in runs if pid in r.trees) for pid in order}
     position = {pid: i for i, pid in enumerate(order)}
     ranked = sorted(order, key=lambda pid: (-merged[pid], position[pid]))[: max(0, max_trees)]
-    ranked.sort(key=position.__getitem__)  # show the chosen ones in problem order
-    return TreeSelection(ids=ranked, available=len(order))
+    budget = max_mb * 1e6
+    kept: list[str] = []
+    used = 0
+    over = 0
+    for pid in ranked:
+        size = tree_bytes(runs, pid)
+        if kept and used + size > budget:
+            over += 1
+            continue
+        kept.append(pid)
+        used += size
+    kept.sort(key=position.__getitem__)  # show the chosen ones in problem order
+    return TreeSelection(ids=kept, available=len(order), over_budget=over)
 
 
 def tree_payload(tree: Tree, record: dict[str, Any] | None) -> dict[str, Any]:
