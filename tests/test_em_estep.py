@@ -186,3 +186,11 @@ def test_bad_settings_are_input_errors(kwargs, field) -> None:
 def test_scorer_returning_wrong_count_fails() -> None:
     with pytest.raises(ValueError, match="probabilities"):
         e_step([("Aa. Bb.", "Cc. Dd.")], [0], lambda ps: [0.5], EMSettings())
+
+
+def test_unpunctuated_split_setting_reaches_the_e_step() -> None:
+    pairs = [("He has 3 apples He buys 2 more", "He has 3 apples He sells 1")]
+    on = e_step(pairs, [0], exact_scorer, EMSettings()).outcomes[0]
+    assert (on.status, on.sentence1, on.sentence2) == (em.CHANGED, "He buys 2 more", "He sells 1")
+    off = e_step(pairs, [0], exact_scorer, EMSettings(split_unpunctuated=False)).outcomes[0]
+    assert off.status == em.SKIPPED_SINGLE

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Iterable, Mapping, Sequence
 
 from equiv.data.records import PairRecord
@@ -71,6 +72,9 @@ class EMSettings:
         both_sides_empty: when every sentence on both sides is matched, ``"drop"`` removes the
             sample (it carried no signal beyond the equivalent parts, and for label 0 the judge
             and the label disagree on every part), ``"keep"`` leaves it unchanged.
+        split_unpunctuated: also split where a capitalised sentence starter follows a word with
+            no punctuation (joined solution lines, as in GSM8K-style steps); see
+            :func:`equiv.data.sentences.sentence_spans`.
     """
 
     threshold: float = 0.9
@@ -79,6 +83,11 @@ class EMSettings:
     refine_labels: tuple[int, ...] = (0,)
     one_side_empty: str = "keep"
     both_sides_empty: str = "drop"
+    split_unpunctuated: bool = True
+
+    def splitter(self) -> "Splitter":
+        """The sentence splitter these settings ask for."""
+        return partial(split_sentences, unpunctuated=self.split_unpunctuated)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "refine_labels", tuple(int(x) for x in self.refine_labels))
@@ -139,9 +148,10 @@ def plan_samples(
     pairs: Sequence[Pair],
     labels: Sequence[int | None],
     settings: EMSettings,
-    split: Splitter = split_sentences,
+    split: Splitter | None = None,
 ) -> list[SamplePlan]:
     """Split each sample and decide which sentence sub-pairs to score."""
+    split = split or settings.splitter()
     if len(pairs) != len(labels):
         raise ValueError(f"{len(pairs)} pairs but {len(labels)} labels")
     plans = []
@@ -275,7 +285,7 @@ def e_step(
     labels: Sequence[int | None],
     scorer: Scorer,
     settings: EMSettings,
-    split: Splitter = split_sentences,
+    split: Splitter | None = None,
 ) -> EStepResult:
     """Refine ``pairs`` (binary ``labels``) with one batched ``scorer`` call over all sub-pairs."""
     plans = plan_samples(pairs, labels, settings, split)

@@ -66,6 +66,8 @@ class EMRefinementCallback(L.Callback):
         refine_labels: binary labels whose samples are refined (default: not-equivalent only).
         one_side_empty: ``"keep"`` (leave the sample unchanged) or ``"drop"``.
         both_sides_empty: ``"drop"`` or ``"keep"`` (leave the sample unchanged).
+        split_unpunctuated: also split sentences at capitalised sentence starters with no
+            punctuation before them (joined solution lines in GSM8K-style data).
         cumulative: refine the already refined set (changes compound across epochs) instead of
             re-deriving the refinement from the original samples with the current model.
         batch_size: sub-pairs per scoring batch.
@@ -87,6 +89,7 @@ class EMRefinementCallback(L.Callback):
         refine_labels: list[Literal[0, 1]] = [0],  # noqa: B006 - jsonargparse reads the default
         one_side_empty: Literal["keep", "drop"] = "keep",
         both_sides_empty: Literal["drop", "keep"] = "drop",
+        split_unpunctuated: bool = True,
         cumulative: bool = False,
         batch_size: PositiveInt = 64,
         shard_scoring: bool = True,
@@ -101,6 +104,7 @@ class EMRefinementCallback(L.Callback):
             refine_labels=tuple(refine_labels),
             one_side_empty=one_side_empty,
             both_sides_empty=both_sides_empty,
+            split_unpunctuated=split_unpunctuated,
         )
         if start_after_epoch < 0:
             raise InputError(f"must be >= 0, got {start_after_epoch}", field="em.start_after_epoch")
