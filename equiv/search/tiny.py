@@ -13,8 +13,9 @@ the token limit. So the policy gets a *bias channel*: hidden dimension 0 of ever
 a constant that no layer writes to, and the output rows of the step separator ``"\\n\\n"`` and of
 ``</s>`` read it, giving those tokens a fixed extra logit. At temperature 0.7 a step then
 averages about a dozen tokens and a solution several steps, like a real policy's tree. The
-PRM's ``+``/``-`` output rows are scaled up so that P(+) spreads over (0, 1) with the context
-instead of sitting at 0.5. Byte tokens that would decode to control characters or broken UTF-8
+PRM is initialised with a larger weight scale (0.2) so its layers mix the context, and its
+``+``/``-`` output rows are scaled to give P(+) a spread over roughly (0.1, 0.9) that depends on
+the steps, instead of sitting at 0.5 or saturating. Byte tokens that would decode to control characters or broken UTF-8
 get a large negative bias, so sampled text is printable.
 
 Built deterministically (fixed corpus, ``torch.manual_seed``) in well under 5 s, and cached: a
@@ -29,7 +30,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-TINY_VERSION = 2
+TINY_VERSION = 4
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
@@ -140,7 +141,7 @@ def _build(out: Path, *, kind: str) -> None:
                     lm[tid, 0] = -8.0 / 11.3
         else:
             for t in ("+", "-"):
-                lm[tokenizer.convert_tokens_to_ids(t)] *= 5.0
+                lm[tokenizer.convert_tokens_to_ids(t)] *= 0.25
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )

