@@ -80,10 +80,9 @@ def _last_braced(text: str, commands: tuple[str, ...] = ("\\boxed", "\\fbox")) -
 
 
 def _strip_answer(text: str) -> str:
-    text = text.strip()
+    text = text.strip().rstrip(" .")
     if len(text) >= 2 and text[0] == "$" and text.count("$") == 2 and text[-1] == "$":
-        text = text[1:-1].strip()
-    text = text.rstrip(" .")
+        text = text[1:-1].strip().rstrip(" .")
     return text
 
 
