@@ -51,6 +51,7 @@ def test_report_on_runs_of_every_algorithm(repo_root: Path, real_runs: list[Path
     # Self-contained: no external resource of any kind.
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page), "external resource in the page"
     assert "<link" not in page and "@import" not in page
+    assert page.count("<summary>config.yaml</summary>") == len(real_runs), "eval's config.yaml is shown per run"
     # The summary table carries the compare numbers (first run = baseline).
     rows = compare_rows(load_runs(real_runs))
     for row in rows:
@@ -61,7 +62,7 @@ def test_report_on_runs_of_every_algorithm(repo_root: Path, real_runs: list[Path
     data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
     assert [r["algo"] for r in data["runs"]] == [a for a in ALGOS for _ in (0, 1)]
     assert all(len(r["trees"]) == 4 for r in data["runs"])
-    assert sum(t["merged"] for r in data["runs"] if r["pruner"] == "restate" for t in r["trees"].values()) > 0
+    assert sum(t["merged"] for r in data["runs"] if r["pruner"] == "exact" for t in r["trees"].values()) > 0
     assert all(t["merged"] == 0 for r in data["runs"] if r["pruner"] == "none" for t in r["trees"].values())
 
 
@@ -138,3 +139,24 @@ def test_help(capsys) -> None:
 def test_bad_input_exit_code_from_a_real_process(repo_root: Path, tmp_path: Path) -> None:
     res = report(repo_root, tmp_path / "nope", "--out", tmp_path / "out")
     assert res.returncode == 2 and res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_report_on_the_cpu_demo(repo_root: Path, shared_data: Path, tmp_path: Path) -> None:
+    """The README's commands: two `eval` runs of the CPU demo (tiny random-init policy and PRM,
+    bundled MiniLM judge, one GSM8K problem) and `report` on them, all in subprocesses."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    runs = []
+    for name, extra in (("base", ["--pruner.strategy", "none"]), ("pruned", [])):
+        out = tmp_path / name
+        cmd = [sys.executable, str(repo_root / "search_cli.py"), "eval", "--config", "configs/search/demo_cpu.yaml",
+               "--algo", "mcts", "--data.path", str(shared_data / "gsm8k" / "test.jsonl"), "--data.end", "1",
+               "--run.progress", "false", "--out", str(out), *extra]
+        res = subprocess.run(cmd, cwd=repo_root, env=env, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        runs.append(out)
+    res = report(repo_root, *runs, "--out", tmp_path / "report")
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "report" / "index.html").read_text()
+    data = json.loads(re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1))
+    assert [len(r["trees"]) for r in data["runs"]] == [1, 1] and data["runs"][1]["pruner"] == "embedding"

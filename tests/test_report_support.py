@@ -87,23 +87,30 @@ def test_writer_follows_documented_schema(tmp_path: Path) -> None:
 
 
 def runner_runs(root: Path, algos: tuple[str, ...] = ("mcts",), *, trees: bool = True, n: int = 4) -> list[Path]:
-    """Real run directories from the real evaluation runner, driven by the search tests' scripted
-    engines (deterministic, no model): for each algorithm an unpruned baseline and a run pruned by
-    a judge that merges restated steps. Returns [algo_base, algo_pruned, ...]."""
-    from equiv.search.config import RunConfig, SearchConfig
-    from equiv.search.expansion import Pruning
-    from equiv.search.runner import Engines, Grader, run_eval
-    from tests.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
+    """Real run directories from the real ``search_cli.py eval`` (jsonargparse, data loading, the
+    runner, config.yaml), driven by the search tests' scripted engines through its
+    ``engine_factory`` seam (deterministic, no model): for each algorithm an unpruned baseline and
+    a run whose judge merges restated steps. Returns [algo_base, algo_pruned, ...]."""
+    from equiv.search.cli import eval_main
+    from tests.scripted import problems, scripted_factory
 
+    root.mkdir(parents=True, exist_ok=True)
+    data = root / "problems.jsonl"
+    data.write_text("".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in problems(n)))
     out = []
     for algo in algos:
         for pruned in (False, True):
             path = root / f"{algo}_{'pruned' if pruned else 'base'}"
-            engines = Engines(policy=SeededPolicy(), reward=KeyedReward(), judge=RestateJudge() if pruned else None,
-                              pruning=Pruning(enabled=pruned))
-            run_eval(algo=algo, problems=problems(n), engines=engines, out_dir=path,
-                     search=SearchConfig(width=4, max_depth=4, num_simulations=4, beam_size=2, num_sequence=2),
-                     run=RunConfig(save_trees=trees, progress=False, concurrency=2),
-                     pruner="restate" if pruned else "none", grader=Grader(simple_extract, simple_grade))
+            args = [
+                "--algo", algo, "--out", str(path),
+                "--data.dataset", "jsonl", "--data.path", str(data),
+                "--data.question_field", "question", "--data.answer_field", "answer",
+                "--policy.model", "scripted", "--reward.model", "scripted",
+                "--pruner.strategy", "exact" if pruned else "none",
+                "--search.width", "4", "--search.max_depth", "4", "--search.num_simulations", "4",
+                "--search.beam_size", "2", "--search.num_sequence", "2",
+                "--run.save_trees", "true" if trees else "false", "--run.progress", "false", "--run.concurrency", "2",
+            ]
+            assert eval_main(args, engine_factory=scripted_factory) == 0, f"eval failed for {path}"
             out.append(path)
     return out
