@@ -82,7 +82,7 @@ class ScaleConfig:
             if not 0.0 <= value <= 1.0:
                 raise InputError(f"must be in [0, 1], got {value}", field=f"scale.{name}")
         total = self.policy_gpu_memory_utilization + self.prm_gpu_memory_fraction + self.judge_gpu_memory_fraction
-        if total > 0.95:
+        if total > 0.95 + 1e-9:
             raise InputError(
                 f"policy + PRM + judge memory shares add up to {total:.2f} of a GPU; keep them "
                 "<= 0.95 (CUDA context, activations and the allocator need the rest)",
