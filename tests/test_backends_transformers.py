@@ -116,6 +116,12 @@ def test_greedy_view_shares_the_engine(policy):
     assert a[0].text == a[1].text == b[0].text
     assert a[0].num_tokens == a[1].num_tokens == b[0].num_tokens
     assert a[0].logprob == pytest.approx(b[0].logprob, rel=1e-5)
+    # The same through a per-request temperature, batched beside a sampling request.
+    mixed = policy.generate(
+        [StepRequest("What is 2 + 3?", (), 2, 5, temperature=0.0), StepRequest("What is 2 + 3?", (), 2, 5)]
+    )
+    assert [c.text for c in mixed[0]] == [a[0].text] * 2
+    assert mixed[1] == policy.generate([StepRequest("What is 2 + 3?", (), 2, 5)])[0]
 
 
 def test_formats_and_config_errors(tiny_policy_dir):

@@ -60,9 +60,19 @@ class StepPolicy:
     max_new_tokens: int
 
     def _sample(
-        self, prompts: Sequence[str], ns: Sequence[int], seeds: Sequence[int], stop: str | None
+        self,
+        prompts: Sequence[str],
+        ns: Sequence[int],
+        seeds: Sequence[int],
+        stop: str | None,
+        temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
+        """One engine call; ``temperatures`` per prompt (None = the policy's own)."""
         raise NotImplementedError
+
+    def _temperature(self, request: StepRequest) -> float:
+        t = request.temperature
+        return self.temperature if t is None else t
 
     def with_sampling(self, *, temperature: float | None = None, top_p: float | None = None) -> "StepPolicy":
         """A view of this policy with other sampling settings, sharing the loaded engine.
@@ -92,6 +102,8 @@ class StepPolicy:
                 raise ValueError(f"StepRequest.n must be >= 1, got {req.n}")
             if req.max_steps < 1:
                 raise ValueError(f"StepRequest.max_steps must be >= 1, got {req.max_steps}")
+            if req.temperature is not None and req.temperature < 0:
+                raise ValueError(f"StepRequest.temperature must be >= 0, got {req.temperature}")
         if not requests:
             return []
         first = self._sample(
@@ -99,6 +111,7 @@ class StepPolicy:
             [r.n for r in requests],
             [r.seed for r in requests],
             self.fmt.step_delimiter,
+            [self._temperature(r) for r in requests],
         )
         # Per candidate: steps, tokens, logprob, finished, still running.
         states: list[list[dict]] = []
@@ -122,6 +135,7 @@ class StepPolicy:
                 [1] * len(todo),
                 [derive_seed(requests[i].seed, j, rnd) for i, j in todo],
                 self.fmt.step_delimiter,
+                [self._temperature(requests[i]) for i, _ in todo],
             )
             for (i, j), (raw,) in zip(todo, raws):
                 self._extend(states[i][j], raw)

@@ -114,16 +114,22 @@ class TransformersPolicy(StepPolicy):
         self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
 
     def _sample(
-        self, prompts: Sequence[str], ns: Sequence[int], seeds: Sequence[int], stop: str | None
+        self,
+        prompts: Sequence[str],
+        ns: Sequence[int],
+        seeds: Sequence[int],
+        stop: str | None,
+        temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
-        return [self._sample_one(p, n, s, stop) for p, n, s in zip(prompts, ns, seeds)]
+        temps = list(temperatures) if temperatures is not None else [self.temperature] * len(prompts)
+        return [self._sample_one(p, n, s, stop, t) for p, n, s, t in zip(prompts, ns, seeds, temps)]
 
     @torch.no_grad()
-    def _sample_one(self, prompt: str, n: int, seed: int, stop: str | None) -> list[RawCompletion]:
+    def _sample_one(self, prompt: str, n: int, seed: int, stop: str | None, temperature: float) -> list[RawCompletion]:
         from transformers import GenerationConfig
 
         enc = self.tokenizer(prompt, return_tensors="pt").to(self.device)
-        sample = self.temperature > 0
+        sample = temperature > 0
         if not sample:
             # Greedy generate refuses num_return_sequences > 1: give it n identical rows instead
             # (n identical completions, each counted, as vLLM does with temperature 0).
@@ -134,7 +140,7 @@ class TransformersPolicy(StepPolicy):
         # sneak in, so both backends sample from the same distribution.
         gen_cfg = GenerationConfig(
             do_sample=sample,
-            temperature=self.temperature if sample else None,
+            temperature=temperature if sample else None,
             top_p=self.top_p if sample else None,
             top_k=0 if sample else None,
             max_new_tokens=self.max_new_tokens,

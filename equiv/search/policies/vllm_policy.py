@@ -75,13 +75,13 @@ class VLLMPolicy(StepPolicy):
         self.top_p = cfg.top_p
         self.max_new_tokens = cfg.max_new_tokens
 
-    def sampling_params(self, n: int, seed: int, stop: str | None):
+    def sampling_params(self, n: int, seed: int, stop: str | None, temperature: float | None = None):
         from vllm import SamplingParams
 
         return SamplingParams(
             n=n,
             seed=seed,
-            temperature=self.temperature,
+            temperature=self.temperature if temperature is None else temperature,
             top_p=self.top_p,
             max_tokens=self.max_new_tokens,
             stop=[stop] if stop else None,
@@ -89,9 +89,15 @@ class VLLMPolicy(StepPolicy):
         )
 
     def _sample(
-        self, prompts: Sequence[str], ns: Sequence[int], seeds: Sequence[int], stop: str | None
+        self,
+        prompts: Sequence[str],
+        ns: Sequence[int],
+        seeds: Sequence[int],
+        stop: str | None,
+        temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
-        params = [self.sampling_params(n, s, stop) for n, s in zip(ns, seeds)]
+        temps = list(temperatures) if temperatures is not None else [self.temperature] * len(prompts)
+        params = [self.sampling_params(n, s, stop, t) for n, s, t in zip(ns, seeds, temps)]
         outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
         results = []
         for out in outputs:
