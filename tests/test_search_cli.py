@@ -207,3 +207,23 @@ def test_recipe_parses(recipe):
     init.search.validate()
     init.run.validate()
     assert init.policy.model and init.reward.model
+
+
+def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
+    args = base_args(tmp_path, n=8)
+    env = dict(os.environ, SCRIPTED_DELAY="0.2", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "tests.scripted", *args]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = tmp_path / "run" / "results.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 2):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-800:]
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["complete"] is False and 2 <= summary["problems"] < 8
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    recs = read_records(tmp_path / "run")
+    assert len(recs) == 8 and len({r["id"] for r in recs}) == 8

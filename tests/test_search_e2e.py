@@ -92,3 +92,19 @@ def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
     recs = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert len(recs) == 2 and all(r["error"] is None for r in recs), recs
     assert all(r["generated_tokens"] > 0 for r in recs)
+
+
+@pytest.mark.slow
+def test_real_backend_results_do_not_depend_on_concurrency(tmp_path, tiny, data):
+    policy, prm = tiny
+    outs = []
+    for concurrency in ("1", "2"):
+        out = tmp_path / f"c{concurrency}"
+        args = small_args(out, data, policy, prm, "sbs") + [
+            "--policy.backend", "transformers", "--policy.max_new_tokens", "8", "--policy.device", "cpu",
+            "--reward.device", "cpu", "--run.concurrency", concurrency, "--run.save_trees", "false",
+        ]
+        assert eval_main(args) == 0
+        outs.append({r["id"]: {k: v for k, v in r.items() if k != "seconds"}
+                     for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())})
+    assert outs[0] == outs[1]

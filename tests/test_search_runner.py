@@ -193,3 +193,13 @@ def test_greedy_rollouts_are_served_by_a_greedy_view_in_one_call_per_temperature
     assert (0.0, [0.0]) in policy.log and (0.7, [None]) in policy.log
     assert all(len(temps) == 1 for _, temps in policy.log)
     assert all(view == (0.7 if temps == [None] else temps[0]) for view, temps in policy.log)
+
+
+def test_wandb_offline_logging(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    evaluate(tmp_path, n=2, wandb_project="equiv-test")
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    assert any(p.suffix == ".wandb" for p in runs[0].iterdir())

@@ -23,6 +23,14 @@ from equiv.search.expansion import Pruning
 from equiv.search.runner import RESULTS, Engines, read_results, run_eval
 
 TINY_PREFIX = "tiny:"
+EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+
+
+def _count_records(out: Path) -> int:
+    try:
+        return len(read_results(out / RESULTS)[0])
+    except InputError:
+        return 0
 
 
 def _one_line(text: str) -> str:
@@ -136,16 +144,24 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
             summary = eval_distributed(cfg.algo, init, problems, out, engine_factory or build_engines)
         else:
             engines = engine_factory(init) if engine_factory is not None else build_engines(init)
-            summary = run_eval(
-                algo=cfg.algo,
-                problems=problems,
-                engines=engines,
-                out_dir=out,
-                search=init.search,
-                run=init.run,
-                pruner=init.pruner.strategy,
-                config=json.loads(json.dumps(cfg.as_dict(), default=str)),
-            )
+            try:
+                summary = run_eval(
+                    algo=cfg.algo,
+                    problems=problems,
+                    engines=engines,
+                    out_dir=out,
+                    search=init.search,
+                    run=init.run,
+                    pruner=init.pruner.strategy,
+                    config=json.loads(json.dumps(cfg.as_dict(), default=str)),
+                )
+            except KeyboardInterrupt:
+                done = _count_records(out)
+                print(
+                    f"interrupted: {done} record(s) kept in {out / RESULTS}; rerun the same command to resume",
+                    file=sys.stderr,
+                )
+                return EXIT_INTERRUPTED
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "
