@@ -25,11 +25,28 @@ def _worker(out: Path) -> None:
     import lightning as L
     from lightning.pytorch.strategies import DDPStrategy
 
+    from equiv.judge.em_callback import autocast_dtype_for
+    from equiv.judge.inference import score_pairs
     from tests.test_em_fit import RuleScoredEM, make_parts, write_tiny_data
+
+    class CheckedEM(RuleScoredEM):
+        """Also scores every sub-pair unsharded on this rank, to check the gathered order."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.max_gather_error: list[float] = []
+
+        def score(self, trainer, pl_module, pairs):
+            ruled = super().score(trainer, pl_module, pairs)
+            full = score_pairs(pl_module.model, pl_module.tokenizer, list(pairs), max_length=pl_module.max_length,
+                               autocast_dtype=autocast_dtype_for(trainer.precision)).tolist()
+            gathered = self.model_probabilities[-1]
+            self.max_gather_error.append(max(abs(a - b) for a, b in zip(gathered, full)))
+            return ruled
 
     class Dump(L.Callback):
         def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-            em = next(c for c in trainer.callbacks if isinstance(c, RuleScoredEM))
+            em = next(c for c in trainer.callbacks if isinstance(c, CheckedEM))
             records = trainer.datamodule.train_records
             payload = {
                 "world_size": trainer.world_size,
@@ -37,6 +54,7 @@ def _worker(out: Path) -> None:
                 "state": em.state_dict(),
                 "model_probabilities": em.model_probabilities,
                 "history": em.history,
+                "max_gather_error": em.max_gather_error,
             }
             (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(payload), encoding="utf-8")
 
@@ -57,7 +75,7 @@ def _worker(out: Path) -> None:
         enable_model_summary=False,
         num_sanity_val_steps=0,
         default_root_dir=str(out),
-        callbacks=[RuleScoredEM(threshold=0.9), Dump()],
+        callbacks=[CheckedEM(threshold=0.9), Dump()],
     )
     trainer.fit(model, datamodule=data)
 
@@ -83,6 +101,10 @@ def test_two_process_ddp_gives_the_same_refined_set_on_both_ranks(tmp_path: Path
     # Both ranks used identical, all-gathered model probabilities for every sub-pair.
     assert rank0["model_probabilities"] == rank1["model_probabilities"]
     assert [len(p) for p in rank0["model_probabilities"]] == [32, 32]  # each E-step starts from the originals
+    # ...and they are the probabilities of the right sub-pairs: the sharded, gathered vector matches
+    # an unsharded pass on each rank (up to batch-composition rounding).
+    assert len(rank0["max_gather_error"]) == 2
+    assert max(rank0["max_gather_error"] + rank1["max_gather_error"]) < 1e-4
     assert "EM after epoch 0" in proc.stderr + proc.stdout
 
 
