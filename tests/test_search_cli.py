@@ -227,3 +227,16 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
     assert eval_main(args, engine_factory=scripted_factory) == 0
     recs = read_records(tmp_path / "run")
     assert len(recs) == 8 and len({r["id"] for r in recs}) == 8
+
+
+def test_resume_with_other_result_defining_settings_is_refused(tmp_path, capsys):
+    args = base_args(tmp_path, n=2)
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    # concurrency and range may change on resume ...
+    assert eval_main(args + ["--run.concurrency", "1"], engine_factory=scripted_factory) == 0
+    # ... the search settings may not
+    with pytest.raises(SystemExit) as exc:
+        eval_main(args + ["--search.width", "5"], engine_factory=scripted_factory)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "config.yaml" in err and "search.width: 4 -> 5" in err

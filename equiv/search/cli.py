@@ -114,6 +114,58 @@ def load_data(data: DataConfig) -> list[Any]:
     return problems
 
 
+# Settings that change what a record would be: resuming with another value would mix two
+# experiments in one results.jsonl. Devices, batch sizes, concurrency and the problem range may
+# change between a run and its resumption.
+RESULT_DEFINING = {
+    "algo": None,
+    "search": None,  # all of it
+    "policy": ("model", "prompt_format", "temperature", "top_p", "max_new_tokens", "step_delimiter", "system_prompt"),
+    "reward": ("kind", "model", "options"),
+    "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative"),
+}
+
+
+def _defining(config: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for group, keys in RESULT_DEFINING.items():
+        value = config.get(group)
+        if keys is None or not isinstance(value, dict):
+            out[group] = value
+        else:
+            out.update({f"{group}.{k}": value.get(k) for k in keys})
+    flat: dict[str, Any] = {}
+    for key, value in out.items():
+        if isinstance(value, dict) and key == "search":
+            flat.update({f"search.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def check_resume_config(out: Path, config_text: str) -> None:
+    """Refuse to resume a run directory with different result-defining settings."""
+    import yaml
+
+    old_path = out / "config.yaml"
+    if not old_path.exists() or _count_records(out) == 0:
+        return
+    try:
+        old = yaml.safe_load(old_path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError:
+        return  # an unreadable old config cannot be compared; the records' algo/pruner still are
+    new = yaml.safe_load(config_text) or {}
+    before, after = _defining(old), _defining(new)
+    changed = [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+    if changed:
+        diffs = ", ".join(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in changed[:3])
+        raise InputError(
+            f"holds results made with other settings ({diffs}); rerun with the same settings to resume, "
+            "or use another --out",
+            path=old_path,
+        )
+
+
 def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] | None = None) -> int:
     """Run (or resume) an evaluation. ``engine_factory`` is a seam for scripted-engine tests."""
     parser = build_eval_parser()
@@ -137,6 +189,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         config_text = parser.dump(cfg, skip_none=False)
+        check_resume_config(out, config_text)
         (out / "config.yaml").write_text(config_text, encoding="utf-8")
         if init.scale.distributed:  # Ray workers, one engine set each (equiv.search.distributed)
             from equiv.search.distributed import eval_distributed
