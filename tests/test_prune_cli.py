@@ -98,10 +98,15 @@ def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
     assert last["prefilter_rejected_equivalent"] == 1 and last["equivalent_pairs"] == 3
     assert last["judge_stats"]["exact"] == 1
     assert "rejects 1 of 3 truly equivalent pairs" in out
+    out_file = tmp_path / "metrics.json"
     assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge),
-                       "--prefilter", "0.0", "--device", "cpu"]) == 0
-    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+                       "--prefilter", "0.0", "--device", "cpu", "--sweep_prefilter", "--output", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    last = json.loads(out.strip().splitlines()[-1])
     assert last["prefilter_rejected_equivalent"] == 0 and last["judge_stats"]["prefiltered"] == 0
+    assert "prefilter sweep on" in out
+    table = json.loads(out_file.read_text())["prefilter_sweep"]
+    assert [r["prefilter"] for r in table][:2] == [0.0, 0.5] and table[-1]["resolved"] == 0.4  # ratios 0.14 and 0.52
 
 
 @pytest.mark.parametrize(

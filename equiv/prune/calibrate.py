@@ -87,3 +87,40 @@ def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None 
     if not reaching:
         return max(points, key=lambda p: (p.metrics.precision, p.metrics.recall, p.threshold))
     return max(reaching, key=lambda p: (p.metrics.recall, p.metrics.f1, p.threshold))
+
+
+@dataclass(frozen=True)
+class PrefilterPoint:
+    """The best decision threshold when pairs with ratio <= ``prefilter`` are rejected unseen."""
+
+    prefilter: float
+    threshold: float
+    metrics: BinaryMetrics
+    resolved: float  # fraction of pairs the prefilter decides without the model
+
+
+def prefilter_sweep(
+    ratios: Sequence[float],
+    probs: Sequence[float],
+    labels: Sequence[int],
+    prefilters: Sequence[float],
+    *,
+    target_precision: float | None = None,
+) -> list[PrefilterPoint]:
+    """For each prefilter, the threshold :func:`pick_threshold` picks on the remaining pairs.
+
+    ``probs`` must be the model's probabilities for ALL pairs (scored with the prefilter off),
+    so one model pass serves the whole grid. A prefiltered pair scores 0 (never equivalent).
+    """
+    if not len(ratios) == len(probs) == len(labels):
+        raise ValueError("ratios, probs and labels must have the same length")
+    out = []
+    for pf in prefilters:
+        scores = [0.0 if r <= pf else p for r, p in zip(ratios, probs)]
+        points = [p for p in threshold_sweep(scores, labels) if 0.0 < p.threshold <= 1.0]
+        if not points:
+            continue
+        best = pick_threshold(points, target_precision)
+        resolved = sum(r <= pf for r in ratios) / len(ratios) if ratios else 0.0
+        out.append(PrefilterPoint(pf, best.threshold, best.metrics, resolved))
+    return out

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target_precision", "--target-precision", type=float,
                    help="with --sweep: highest recall among thresholds reaching this precision")
     p.add_argument("--sweep_data", "--sweep-data", help="with --sweep: choose the threshold on this file, report on --data")
+    p.add_argument("--sweep_prefilter", "--sweep-prefilter", action="store_true",
+                   help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
+                   "would pick and its metrics (one model pass); the reported metrics stay those of --prefilter")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
     p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
@@ -82,9 +85,9 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep
     from equiv.prune.strategies import PrunerConfig, build_judge
 
-    if args.target_precision is not None and not args.sweep:
+    if args.target_precision is not None and not (args.sweep or args.sweep_prefilter):
         raise InputError("--target_precision needs --sweep", field="target_precision")
-    if args.sweep_data and not args.sweep:
+    if args.sweep_data and not (args.sweep or args.sweep_prefilter):
         raise InputError("--sweep_data needs --sweep", field="sweep_data")
     if args.sweep and args.threshold is not None:
         raise InputError("give either --threshold or --sweep, not both", field="threshold")
@@ -92,6 +95,8 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError(f"strategy {args.strategy!r} is a 0/1 rule; there is no threshold to sweep", field="sweep")
     if args.target_precision is not None and not 0.0 < args.target_precision <= 1.0:
         raise InputError(f"must be in (0, 1], got {args.target_precision}", field="target_precision")
+    if args.sweep_prefilter and args.strategy != "model":
+        raise InputError("--sweep_prefilter is for the model strategy", field="sweep_prefilter")
     if not Path(args.data).exists():
         raise InputError("file not found", path=args.data, field="data")
 
@@ -136,6 +141,10 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     else:
         predictions = [p >= threshold for p in probs]
 
+    prefilter_table = None
+    if args.sweep_prefilter:
+        prefilter_table = _prefilter_table(judge, args, mapping, pairs, labels, ratios)
+
     m = binary_metrics(predictions, labels)
     out: dict[str, Any] = {
         "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1, "n": m.n,
@@ -154,7 +163,29 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     out["judge_stats"] = judge.stats.to_dict()
     if sweep_points:
         out["_sweep"] = sweep_points
+    if prefilter_table:
+        out["_prefilter_sweep"] = prefilter_table
     return out
+
+
+def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, pairs, labels, ratios) -> list[dict[str, float]]:
+    """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
+    from equiv.prune.calibrate import prefilter_sweep
+
+    if args.sweep_data:
+        pairs, labels, _, ratios = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+    saved = judge.prefilter
+    judge.prefilter = -1.0  # score everything once; the cache is per (pair, prefilter) below
+    judge.clear_cache()
+    try:
+        probs = judge.pair_probabilities(pairs)
+    finally:
+        judge.prefilter = saved
+        judge.clear_cache()
+    grid = [0.0] + [round(0.5 + 0.05 * k, 2) for k in range(10)]
+    rows = prefilter_sweep(ratios, probs, labels, grid, target_precision=args.target_precision)
+    return [{"prefilter": r.prefilter, "threshold": round(r.threshold, 6), "resolved": r.resolved,
+             "precision": r.metrics.precision, "recall": r.metrics.recall, "f1": r.metrics.f1} for r in rows]
 
 
 def _print_report(out: dict[str, Any]) -> None:
@@ -181,10 +212,20 @@ def pairs_main(argv: list[str]) -> int:
     with exit_on_input_error():
         out = run_pairs(args)
         sweep = out.pop("_sweep", None)
+        prefilter_table = out.pop("_prefilter_sweep", None)
+        if prefilter_table:
+            on = args.sweep_data or args.data
+            goal = f"precision >= {args.target_precision}" if args.target_precision is not None else "best F1"
+            print(f"prefilter sweep on {on} ({goal} threshold per prefilter):")
+            print(f"  {'prefilter':>9} {'resolved':>8} {'threshold':>9} {'precision':>9} {'recall':>7} {'f1':>7}")
+            for r in prefilter_table:
+                print(f"  {r['prefilter']:>9.2f} {r['resolved']:>8.1%} {r['threshold']:>9.4f} {r['precision']:>9.4f} "
+                      f"{r['recall']:>7.4f} {r['f1']:>7.4f}")
         _print_report(out)
         if args.output:
             path = Path(args.output)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({**out, "sweep": sweep} if sweep else out, indent=2) + "\n", encoding="utf-8")
+            extra = {k: v for k, v in (("sweep", sweep), ("prefilter_sweep", prefilter_table)) if v}
+            path.write_text(json.dumps({**out, **extra}, indent=2) + "\n", encoding="utf-8")
         print(json.dumps(out))
     return 0
