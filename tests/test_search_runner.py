@@ -203,3 +203,12 @@ def test_wandb_offline_logging(tmp_path, monkeypatch):
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert any(p.suffix == ".wandb" for p in runs[0].iterdir())
+
+
+def test_tree_file_names_are_safe_and_distinct():
+    from equiv.search.runner import safe_name
+
+    assert safe_name("p0") == "p0"
+    a, b = safe_name("test/precalculus/807.json"), safe_name("test_precalculus_807.json")
+    assert "/" not in a and a != b and a.startswith("test_precalculus_807.json-")
+    assert safe_name("..") != "" and "/" not in safe_name("../../etc")

@@ -290,7 +290,3 @@ def best_by_value(nodes: Sequence[Node]) -> Node:
     """Highest PRM value, ties to the earliest node (deterministic)."""
     return min(nodes, key=lambda n: (-(n.value if n.value is not None else float("-inf")), n.id))
 
-
-def solution_text(tree: Tree, node: Node) -> str:
-    return "\n".join(tree.steps(node))
-

@@ -15,6 +15,7 @@ engine calls of up to ``concurrency`` problems are merged into one batch per eng
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from equiv.errors import InputError
 from equiv.search.config import ALGORITHMS, RunConfig, SearchConfig
@@ -73,8 +74,16 @@ class Grader:
 
 
 def safe_name(problem_id: str) -> str:
-    """A file name for a problem id (MATH-500 ids contain slashes)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(problem_id)).strip("._") or "problem"
+    """A file name for a problem id (MATH-500 ids contain slashes).
+
+    An id that had to be changed gets a short hash of the original, so ``a/b`` and ``a_b`` never
+    share a tree file.
+    """
+    text = str(problem_id)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")[:120] or "problem"
+    if name != text:
+        name += "-" + hashlib.sha1(text.encode()).hexdigest()[:8]
+    return name
 
 
 def one_line(err: BaseException, limit: int = 500) -> str:
@@ -344,6 +353,7 @@ def run_eval(
     many_seeds = len(run.seeds) > 1
     dispatcher = Dispatcher(engines.policy, engines.reward, engines.judge if engines.pruning.enabled else None)
     summary: dict[str, Any] | None = None
+    started = time.perf_counter()
     with open(out / RESULTS, "a", encoding="utf-8") as sink:
 
         async def work(job: tuple[Any, int]) -> None:
@@ -369,6 +379,7 @@ def run_eval(
             summary = summarise(records, algo=algo, pruner=pruner)
             recorded = {_key(r) for r in records}
             summary["complete"] = all(k in recorded for k in order)
+            summary["wall_seconds"] = round(time.perf_counter() - started, 3)  # this invocation only
             summary["engine_calls"] = dict(dispatcher.log.calls)
             summary["largest_batch"] = dict(dispatcher.log.largest)
             judge_stats = getattr(engines.judge, "stats", None)
@@ -378,7 +389,3 @@ def run_eval(
             progress.close(summary)
     return summary
 
-
-def iter_records(out_dir: str | Path) -> Iterable[dict[str, Any]]:
-    records, _ = read_results(Path(out_dir) / RESULTS)
-    return records
