@@ -532,6 +532,12 @@ def run_distributed(
     tmp = out / (SUMMARY + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out / SUMMARY)
+    if run.wandb_project:  # workers log nothing; the driver logs the merged summary once
+        import wandb
+
+        wb = wandb.init(project=run.wandb_project, name=run.wandb_run_name or out.name, dir=str(out), resume="allow")
+        wb.summary.update({f"summary/{k}": v for k, v in summary.items() if isinstance(v, (int, float))})
+        wb.finish()
     return summary
 
 
