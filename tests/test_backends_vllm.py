@@ -34,6 +34,7 @@ SCRIPT = textwrap.dedent(
             StepRequest("What is 2 + 3?", (), 4, 11),
             StepRequest("Janet has 16 eggs.", ("She eats 3.",), 3, 22),
             StepRequest("What is 2 + 3?", (), 2, 33, max_steps=3),
+            StepRequest("What is 2 + 3?", (), 2, 44, temperature=0.0),
         ]
         batched = policy.generate(reqs)
         alone = [policy.generate([r])[0] for r in reversed(reqs)][::-1]
@@ -81,7 +82,7 @@ def test_vllm_policy_end_to_end(tmp_path, repo_root):
     out = _run_script(tmp_path, repo_root)
     batched, alone, again = out["batched"], out["alone"], out["again"]
     # Structure: one list per request, n candidates each.
-    assert [len(row) for row in batched] == [4, 3, 2]
+    assert [len(row) for row in batched] == [4, 3, 2, 2]
     for row in batched:
         for cand in row:
             assert cand["num_tokens"] >= 1
@@ -103,3 +104,13 @@ def test_vllm_policy_end_to_end(tmp_path, repo_root):
     assert again[0] == batched[0]
     # Different seeds in one request's n samples give different samples.
     assert len({c["text"] for c in batched[0]}) > 1
+    # The tiny policy emits its step break often: some samples stopped on the delimiter, and
+    # those are the unfinished ones shorter than the token limit.
+    reasons = out["raw_finish"]
+    assert any(r == ["stop", out["delimiter"]] for r in reasons), reasons
+    for cand, reason, text in zip(batched[0], reasons, out["raw_text"]):
+        assert cand["text"] == text.strip()
+        if reason == ["length", None]:
+            assert cand["num_tokens"] == 24
+    # A per-request temperature of 0 is greedy: both samples are the same.
+    assert batched[3][0]["text"] == batched[3][1]["text"]

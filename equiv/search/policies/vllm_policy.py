@@ -97,16 +97,23 @@ class VLLMPolicy(StepPolicy):
         temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
         temps = list(temperatures) if temperatures is not None else [self.temperature] * len(prompts)
-        params = [self.sampling_params(n, s, stop, t) for n, s, t in zip(ns, seeds, temps)]
-        outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
-        results = []
-        for out in outputs:
-            row = []
+        # vLLM refuses n > 1 with greedy sampling: such a request becomes n prompts with n = 1
+        # (n identical completions, each generated and counted, like transformers' greedy rows).
+        flat_prompts, flat_params, owner = [], [], []
+        for i, (prompt, n, seed, t) in enumerate(zip(prompts, ns, seeds, temps)):
+            copies, per = (n, 1) if t == 0 and n > 1 else (1, n)
+            for _ in range(copies):
+                flat_prompts.append(prompt)
+                flat_params.append(self.sampling_params(per, seed, stop, t))
+                owner.append(i)
+        outputs = self.llm.generate(flat_prompts, flat_params, use_tqdm=False)
+        results: list[list[RawCompletion]] = [[] for _ in prompts]
+        for i, out in zip(owner, outputs):
             for comp in sorted(out.outputs, key=lambda c: c.index):
                 logprob = comp.cumulative_logprob
                 if logprob is None and comp.logprobs:
                     logprob = sum(step[tok].logprob for step, tok in zip(comp.logprobs, comp.token_ids))
-                row.append(
+                results[i].append(
                     RawCompletion(
                         text=comp.text,
                         num_tokens=len(comp.token_ids),
@@ -117,5 +124,4 @@ class VLLMPolicy(StepPolicy):
                         stopped=comp.finish_reason == "stop" and isinstance(comp.stop_reason, str),
                     )
                 )
-            results.append(row)
         return results
