@@ -82,3 +82,22 @@ def test_registry(tmp_path):
     assert rm.score(REQS[:1]) == [[0.5, 0.5, 0.5]]
     with pytest.raises(ValueError, match="already registered"):
         register_reward_model("constant_for_test")(lambda cfg: None)
+
+
+def test_qwen25_math_prm_format_and_scores(tmp_path):
+    from equiv.search.tiny import build_tiny_token_prm
+
+    path = build_tiny_token_prm(tmp_path / "token_prm")
+    cfg = RewardConfig(kind="qwen25_math_prm", model=path, batch_size=2, device="cpu",
+                       options={"model_class": "token_classification"})
+    prm = build_reward_model(cfg)
+    text = prm.format(REQS[0])
+    assert text.count("<extra_0>") == 3 and "Please reason step by step" in text
+    scores = prm.score(REQS)
+    assert [len(s) for s in scores] == [3, 0, 1, 2]
+    assert all(0.0 < x < 1.0 for s in scores for x in s)
+    alone = [prm.score([r])[0] for r in REQS]
+    for b, a in zip(scores, alone):
+        assert b == pytest.approx(a, abs=1e-4)
+    with pytest.raises(InputError, match="reward.options"):
+        build_reward_model(RewardConfig(kind="qwen25_math_prm", model=path, options={"model_class": "x"}))

@@ -94,10 +94,10 @@ def _train_tokenizer(extra_tokens: list[str], vocab_size: int = 600):
 
 def _build(out: Path, *, kind: str) -> None:
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, LlamaForTokenClassification
 
     # "\n\n" as one token: the byte-level pre-tokenizer would otherwise rarely merge it.
-    extra = ["\n\n", "ки", "+", "-"] if kind == "prm" else ["\n\n"]
+    extra = {"policy": ["\n\n"], "prm": ["\n\n", "ки", "+", "-"], "token_prm": ["\n\n", "<extra_0>"]}[kind]
     tokenizer = _train_tokenizer(extra)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -114,7 +114,13 @@ def _build(out: Path, *, kind: str) -> None:
         pad_token_id=tokenizer.pad_token_id,
         initializer_range=0.02 if kind == "policy" else 0.2,
     )
-    torch.manual_seed(1234 if kind == "policy" else 4321)
+    torch.manual_seed({"policy": 1234, "prm": 4321, "token_prm": 2468}[kind])
+    if kind == "token_prm":
+        config.num_labels = 2
+        model = LlamaForTokenClassification(config)
+        model.save_pretrained(out, safe_serialization=True)
+        tokenizer.save_pretrained(out)
+        return
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         emb = model.model.embed_tokens.weight
@@ -188,3 +194,8 @@ def build_tiny_policy(directory: str | Path) -> str:
 def build_tiny_prm(directory: str | Path) -> str:
     """A tiny random-init Llama PRM whose tokenizer has ``ки``, ``+``, ``-``; returns its path."""
     return _cached_build(directory, "prm")
+
+
+def build_tiny_token_prm(directory: str | Path) -> str:
+    """A tiny two-label token-classification Llama with ``<extra_0>`` (Qwen2.5-Math-PRM's shape)."""
+    return _cached_build(directory, "token_prm")

@@ -6,13 +6,14 @@ steps are joined and tagged -- Math-Shepherd puts ``ки`` after each step and r
 the tags; Qwen2.5-Math-PRM separates steps with ``<extra_0>`` inside its chat template and reads
 a two-class head -- so the search never formats PRM input itself.
 
-Adding a PRM::
+Registered: ``math_shepherd`` (:mod:`.math_shepherd`) and ``qwen25_math_prm`` (:mod:`.qwen_prm`;
+the real checkpoint needs ``trust_remote_code: true``). Adding a PRM::
 
-    @register_reward_model("qwen25_math_prm")
+    @register_reward_model("my_prm")
     def _build(cfg: RewardConfig) -> RewardModel:
-        return Qwen25MathPRM(cfg)   # its own module, its own step format
+        return MyPRM.from_config(cfg)   # its own module, its own step format
 
-and select it with ``--reward.kind qwen25_math_prm``. Kind-specific settings go in
+and select it with ``--reward.kind my_prm``. Kind-specific settings go in
 ``RewardConfig.options``.
 """
 
@@ -30,7 +31,7 @@ class RewardConfig:
     """Which process reward model scores the steps, and how it runs."""
 
     kind: str = "math_shepherd"
-    """Registered PRM kind (``math_shepherd``; see :func:`registered_reward_models`)."""
+    """Registered PRM kind (``math_shepherd``, ``qwen25_math_prm``; see :func:`registered_reward_models`)."""
     model: str = "peiyi9979/math-shepherd-mistral-7b-prm"
     """Hub id or local directory of the PRM checkpoint (the paper's PRM by default)."""
     dtype: str = "auto"
@@ -43,7 +44,8 @@ class RewardConfig:
     trust_remote_code: bool = False
     """Allow model code from the checkpoint."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Kind-specific settings (Math-Shepherd: ``step_tag``, ``good_token``, ``bad_token``)."""
+    """Kind-specific settings (Math-Shepherd: ``step_tag``, ``good_token``, ``bad_token``;
+    Qwen2.5-Math-PRM: ``model_class``, ``step_sep``, ``system``)."""
 
     def validate(self) -> None:
         if self.kind not in _REGISTRY:
@@ -92,6 +94,13 @@ def _build_math_shepherd(cfg: RewardConfig) -> RewardModel:
     from equiv.search.rewards.math_shepherd import MathShepherdPRM
 
     return MathShepherdPRM.from_config(cfg)
+
+
+@register_reward_model("qwen25_math_prm")
+def _build_qwen25_math_prm(cfg: RewardConfig) -> RewardModel:
+    from equiv.search.rewards.qwen_prm import Qwen25MathPRM
+
+    return Qwen25MathPRM.from_config(cfg)
 
 
 __all__ = ["RewardConfig", "build_reward_model", "register_reward_model", "registered_reward_models"]
