@@ -1,0 +1,202 @@
+"""trainer_cli.py end to end: subprocess runs, W&B offline records, bad input, predict/validate/test."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from equiv.data.demo import DEMO_DIR, MULTIPLY_SAME, _facts
+from equiv.judge.cli import main
+from equiv.judge.tiny import build_tiny_longformer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", WANDB_MODE="offline", WANDB_SILENT="true")
+    return subprocess.run(
+        [sys.executable, "trainer_cli.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
+
+
+def separable_pairs(n: int, seed: int) -> list[dict]:
+    """Half identical steps (level 4), half a step against an unrelated one (level 0)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        f = _facts(rng)
+        step = MULTIPLY_SAME[0](f, rng)
+        if i % 2 == 0:
+            rows.append({"sentence1": step, "sentence2": step, "result": 4})
+        else:
+            g = _facts(rng)
+            other = f"{g.name} reads {g.a + g.b} pages of a book about {g.item}."
+            rows.append({"sentence1": step, "sentence2": other, "result": 0})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def wandb_history(run_dir: Path) -> list[dict[str, float]]:
+    """History rows of an offline W&B run, read from its ``run-*.wandb`` record log."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = next(run_dir.glob("run-*.wandb")).read_bytes()
+    assert data[:4] == b":W&B"
+    rows, pos, block, buf = [], 7, 32768, b""
+    while pos + 7 <= len(data):
+        room = block - pos % block
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7]) if room >= 7 else (0, 0, 0)
+        if room < 7 or (length == 0 and kind == 0):
+            pos += room
+            continue
+        buf += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # a full record or the last fragment of one
+            record = pb.Record()
+            record.ParseFromString(buf)
+            buf = b""
+            if record.WhichOneof("record_type") == "history":
+                rows.append({(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item})
+    return rows
+
+
+def test_fast_dev_run_subprocess_exports_a_judge(tiny_longformer: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "fit", "--config", "configs/demo.yaml",
+        "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}", "--trainer.logger=false",
+        f"--model.model_name={tiny_longformer}", "--model.max_length=64",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"judge directory: {tmp_path / 'judge'}" in result.stdout
+    assert "validation epoch: f1=" in result.stdout and "recall=" in result.stdout
+    assert (tmp_path / "judge" / "config.json").exists() and (tmp_path / "judge" / "model.safetensors").exists()
+
+
+def test_short_minilm_run_improves_f1_and_logs_to_wandb_offline(tmp_path: Path) -> None:
+    import torch
+    from lightning.pytorch import seed_everything
+    from torchmetrics.functional.classification import binary_f1_score
+
+    from equiv.judge.inference import score_pairs
+    from equiv.judge.module import PairClassifier
+
+    train = write_jsonl(tmp_path / "train.jsonl", separable_pairs(64, 1))
+    val_rows = separable_pairs(32, 2)
+    val = write_jsonl(tmp_path / "valid.jsonl", val_rows)
+    # F1 before training: the same seeded initialisation the CLI makes (seed_everything: 42).
+    seed_everything(42)
+    untrained = PairClassifier(model_name="bundled:all-MiniLM-L6-v2", max_length=64)
+    probs = score_pairs(untrained.model, untrained.tokenizer, [(r["sentence1"], r["sentence2"]) for r in val_rows], max_length=64)
+    labels = torch.tensor([1 if r["result"] >= 3 else 0 for r in val_rows])
+    f1_before = float(binary_f1_score(probs, labels))
+    del untrained
+
+    out = tmp_path / "out"
+    result = run_cli(
+        "fit", "--config", "configs/demo.yaml", "--config", "configs/logger/wandb_offline.yaml",
+        f"--trainer.default_root_dir={out}", f"--trainer.logger.init_args.save_dir={out}",
+        f"--data.train={train}", f"--data.val={val}", "--data.batch_size=8",
+        "--trainer.max_epochs=1", "--trainer.val_check_interval=4", "--trainer.log_every_n_steps=2",
+        "--trainer.enable_progress_bar=false", "--model.max_length=64", "--model.learning_rate=2e-4",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    history = wandb_history(next((out / "wandb").glob("offline-run-*")))
+    val_f1 = [row["val/f1"] for row in history if "val/f1" in row]
+    assert len(val_f1) == 2
+    for key in ("val/accuracy", "val/precision", "val/recall", "val/f1_best", "val/loss"):
+        assert any(key in row for row in history), key
+    assert any("train/loss_step" in row for row in history)
+    assert val_f1[-1] >= 0.8 and val_f1[-1] > f1_before + 0.15, (f1_before, val_f1)
+    assert f"best validation epoch: f1={max(val_f1):.4f}" in result.stdout
+
+
+def test_bad_data_subprocess_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "result": 3}) + "\n" + json.dumps({"sentence1": "a", "result": 1}) + "\n")
+    result = run_cli("fit", "--config", "configs/demo.yaml", f"--data.train={bad}", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}")
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == f"error: {bad}:2: field 'sentence2': is missing"
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_option_exits_2() -> None:
+    result = run_cli("fit", "--config", "configs/demo.yaml", "--model.no_such_option=1")
+    assert result.returncode == 2
+    assert "no_such_option" in result.stderr
+
+
+BAD_CASES = {
+    "malformed": ("{oops", "bad.jsonl:2: malformed JSON"),
+    "missing_field": (json.dumps({"sentence1": "a", "result": 1}), "bad.jsonl:2: field 'sentence2': is missing"),
+    "out_of_range": (json.dumps({"sentence1": "a", "sentence2": "b", "result": 7}), "bad.jsonl:2: field 'result': must be in 0-4"),
+    "empty": (json.dumps({"sentence1": "", "sentence2": "b", "result": 1}), "bad.jsonl:2: field 'sentence1': is empty"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_each_bad_input_case_through_the_cli(case: str, tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line, expected = BAD_CASES[case]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "result": 3}) + "\n" + line + "\n")
+    args = ["fit", "--config", "configs/demo.yaml", f"--data.train={bad}", "--trainer.logger=false",
+            f"--trainer.default_root_dir={tmp_path}", f"--model.model_name={tiny_longformer}"]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and expected in err
+
+
+def test_missing_file_through_the_cli(tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["validate", "--config", "configs/demo.yaml", f"--data.val={tmp_path / 'none.jsonl'}", "--trainer.logger=false",
+            f"--trainer.default_root_dir={tmp_path}", f"--model.model_name={tiny_longformer}"]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(f"none.jsonl: file not found")
+
+
+def test_skip_invalid_through_the_cli_reports_and_trains(tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = (DEMO_DIR / "train.jsonl").read_text().splitlines()[:40] + ["{oops", json.dumps({"sentence1": "a", "result": 9})]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join(rows) + "\n")
+    status = main(["fit", "--config", "configs/demo.yaml", f"--data.train={mixed}", "--data.skip_invalid=true",
+                   "--trainer.fast_dev_run=true", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
+                   f"--model.model_name={tiny_longformer}", "--model.max_length=64"])  # fmt: skip
+    assert status == 0
+    err = capsys.readouterr().err
+    assert "mixed.jsonl: skipped 2 invalid record(s)" in err
+
+
+def test_predict_validate_and_test_subcommands(tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    common = ["--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
+              f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.limit_val_batches=1",
+              "--trainer.limit_test_batches=1"]  # fmt: skip
+    out = tmp_path / "preds.jsonl"
+    assert main(["predict", *common, f"--data.predict={DEMO_DIR / 'valid.jsonl'}", f"--predictions_out={out}"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    source = (DEMO_DIR / "valid.jsonl").read_text().splitlines()
+    assert len(rows) == len(source)  # every record, level 2 included, in input order
+    assert [r["sentence1"] for r in rows] == [json.loads(s)["sentence1"] for s in source]
+    assert all(0.0 <= r["prob_equivalent"] <= 1.0 and r["prediction"] in (0, 1) for r in rows)
+    assert main(["validate", *common]) == 0
+    assert main(["test", *common, f"--data.test={DEMO_DIR / 'valid.jsonl'}"]) == 0
+    printed = capsys.readouterr().out
+    assert "val/f1" in printed and "test/f1" in printed
