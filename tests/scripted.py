@@ -75,6 +75,7 @@ class SeededPolicy:
     """
 
     finish_depth: int = 3
+    deep_marker: str = "DEEP"  # questions holding it finish two steps later
     fail_marker: str = "FAIL"
     interrupt_after: int | None = None
     calls: int = 0
@@ -91,12 +92,13 @@ class SeededPolicy:
                 raise RuntimeError("scripted policy failure")
             rng = random.Random(_h(r.question, r.steps, r.n, r.seed, r.temperature))
             depth = len(r.steps) + 1
+            finish = self.finish_depth + (2 if self.deep_marker in r.question else 0)
             cands = []
             for _ in range(r.n):
                 k = rng.randint(1, 3)
                 tokens = rng.randint(2, 9)
                 logprob = -rng.random() * tokens
-                if depth >= self.finish_depth:
+                if depth >= finish:
                     total = sum(int(s.split()[-1]) for s in r.steps if s.split()[-1].isdigit()) + k
                     cands.append(Candidate(f"add {k} answer {total}", tokens, logprob, True))
                 else:

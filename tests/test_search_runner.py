@@ -170,29 +170,30 @@ def test_unknown_algorithm(tmp_path):
         run_eval(algo="bfs", problems=problems(1), engines=engines(), out_dir=tmp_path, grader=GRADER)
 
 
-class ViewPolicy(SeededPolicy):
-    """Records which sampling view served each request (like the backends' ``with_sampling``)."""
+class TemperatureLog(SeededPolicy):
+    """Records the request temperatures of each batched call."""
 
-    def __init__(self, temperature=0.7, log=None):
+    def __init__(self):
         super().__init__()
-        self.temperature = temperature
-        self.log = [] if log is None else log
-
-    def with_sampling(self, *, temperature=None, top_p=None):
-        return ViewPolicy(temperature, self.log)
+        self.log = []
 
     def generate(self, requests):
-        self.log.append((self.temperature, sorted({r.temperature for r in requests}, key=str)))
+        self.log.append(sorted({r.temperature for r in requests}, key=str))
         return super().generate(requests)
 
 
-def test_greedy_rollouts_are_served_by_a_greedy_view_in_one_call_per_temperature(tmp_path):
-    policy = ViewPolicy()
+def test_greedy_rollouts_and_sampled_expansions_share_batches(tmp_path):
+    policy = TemperatureLog()
     eng = Engines(policy, KeyedReward(), RestateJudge(), Pruning(enabled=True))
-    evaluate(tmp_path, "lookahead", n=3, concurrency=3, eng=eng)
-    assert (0.0, [0.0]) in policy.log and (0.7, [None]) in policy.log
-    assert all(len(temps) == 1 for _, temps in policy.log)
-    assert all(view == (0.7 if temps == [None] else temps[0]) for view, temps in policy.log)
+    from tests.scripted import Problem
+
+    # a deeper problem and more problems than workers: problems fall out of lockstep
+    probs = [Problem("deep", "question DEEP", "3"), *problems(4)]
+    run_eval(algo="lookahead", problems=probs, engines=eng, out_dir=tmp_path, search=SearchConfig(width=4),
+             run=RunConfig(concurrency=2, progress=False), grader=GRADER)
+    temps = {t for call in policy.log for t in call}
+    assert temps == {None, 0.0}  # expansions use the policy's temperature, rollouts ask for 0.0
+    assert any(len(call) == 2 for call in policy.log)  # one call carried both kinds
 
 
 def test_wandb_offline_logging(tmp_path, monkeypatch):

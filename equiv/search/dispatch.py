@@ -4,7 +4,9 @@ Search algorithms are ``async`` functions that ``await`` an :class:`ProblemEngin
 call parks its requests in a queue and waits. Problems run as concurrent workers; when *every*
 live worker is parked, the :class:`Dispatcher` flushes the queues with one batched call per
 engine (policy, then PRM, then judge) and resolves the waiting futures. Concurrency 1 is the
-sequential path through exactly the same code.
+sequential path through exactly the same code. Requests of different temperatures (lookahead's
+greedy rollouts beside sampled expansions) share a batch: every Policy honours
+``StepRequest.temperature`` per request.
 
 Why a "flush when all are blocked" rule rather than a timer: it is deterministic (no clocks),
 it batches as much as the workload allows, and because every worker runs one problem
@@ -52,7 +54,7 @@ class Dispatcher:
     """Merges the engine requests of concurrently running problems into batched calls."""
 
     def __init__(self, policy: Policy, reward: RewardModel | None, judge: PairJudge | None) -> None:
-        self.engines: dict[str, Callable[[Sequence], list]] = {"generate": _TemperatureSplit(policy)}
+        self.engines: dict[str, Callable[[Sequence], list]] = {"generate": policy.generate}
         if reward is not None:
             self.engines["score"] = reward.score
         if judge is not None:
@@ -126,39 +128,6 @@ class Dispatcher:
         for entry in entries:
             _resolve(entry, out[pos : pos + len(entry.items)])
             pos += len(entry.items)
-
-
-class _TemperatureSplit:
-    """Calls the policy once per distinct ``StepRequest.temperature`` in a batch.
-
-    A request with ``temperature=None`` uses the policy as configured; one with a temperature
-    (lookahead's greedy rollouts) goes to ``policy.with_sampling(temperature=t)`` when the policy
-    offers that view (the backends do), else to the policy itself, which must then honour the
-    field. A batch of one temperature is one call, as before.
-    """
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self._views: dict[float, Any] = {}
-
-    def _for(self, temperature: float | None) -> Any:
-        if temperature is None or not hasattr(self.policy, "with_sampling"):
-            return self.policy
-        if temperature not in self._views:
-            self._views[temperature] = self.policy.with_sampling(temperature=temperature)
-        return self._views[temperature]
-
-    def __call__(self, requests: Sequence[StepRequest]) -> list[list[Candidate]]:
-        temps = sorted({r.temperature for r in requests}, key=lambda t: (t is not None, t or 0.0))
-        if len(temps) <= 1:
-            return list(self._for(temps[0] if temps else None).generate(requests))
-        out: list[Any] = [None] * len(requests)
-        for t in temps:
-            idx = [i for i, r in enumerate(requests) if r.temperature == t]
-            res = _checked(self._for(t).generate([requests[i] for i in idx]), len(idx), "generate")
-            for i, r in zip(idx, res):
-                out[i] = r
-        return out
 
 
 def _checked(out: Any, expected: int, kind: str) -> list:
