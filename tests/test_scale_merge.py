@@ -138,3 +138,21 @@ def test_scale_config_validation_and_placement():
         plan_placement(ScaleConfig(workers=5), gpus_available=8, tensor_parallel_size=2)
     with pytest.raises(InputError, match="tensor_parallel_size"):
         plan_placement(ScaleConfig(workers=1, gpus_per_worker=1), gpus_available=8, tensor_parallel_size=2)
+
+
+def test_placed_engines_applies_the_gpu_split_only_on_gpu_workers():
+    from types import SimpleNamespace
+
+    from equiv.search.distributed import placed_engines
+
+    def init():
+        return SimpleNamespace(policy=SimpleNamespace(gpu_memory_utilization=0.9, tensor_parallel_size=1, engine_kwargs={}))
+
+    cpu = plan_placement(ScaleConfig(workers=2), gpus_available=0)
+    assert placed_engines(lambda i: i, init(), cpu).policy.gpu_memory_utilization == 0.9
+    gpu = plan_placement(ScaleConfig(workers=2, policy_gpu_memory_utilization=0.5), gpus_available=8, tensor_parallel_size=4)
+    original = init()
+    built = placed_engines(lambda i: i, original, gpu)
+    assert built.policy.gpu_memory_utilization == 0.5 and built.policy.tensor_parallel_size == 4
+    assert built.policy.engine_kwargs == {"distributed_executor_backend": "mp"}
+    assert original.policy.gpu_memory_utilization == 0.9  # the caller's config is not mutated

