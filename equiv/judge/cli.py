@@ -73,7 +73,9 @@ class JudgeCLI(LightningCLI):
         trainer, module = self.trainer, self.model
         if not trainer.is_global_zero:
             return
-        callback = trainer.checkpoint_callback
+        # The `checkpoint` group's callback (monitor val/f1), even if a config adds other ones.
+        on_f1 = [cb for cb in trainer.checkpoint_callbacks if getattr(cb, "monitor", None) == "val/f1"]
+        callback = on_f1[0] if on_f1 else trainer.checkpoint_callback
         best_path = getattr(callback, "best_model_path", "") if callback is not None else ""
         if best_path:
             state = torch.load(best_path, map_location="cpu", weights_only=False)["state_dict"]
