@@ -121,6 +121,8 @@ class JudgeCLI(LightningCLI):
 
 def format_metrics(title: str, metrics: dict[str, float]) -> str:
     """``title: f1=0.9123 accuracy=... precision=... recall=...`` (the judge's headline numbers)."""
+    if not metrics:
+        return f"{title}: no validation ran (limit_val_batches=0 or no validation data)"
     parts = [f"{name}={metrics[name]:.4f}" for name in METRIC_NAMES if name in metrics]
     if "epoch" in metrics:
         parts.append(f"(epoch {int(metrics['epoch'])})")
