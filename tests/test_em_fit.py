@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import lightning as L
+import torch
 import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
@@ -216,3 +217,24 @@ def test_disabled_callback_changes_nothing_and_reload_setting_is_required(tmp_pa
                         enable_checkpointing=False, enable_progress_bar=False, default_root_dir=str(tmp_path / "b"))
     with pytest.raises(InputError, match="reload_dataloaders_every_n_epochs"):
         trainer.fit(model, datamodule=data)
+
+
+def test_an_e_step_that_changes_nothing_leaves_training_bit_identical(tmp_path: Path) -> None:
+    """Scoring between epochs must not perturb training (RNG, modes, grads): with the callback
+    enabled but a threshold nothing reaches, the weights equal those of the disabled callback, so
+    `enabled: true/false` is a controlled with/without-EM comparison."""
+
+    def final_weights(callback: EMRefinementCallback) -> dict:
+        train, val = write_tiny_data(tmp_path)
+        model, data = make_parts(train, val)
+        trainer = L.Trainer(accelerator="cpu", max_epochs=3, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                            reload_dataloaders_every_n_epochs=1, callbacks=[callback], default_root_dir=str(tmp_path))
+        trainer.fit(model, datamodule=data)
+        return {k: v.clone() for k, v in model.state_dict().items()}
+
+    on = EMRefinementCallback(threshold=0.999999)
+    weights_on = final_weights(on)
+    weights_off = final_weights(EMRefinementCallback(enabled=False))
+    assert len(on.history) == 2 and on.history[-1]["subpairs_scored"] > 0
+    assert all(torch.equal(weights_on[k], weights_off[k]) for k in weights_on)
