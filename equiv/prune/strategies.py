@@ -39,7 +39,6 @@ DEFAULT_LEVENSHTEIN_THRESHOLD = 0.95  # the paper's "Levenshtein ratio > 0.95" b
 DEFAULT_EMBEDDING_THRESHOLD = 0.9
 DEFAULT_MODEL_THRESHOLD = 0.5  # argmax of a two-class head, as the reference decides
 DEFAULT_PREFILTER = 0.75
-CHARS_PER_TOKEN_CAP = 16  # the paper's; tuned on MathEquiv, whose pairs all have ratio >= 0.75
 
 
 @dataclass
@@ -351,14 +350,10 @@ class ModelJudge(CachedJudge):
             else:
                 to_score.append(i)
         if to_score:
-            # A step far beyond max_length is cut to max_length * 16 characters first: the model
-            # sees the same leading tokens (no natural token averages 16 characters), but the
-            # tokenizer's pair truncation, quadratic-ish on huge inputs, stays fast.
-            cap = self.max_length * CHARS_PER_TOKEN_CAP
-            probs = score_pairs(
+            probs = score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
                 self.model,
                 self.tokenizer,
-                [(pairs[i][0][:cap], pairs[i][1][:cap]) for i in to_score],
+                [pairs[i] for i in to_score],
                 batch_size=self.batch_size,
                 max_length=self.max_length,
                 positive_index=self.positive_index,
