@@ -59,6 +59,22 @@ class StepPolicy:
     top_p: float
     max_new_tokens: int
 
+    def _configure(self, cfg: Any, tokenizer: Any) -> None:
+        """Set what both backends take from a :class:`PolicyConfig`: prompt format and sampling."""
+        from equiv.search.policies.prompts import resolve_format
+
+        self.tokenizer = tokenizer
+        self.fmt = resolve_format(
+            cfg.prompt_format, cfg.model, tokenizer, step_delimiter=cfg.step_delimiter, system_prompt=cfg.system_prompt
+        )
+        self.temperature = cfg.temperature
+        self.top_p = cfg.top_p
+        self.max_new_tokens = cfg.max_new_tokens
+
+    def _temperatures(self, temperatures: Sequence[float] | None, count: int) -> list[float]:
+        """Per-prompt temperatures, the policy's own where none is given."""
+        return list(temperatures) if temperatures is not None else [self.temperature] * count
+
     def _sample(
         self,
         prompts: Sequence[str],

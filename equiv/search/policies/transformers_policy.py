@@ -26,7 +26,6 @@ import torch
 
 from equiv.backbones import resolve_model_name
 from equiv.search.policies.base import RawCompletion, StepPolicy
-from equiv.search.policies.prompts import resolve_format
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -96,16 +95,7 @@ class TransformersPolicy(StepPolicy):
             path, dtype=resolve_dtype(cfg.dtype, self.device), trust_remote_code=cfg.trust_remote_code
         ).to(self.device)
         self.model.eval()
-        self.fmt = resolve_format(
-            cfg.prompt_format,
-            cfg.model,
-            self.tokenizer,
-            step_delimiter=cfg.step_delimiter,
-            system_prompt=cfg.system_prompt,
-        )
-        self.temperature = cfg.temperature
-        self.top_p = cfg.top_p
-        self.max_new_tokens = cfg.max_new_tokens
+        self._configure(cfg, self.tokenizer)
         eos = self.model.generation_config.eos_token_id
         if eos is None:
             eos = self.tokenizer.eos_token_id
@@ -121,7 +111,7 @@ class TransformersPolicy(StepPolicy):
         stop: str | None,
         temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
-        temps = list(temperatures) if temperatures is not None else [self.temperature] * len(prompts)
+        temps = self._temperatures(temperatures, len(prompts))
         return [self._sample_one(p, n, s, stop, t) for p, n, s, t in zip(prompts, ns, seeds, temps)]
 
     @torch.no_grad()

@@ -23,7 +23,6 @@ from typing import Sequence
 
 from equiv.backbones import resolve_model_name
 from equiv.search.policies.base import RawCompletion, StepPolicy
-from equiv.search.policies.prompts import resolve_format
 
 
 def vllm_available() -> bool:
@@ -64,16 +63,7 @@ class VLLMPolicy(StepPolicy):
         kwargs.update(cfg.engine_kwargs)
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.fmt = resolve_format(
-            cfg.prompt_format,
-            cfg.model,
-            self.tokenizer,
-            step_delimiter=cfg.step_delimiter,
-            system_prompt=cfg.system_prompt,
-        )
-        self.temperature = cfg.temperature
-        self.top_p = cfg.top_p
-        self.max_new_tokens = cfg.max_new_tokens
+        self._configure(cfg, self.tokenizer)
 
     def sampling_params(self, n: int, seed: int, stop: str | None, temperature: float | None = None):
         from vllm import SamplingParams
@@ -96,7 +86,7 @@ class VLLMPolicy(StepPolicy):
         stop: str | None,
         temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
-        temps = list(temperatures) if temperatures is not None else [self.temperature] * len(prompts)
+        temps = self._temperatures(temperatures, len(prompts))
         # vLLM refuses n > 1 with greedy sampling: such a request becomes n prompts with n = 1
         # (n identical completions, each generated and counted, like transformers' greedy rows).
         flat_prompts, flat_params, owner = [], [], []
