@@ -11,7 +11,8 @@ steps are discarded (only the first step joins the tree) but their tokens count.
 
 from __future__ import annotations
 
-from equiv.search.expansion import SearchContext, best_by_value, expand
+from equiv.search.expansion import SearchContext
+from equiv.search.sbs import beam_loop
 from equiv.search.tree import Node
 from equiv.search.types import ScoreRequest, StepRequest
 
@@ -61,23 +62,10 @@ async def rollout_values(ctx: SearchContext, nodes: list[Node]) -> dict[int, flo
     return values
 
 
+async def _top_k_by_rollout(ctx: SearchContext, pool: list[Node], k: int) -> list[Node]:
+    values = await rollout_values(ctx, pool)
+    return sorted(pool, key=lambda n: (-values[n.id], n.id))[:k]
+
+
 async def lookahead(ctx: SearchContext) -> Node:
-    beam = ctx.settings.beam_size
-    frontier: list[Node] = [ctx.tree.root]
-    finished: list[Node] = []
-    last: list[Node] = []
-    while frontier and len(finished) < beam:
-        families = await expand(ctx, frontier)
-        pool = [child for family in families for child in family]
-        if not pool:
-            break
-        values = await rollout_values(ctx, pool)
-        ranked = sorted(pool, key=lambda n: (-values[n.id], n.id))
-        chosen = ranked[: beam - len(finished)]
-        last = chosen
-        frontier = []
-        for node in chosen:
-            (finished if node.terminal else frontier).append(node)
-    if finished:
-        return best_by_value(finished)
-    return best_by_value(last) if last else ctx.tree.root
+    return await beam_loop(ctx, _top_k_by_rollout)

@@ -10,6 +10,8 @@ reference. The answer is the finished solution with the highest PRM value.
 
 from __future__ import annotations
 
+from typing import Awaitable, Callable
+
 from equiv.search.expansion import SearchContext, best_by_value, expand
 from equiv.search.tree import Node
 
@@ -20,7 +22,12 @@ def top_k(pool: list[Node], k: int) -> list[Node]:
     return ranked[: max(k, 0)]
 
 
-async def sbs(ctx: SearchContext) -> Node:
+Chooser = Callable[[SearchContext, list[Node], int], Awaitable[list[Node]]]
+
+
+async def beam_loop(ctx: SearchContext, choose: Chooser) -> Node:
+    """The beam loop SBS and lookahead share: expand all beams, let ``choose`` keep the best
+    ``beam_size - finished`` of the pooled representatives, retire terminal ones."""
     beam = ctx.settings.beam_size
     frontier: list[Node] = [ctx.tree.root]
     finished: list[Node] = []
@@ -30,7 +37,7 @@ async def sbs(ctx: SearchContext) -> Node:
         pool = [child for family in families for child in family]
         if not pool:
             break
-        chosen = top_k(pool, beam - len(finished))
+        chosen = await choose(ctx, pool, beam - len(finished))
         last = chosen
         frontier = []
         for node in chosen:
@@ -38,3 +45,11 @@ async def sbs(ctx: SearchContext) -> Node:
     if finished:
         return best_by_value(finished)
     return best_by_value(last) if last else ctx.tree.root
+
+
+async def _top_k_by_value(ctx: SearchContext, pool: list[Node], k: int) -> list[Node]:
+    return top_k(pool, k)
+
+
+async def sbs(ctx: SearchContext) -> Node:
+    return await beam_loop(ctx, _top_k_by_value)
