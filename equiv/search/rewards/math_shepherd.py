@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import torch
 
 from equiv.backbones import resolve_model_name
+from equiv.search.rewards.batching import padded_batches
 from equiv.search.types import ScoreRequest
 
 STEP_TAG = "ки"
@@ -104,16 +105,7 @@ class MathShepherdPRM:
         for i, req in enumerate(requests):
             if req.steps:
                 encoded.append((i, self.tokenizer.encode(self.format(req))))
-        order = sorted(encoded, key=lambda item: len(item[1]))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            width = max(len(ids) for _, ids in chunk)
-            input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, (_, ids) in enumerate(chunk):
-                input_ids[row, : len(ids)] = torch.tensor(ids)
-                mask[row, : len(ids)] = 1
-            input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        for chunk, input_ids, mask in padded_batches(encoded, self.batch_size, self.pad_id, self.device):
             logits = self.model(input_ids=input_ids, attention_mask=mask).logits
             self.calls += 1
             probs = torch.softmax(logits[:, :, self.candidate_ids].float(), dim=-1)[:, :, 0]

@@ -20,6 +20,7 @@ import torch
 
 from equiv.backbones import resolve_model_name
 from equiv.search.policies.prompts import QWEN_MATH_SYSTEM
+from equiv.search.rewards.batching import padded_batches
 from equiv.search.types import ScoreRequest
 
 STEP_SEP = "<extra_0>"
@@ -88,16 +89,7 @@ class Qwen25MathPRM:
     def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         results: list[list[float]] = [[] for _ in requests]
         encoded = [(i, self.tokenizer.encode(self.format(r), add_special_tokens=False)) for i, r in enumerate(requests) if r.steps]
-        order = sorted(encoded, key=lambda item: len(item[1]))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            width = max(len(ids) for _, ids in chunk)
-            input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, (_, ids) in enumerate(chunk):
-                input_ids[row, : len(ids)] = torch.tensor(ids)
-                mask[row, : len(ids)] = 1
-            input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        for chunk, input_ids, mask in padded_batches(encoded, self.batch_size, self.pad_id, self.device):
             out = self.model(input_ids=input_ids, attention_mask=mask)
             logits = out.logits if hasattr(out, "logits") else out[0]
             if logits.shape[-1] != 2:
