@@ -22,8 +22,8 @@ concurrency must not change results.
 Prints a table (mode, problems, seconds, problems/s, engine calls, largest batch) and, last,
 ``speedup: <x>`` = problems/s at concurrency K / problems/s at concurrency 1.
 
-    /tmp/vv/bin/python benchmarks/bench_concurrency.py --quick      # vLLM CPU, under 2 minutes
-    /tmp/vv/bin/python benchmarks/bench_concurrency.py              # 32 problems
+    .venv/bin/python benchmarks/bench_concurrency.py --quick      # vLLM CPU, under 2 minutes
+    .venv/bin/python benchmarks/bench_concurrency.py              # 32 problems
     python benchmarks/bench_concurrency.py --backend vllm --device cuda --model Qwen/Qwen2.5-Math-1.5B-Instruct ...
 
 vLLM spawns processes, hence the ``__main__`` guard. On CPU set ``VLLM_CPU_KVCACHE_SPACE=1``
