@@ -189,26 +189,12 @@ def read_results(path: Path) -> tuple[list[dict[str, Any]], int, bool]:
     A second record for the same (id, seed) supersedes the first (the runner compacts on resume,
     but a hand-merged file may hold both); the count is shown in the report.
     """
+    from equiv.search.runner import read_result_lines
+
     records: dict[tuple[str, Any], dict[str, Any]] = {}
     duplicates = 0
-    torn = False
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read: {err}", path=path) from None
-    lines = raw.split("\n")
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            if line_no == len(lines) and not raw.endswith("\n"):
-                torn = True  # the writer died mid-line; the runner reruns that problem
-                continue
-            raise InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=line_no) from None
-        if not isinstance(record, dict):
-            raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=line_no)
+    rows, torn = read_result_lines(path)
+    for line_no, record in rows:
         for name in REQUIRED_RESULT_FIELDS:
             if name not in record:
                 raise InputError("missing", path=path, line=line_no, field=name)

@@ -92,13 +92,15 @@ def one_line(err: BaseException, limit: int = 500) -> str:
 
 
 # -- results.jsonl ------------------------------------------------------------------------------
-def read_results(path: Path) -> tuple[list[dict[str, Any]], bool]:
-    """Records in ``path`` and whether a torn final line was dropped."""
-    if not path.exists():
-        return [], False
-    raw = path.read_text(encoding="utf-8")
+def read_result_lines(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
+    """``(line number, record)`` for each record of a results file, and whether a torn final
+    line (the writer died mid-write) was left out. Shared by the runner and the report."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read: {err}", path=path) from None
     lines = raw.split("\n")
-    records: list[dict[str, Any]] = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     torn = False
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -106,18 +108,28 @@ def read_results(path: Path) -> tuple[list[dict[str, Any]], bool]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            is_last = number == len(lines) and not raw.endswith("\n")
-            if is_last:
+            if number == len(lines) and not raw.endswith("\n"):
                 torn = True  # the process died mid-write: that problem simply reruns
                 continue
-            raise InputError(f"malformed JSON ({err.msg}); fix or delete the line", path=path, line=number) from None
+            raise InputError(
+                f"malformed JSON: {err.msg} (column {err.colno}); fix or delete the line", path=path, line=number
+            ) from None
         if not isinstance(record, dict):
-            raise InputError("expected a JSON object", path=path, line=number)
+            raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number)
+        rows.append((number, record))
+    return rows, torn
+
+
+def read_results(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """Records in ``path`` and whether a torn final line was dropped."""
+    if not path.exists():
+        return [], False
+    rows, torn = read_result_lines(path)
+    for number, record in rows:
         for key in ("id", "seed"):
             if key not in record:
                 raise InputError("missing", path=path, line=number, field=key)
-        records.append(record)
-    return records, torn
+    return [record for _, record in rows], torn
 
 
 def _key(record: dict[str, Any]) -> tuple[str, int]:
