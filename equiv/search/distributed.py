@@ -451,22 +451,10 @@ def run_distributed(
     The run directory ends up exactly like a single-process one (``results.jsonl`` sorted by
     problem order, ``summary.json``, ``trees/``), so ``compare`` and ``report`` need not know.
     """
-    from equiv.search.config import RunConfig, SearchConfig
-    from equiv.search.runner import SEARCHES, prepare_resume, summarise
+    from equiv.search.runner import check_eval_inputs, prepare_resume, summarise
 
-    if algo not in SEARCHES:
-        raise InputError(f"unknown algorithm {algo!r}; choose from {', '.join(SEARCHES)}", field="algo")
-    search = search or SearchConfig()
-    run = run or RunConfig()
-    search.validate()
-    run.validate()
     scale.validate()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    ids = [str(p.id) for p in problems]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise InputError(f"problem id {dup!r} occurs more than once; ids must be unique", field="id")
+    search, run, out = check_eval_inputs(algo, problems, out_dir, search, run)
     order = [(str(p.id), int(s)) for p in problems for s in run.seeds]
 
     # Resume: fold shards of a killed run into results.jsonl, then let the runner's own resume

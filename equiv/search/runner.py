@@ -329,6 +329,31 @@ class _Progress:
             self.wandb.finish()
 
 
+def check_eval_inputs(
+    algo: str,
+    problems: Sequence[Any],
+    out_dir: str | Path,
+    search: SearchConfig | None,
+    run: RunConfig | None,
+) -> tuple[SearchConfig, RunConfig, Path]:
+    """What every entry into an evaluation checks first (single-process and multi-worker):
+    a known algorithm, valid settings, unique problem ids; returns the settings and the created
+    output directory."""
+    if algo not in SEARCHES:
+        raise InputError(f"unknown algorithm {algo!r}; choose from {', '.join(SEARCHES)}", field="algo")
+    search = search or SearchConfig()
+    run = run or RunConfig()
+    search.validate()
+    run.validate()
+    ids = [str(p.id) for p in problems]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise InputError(f"problem id {dup!r} occurs more than once; ids must be unique", field="id")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return search, run, out
+
+
 def run_eval(
     *,
     algo: str,
@@ -342,19 +367,8 @@ def run_eval(
     config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation into ``out_dir``; returns the summary."""
-    if algo not in SEARCHES:
-        raise InputError(f"unknown algorithm {algo!r}; choose from {', '.join(SEARCHES)}", field="algo")
-    search = search or SearchConfig()
-    run = run or RunConfig()
-    search.validate()
-    run.validate()
+    search, run, out = check_eval_inputs(algo, problems, out_dir, search, run)
     grader = grader or Grader.default()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    ids = [str(p.id) for p in problems]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise InputError(f"problem id {dup!r} occurs more than once; ids must be unique", field="id")
     done, done_records = prepare_resume(out, algo=algo, pruner=pruner, retry_errors=run.retry_errors)
     order = {(str(p.id), int(s)): i for i, (p, s) in enumerate((p, s) for p in problems for s in run.seeds)}
     jobs = [(p, s) for p in problems for s in run.seeds if (str(p.id), int(s)) not in done]
