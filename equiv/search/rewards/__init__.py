@@ -44,7 +44,8 @@ class RewardConfig:
     trust_remote_code: bool = False
     """Allow model code from the checkpoint."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Kind-specific settings (Math-Shepherd: ``step_tag``, ``good_token``, ``bad_token``;
+    """Kind-specific settings (Math-Shepherd: ``step_tag``, ``good_token``, ``bad_token``,
+    ``share_prefix`` -- run siblings' shared prefix once, default true;
     Qwen2.5-Math-PRM: ``model_class``, ``step_sep``, ``system``)."""
 
     def validate(self) -> None:

@@ -13,6 +13,10 @@ right-padded (positions of real tokens are unaffected by right padding in a caus
 tag positions are read from each row's own ``input_ids``, and the original order is restored.
 A step that itself contains ``ки`` would add a spurious tag, so ``ки`` inside step text is
 removed first; the number of tags found is checked against the number of steps.
+
+Siblings share their prefix (option ``share_prefix``, on by default): requests with the same
+question and the same steps but the last -- the children of one node -- run that prefix once and
+reuse its KV cache (:mod:`equiv.search.rewards.prefix_sharing`); the rest take the padded path.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 
 from equiv.backbones import resolve_model_name
 from equiv.search.rewards.batching import padded_batches
+from equiv.search.rewards.prefix_sharing import chunk_groups, make_groups, shared_prefix_logits
 from equiv.search.types import ScoreRequest
 
 STEP_TAG = "ки"
@@ -40,10 +45,12 @@ class MathShepherdPRM:
         step_tag: str = STEP_TAG,
         good_token: str = "+",
         bad_token: str = "-",
+        share_prefix: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.share_prefix = bool(share_prefix)
         self.step_tag = step_tag
         self.step_tag_id = tokenizer.encode(step_tag, add_special_tokens=False)[-1]
         pair = tokenizer.encode(f"{good_token} {bad_token}", add_special_tokens=False)
@@ -76,7 +83,7 @@ class MathShepherdPRM:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code)
         model.to(device).eval()
-        known = {"step_tag", "good_token", "bad_token"}
+        known = {"step_tag", "good_token", "bad_token", "share_prefix"}
         unknown = set(cfg.options) - known
         if unknown:
             from equiv.errors import InputError
@@ -101,21 +108,40 @@ class MathShepherdPRM:
     def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         """P(+) per step for each request (an empty list for a request with no steps)."""
         results: list[list[float]] = [[] for _ in requests]
-        encoded = []
-        for i, req in enumerate(requests):
-            if req.steps:
-                encoded.append((i, self.tokenizer.encode(self.format(req))))
-        for chunk, input_ids, mask in padded_batches(encoded, self.batch_size, self.pad_id, self.device):
-            logits = self.model(input_ids=input_ids, attention_mask=mask).logits
+        keyed = [
+            ((req.question, req.steps[:-1]), i, self.tokenizer.encode(self.format(req)))
+            for i, req in enumerate(requests)
+            if req.steps
+        ]
+        if self.share_prefix:
+            groups, lone = make_groups(keyed, self.batch_size)
+        else:
+            groups, lone = [], [(i, ids) for _, i, ids in keyed]
+        select = self._candidate_logits
+        for chunk in chunk_groups(groups, self.batch_size):
+            per_group = shared_prefix_logits(self.model, chunk, pad_id=self.pad_id, device=self.device, select=select)
+            self.calls += 2
+            for group, member_logits in zip(chunk, per_group):
+                for (i, ids), logits in zip(group.members, member_logits):
+                    results[i] = self._tag_scores(requests[i], ids, logits)
+        for chunk, input_ids, mask in padded_batches(lone, self.batch_size, self.pad_id, self.device):
+            logits = select(self.model(input_ids=input_ids, attention_mask=mask).logits)
             self.calls += 1
-            probs = torch.softmax(logits[:, :, self.candidate_ids].float(), dim=-1)[:, :, 0]
             for row, (i, ids) in enumerate(chunk):
-                tags = (input_ids[row, : len(ids)] == self.step_tag_id).nonzero(as_tuple=True)[0]
-                expected = len(requests[i].steps)
-                if len(tags) != expected:
-                    raise RuntimeError(
-                        f"found {len(tags)} step tags for {expected} steps: the tokenizer does not keep "
-                        f"{self.step_tag!r} as a separate token after a space (set reward.options.step_tag)"
-                    )
-                results[i] = [float(p) for p in probs[row, tags].tolist()]
+                results[i] = self._tag_scores(requests[i], ids, logits[row, : len(ids)])
         return results
+
+    def _candidate_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """Keep the ``+``/``-`` columns only (the rest of the vocabulary is never needed)."""
+        return logits[..., self.candidate_ids].float()
+
+    def _tag_scores(self, request: ScoreRequest, ids: list[int], logits: torch.Tensor) -> list[float]:
+        """P(+) at each tag of one sequence, from its (length, 2) candidate logits."""
+        tags = [pos for pos, token in enumerate(ids) if token == self.step_tag_id]
+        if len(tags) != len(request.steps):
+            raise RuntimeError(
+                f"found {len(tags)} step tags for {len(request.steps)} steps: the tokenizer does not keep "
+                f"{self.step_tag!r} as a separate token after a space (set reward.options.step_tag)"
+            )
+        probs = torch.softmax(logits[tags], dim=-1)[:, 0]
+        return [float(p) for p in probs.tolist()]

@@ -1,0 +1,99 @@
+"""Sibling prefix sharing in the Math-Shepherd PRM: same scores as the plain padded path, less work."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from equiv.search.rewards import RewardConfig, build_reward_model
+from equiv.search.rewards.prefix_sharing import common_prefix_len, make_groups
+from equiv.search.types import ScoreRequest
+
+QUESTION = "Janet's ducks lay 16 eggs per day. She eats three for breakfast. How many are left?"
+PATH = ("She eats 3 eggs.", "16 - 3 = 13 eggs are left.")
+CHILDREN = ["So the answer is 13.", "The answer is: 13", "13", "Then she sells 13 * 2 = $26 every day at the market."]
+
+
+def sibling_requests() -> list[ScoreRequest]:
+    """Two nodes' children (different depths), a lone first step, and one of another question."""
+    reqs = [ScoreRequest(QUESTION, PATH + (c,)) for c in CHILDREN]
+    reqs += [ScoreRequest(QUESTION, PATH[:1] + (c,)) for c in CHILDREN[:3]]
+    reqs += [ScoreRequest(QUESTION, ("Eggs: 16.",)), ScoreRequest("What is 2 + 3?", ("2 + 3 = 5.",))]
+    reqs += [ScoreRequest(QUESTION, ())]
+    return reqs
+
+
+@pytest.fixture(scope="module")
+def prm_dir(tmp_path_factory):
+    from equiv.search.tiny import build_tiny_prm
+
+    return build_tiny_prm(tmp_path_factory.mktemp("tiny") / "prm")
+
+
+def build(prm_dir, **options):
+    return build_reward_model(
+        RewardConfig(kind="math_shepherd", model=prm_dir, batch_size=8, device="cpu", dtype="float32", options=options)
+    )
+
+
+def test_common_prefix_len_leaves_every_sequence_a_token():
+    assert common_prefix_len([[1, 2, 3, 4], [1, 2, 5]]) == 2
+    assert common_prefix_len([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the shorter one keeps its last token
+    assert common_prefix_len([[1, 2], [1, 2]]) == 1
+    assert common_prefix_len([[7], [7, 8]]) == 0
+    assert common_prefix_len([[1, 2], [3, 4]]) == 0
+
+
+def test_make_groups_splits_by_key_and_size_and_sends_singletons_to_the_plain_path():
+    keyed = [("a", 0, [1, 2, 3]), ("a", 1, [1, 2, 4]), ("b", 2, [1, 2, 3]), ("a", 3, [1, 2, 5]), ("c", 4, [9, 1]),
+             ("c", 5, [8, 1])]
+    groups, lone = make_groups(keyed, max_members=2)
+    assert [[i for i, _ in g.members] for g in groups] == [[0, 1]]
+    assert [g.prefix_len for g in groups] == [2]
+    # "a" split into [0, 1] and [3] (size cap), [3] and "b" are alone, "c" shares nothing
+    assert sorted(i for i, _ in lone) == [2, 3, 4, 5]
+
+
+def test_shared_scores_equal_the_plain_padded_path(prm_dir):
+    shared, plain = build(prm_dir), build(prm_dir, share_prefix=False)
+    reqs = sibling_requests()
+    a, b = shared.score(reqs), plain.score(reqs)
+    assert [len(x) for x in a] == [len(r.steps) for r in reqs]
+    for got, want in zip(a, b):
+        assert got == pytest.approx(want, abs=1e-5)
+    # the sibling sets really took the shared path: 2 forwards for the groups, 1+ for the rest
+    shared.calls = 0
+    shared.score(reqs[:4])
+    assert shared.calls == 2
+
+
+def test_shared_path_runs_fewer_token_positions(prm_dir):
+    """The point of sharing: the question and path run once per node, not once per child."""
+    seen: list[int] = []
+    prm = build(prm_dir)
+    hook = prm.model.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
+    )
+    try:
+        prm.score(sibling_requests()[:4])
+        shared_positions = sum(seen)
+        seen.clear()
+        prm.share_prefix = False
+        prm.score(sibling_requests()[:4])
+        plain_positions = sum(seen)
+    finally:
+        hook.remove()
+        prm.share_prefix = True
+    assert shared_positions < 0.6 * plain_positions
+
+
+def test_bfloat16_shared_path_stays_close(prm_dir):
+    """The GPU recipes run the PRM in bf16: sharing must not move scores beyond bf16 noise."""
+    shared = build_reward_model(RewardConfig(kind="math_shepherd", model=prm_dir, device="cpu", dtype="bfloat16"))
+    plain = build_reward_model(
+        RewardConfig(kind="math_shepherd", model=prm_dir, device="cpu", dtype="bfloat16", options={"share_prefix": False})
+    )
+    assert next(shared.model.parameters()).dtype == torch.bfloat16
+    reqs = sibling_requests()
+    for got, want in zip(shared.score(reqs), plain.score(reqs)):
+        assert got == pytest.approx(want, abs=0.03)
