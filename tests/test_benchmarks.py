@@ -1,0 +1,36 @@
+"""The concurrency benchmark runs end to end (transformers backend, tiny models) and checks itself.
+
+No timing is asserted (timings belong to the benchmark's output, not to tests); what is asserted
+is what the README's figures rest on: both runs complete, the records of concurrency 1 and K are
+identical, the last line is ``speedup: <x>``, and the JSON carries every engine's time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_concurrency_small_run(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_concurrency.py"), "--backend", "transformers",
+         "--problems", "3", "--concurrency", "3", "--max_depth", "2", "--prefilter", "0",
+         "--cache", str(tmp_path / "tiny"), "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("speedup: ")
+    assert "records identical (all fields but seconds): yes" in proc.stdout
+    figures = json.loads(out.read_text())
+    assert figures["identical"] is True and figures["k"] == 3
+    one, k = figures["rows"]
+    assert one["errors"] == 0 and k["errors"] == 0
+    assert set(one["engine_seconds"]) == {"policy", "prm", "judge"}
+    assert k["policy_calls"] < one["policy_calls"]  # the K run batched the problems' requests together
+    assert one["judge_calls"] > 0  # the judge engine was asked (with --prefilter 0 every pair reaches it)
