@@ -18,7 +18,8 @@ Engines (defaults; all real code paths, nothing downloaded):
   all-MiniLM-L6-v2 SBERT baseline (a real 22M-parameter encoder: compute-bound on a CPU, so it
   caps the ratio -- README shows both); ``--pruner none`` to drop the judge.
 
-Fairness: vLLM's prefix cache is reset and the judge's pair cache cleared before each timed run
+Fairness: vLLM's prefix cache is reset, the PRM's question cache and the judge's pair cache
+cleared before each timed run
 (so the second run does not reuse the first one's work); one warm-up problem, not in the timed
 set, runs first. The records of the two runs are compared field by field (all but ``seconds``):
 concurrency must not change results.
@@ -179,19 +180,20 @@ class Timed:
         return timed
 
 
-def reset_caches(policy, judge) -> None:
+def reset_caches(policy, reward, judge) -> None:
     llm = getattr(policy, "llm", None)
     if llm is not None and hasattr(llm, "reset_prefix_cache"):
         llm.reset_prefix_cache()
-    if judge is not None and hasattr(judge, "clear_cache"):
-        judge.clear_cache()
+    for engine in (reward, judge):  # the PRM's question cache, the judge's pair cache
+        if engine is not None and hasattr(engine, "clear_cache"):
+            engine.clear_cache()
 
 
 def timed_run(args, concurrency, problems, policy, reward, judge, pruning, out: Path) -> tuple[float, dict]:
     from equiv.search.config import RunConfig, SearchConfig
     from equiv.search.runner import Engines, run_eval
 
-    reset_caches(policy, judge)
+    reset_caches(policy, reward, judge)
     timed = {"policy": Timed(policy, "generate"), "prm": Timed(reward, "score")}
     if judge is not None:
         timed["judge"] = Timed(judge, "pair_probabilities")

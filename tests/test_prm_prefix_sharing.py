@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from equiv.search.rewards import RewardConfig, build_reward_model
-from equiv.search.rewards.prefix_sharing import common_prefix_len, make_groups
+from equiv.errors import InputError
+from equiv.search.rewards.prefix_sharing import HeadCache, common_prefix_len, make_groups
 from equiv.search.types import ScoreRequest
 
 QUESTION = "Janet's ducks lay 16 eggs per day. She eats three for breakfast. How many are left?"
@@ -61,7 +62,8 @@ def test_shared_scores_equal_the_plain_padded_path(prm_dir):
     assert [len(x) for x in a] == [len(r.steps) for r in reqs]
     for got, want in zip(a, b):
         assert got == pytest.approx(want, abs=1e-5)
-    # the sibling sets really took the shared path: 2 forwards for the groups, 1+ for the rest
+    # the sibling sets really took the shared path: the question is cached by now, so 2 forwards
+    # (rest of the prefix, the children's suffixes) for the four children
     shared.calls = 0
     shared.score(reqs[:4])
     assert shared.calls == 2
@@ -97,3 +99,50 @@ def test_bfloat16_shared_path_stays_close(prm_dir):
     reqs = sibling_requests()
     for got, want in zip(shared.score(reqs), plain.score(reqs)):
         assert got == pytest.approx(want, abs=0.03)
+
+
+def test_question_head_is_reused_across_calls_with_the_same_scores(prm_dir):
+    prm, plain = build(prm_dir), build(prm_dir, share_prefix=False)
+    reqs = sibling_requests()
+    first = prm.score(reqs)
+    assert prm.head_cache.misses == 1 and len(prm.head_cache) == 1  # one question had a sibling group
+    again = prm.score(reqs)
+    assert (prm.head_cache.hits, prm.head_cache.misses) == (1, 1)  # looked up once per call for both its groups
+    assert again == first  # a cached head gives bit-identical scores
+    for got, want in zip(again, plain.score(reqs)):
+        assert got == pytest.approx(want, abs=1e-5)
+    prm.clear_cache()
+    assert len(prm.head_cache) == 0
+
+
+def test_head_cache_is_lru_bounded_and_can_be_off(prm_dir):
+    cache = HeadCache(2)
+    for key in [(1,), (2,), (1,), (3,)]:
+        cache.put(key, [])
+    assert cache.get((2,)) is None and cache.get((1,)) == [] and len(cache) == 2
+    assert build(prm_dir, head_cache_size=0).head_cache is None
+    assert build(prm_dir, share_prefix=False).head_cache is None
+    with pytest.raises(InputError, match="head_cache_size"):
+        build(prm_dir, head_cache_size=-1)
+
+
+def test_second_depth_runs_fewer_positions_with_the_question_cached(prm_dir):
+    """A deeper node of the same problem re-runs only its path, not the question."""
+    seen: list[int] = []
+    prm = build(prm_dir)
+    hook = prm.model.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
+    )
+    try:
+        prm.score(sibling_requests()[4:7])  # depth 2 children: the question is computed and cached
+        seen.clear()
+        prm.score(sibling_requests()[:4])  # depth 3 children of the same question
+        warm = sum(seen)
+        prm.clear_cache()
+        seen.clear()
+        prm.score(sibling_requests()[:4])  # the same, with the question computed again
+        cold = sum(seen)
+    finally:
+        hook.remove()
+    question_tokens = len(prm.tokenizer.encode(QUESTION))
+    assert warm <= cold - question_tokens + 2  # the cold call's extra head pass pads at most a token

@@ -17,6 +17,8 @@ removed first; the number of tags found is checked against the number of steps.
 Siblings share their prefix (option ``share_prefix``, on by default): requests with the same
 question and the same steps but the last -- the children of one node -- run that prefix once and
 reuse its KV cache (:mod:`equiv.search.rewards.prefix_sharing`); the rest take the padded path.
+The question's key/values are also kept across calls (option ``head_cache_size``, 64 questions by
+default; 0 turns it off), so each problem's question runs once per search, not once per node.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 
 from equiv.backbones import resolve_model_name
 from equiv.search.rewards.batching import padded_batches
-from equiv.search.rewards.prefix_sharing import chunk_groups, make_groups, shared_prefix_logits
+from equiv.search.rewards.prefix_sharing import HeadCache, chunk_groups, make_groups, shared_prefix_logits
 from equiv.search.types import ScoreRequest
 
 STEP_TAG = "ки"
@@ -46,11 +48,17 @@ class MathShepherdPRM:
         good_token: str = "+",
         bad_token: str = "-",
         share_prefix: bool = True,
+        head_cache_size: int = 64,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.share_prefix = bool(share_prefix)
+        if int(head_cache_size) < 0:
+            from equiv.errors import InputError
+
+            raise InputError(f"must be >= 0, got {head_cache_size}", field="reward.options.head_cache_size")
+        self.head_cache = HeadCache(int(head_cache_size)) if self.share_prefix and int(head_cache_size) > 0 else None
         self.step_tag = step_tag
         self.step_tag_id = tokenizer.encode(step_tag, add_special_tokens=False)[-1]
         pair = tokenizer.encode(f"{good_token} {bad_token}", add_special_tokens=False)
@@ -68,6 +76,8 @@ class MathShepherdPRM:
             pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
         self.pad_id = pad
         self.calls = 0  # forward passes run (PRM work, reported separately from policy tokens)
+        if isinstance(model, torch.nn.Module):
+            model.register_forward_pre_hook(self._count_forward)
 
     @classmethod
     def from_config(cls, cfg) -> "MathShepherdPRM":
@@ -83,7 +93,7 @@ class MathShepherdPRM:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code)
         model.to(device).eval()
-        known = {"step_tag", "good_token", "bad_token", "share_prefix"}
+        known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size"}
         unknown = set(cfg.options) - known
         if unknown:
             from equiv.errors import InputError
@@ -97,8 +107,15 @@ class MathShepherdPRM:
     def format(self, request: ScoreRequest) -> str:
         """The PRM input text: question, then each step followed by `` ки\\n``."""
         steps = [s.replace(self.step_tag, "").strip() for s in request.steps]
-        question = request.question.replace(self.step_tag, "").strip()
-        return f"{question} " + "".join(f"{s} {self.step_tag}\n" for s in steps)
+        return f"{self._question(request)} " + "".join(f"{s} {self.step_tag}\n" for s in steps)
+
+    def _question(self, request: ScoreRequest) -> str:
+        return request.question.replace(self.step_tag, "").strip()
+
+    def clear_cache(self) -> None:
+        """Forget the questions' cached key/values (benchmarks call this between timed runs)."""
+        if self.head_cache is not None:
+            self.head_cache.clear()
 
     @property
     def device(self) -> torch.device:
@@ -115,29 +132,40 @@ class MathShepherdPRM:
         ]
         if self.share_prefix:
             groups, lone = make_groups(keyed, self.batch_size)
+            if self.head_cache is not None:  # the question (no tags in it) is the cacheable head
+                heads: dict[str, list[int]] = {}
+                for gi, group in enumerate(groups):
+                    question = self._question(requests[group.members[0][0]])
+                    if question not in heads:
+                        heads[question] = self.tokenizer.encode(question)
+                    groups[gi] = group.with_head(heads[question])
         else:
             groups, lone = [], [(i, ids) for _, i, ids in keyed]
         select = self._candidate_logits
         for chunk in chunk_groups(groups, self.batch_size):
-            per_group = shared_prefix_logits(self.model, chunk, pad_id=self.pad_id, device=self.device, select=select)
-            self.calls += 2
+            per_group = shared_prefix_logits(self.model, chunk, pad_id=self.pad_id, device=self.device,
+                                             select=select, head_cache=self.head_cache)
             for group, member_logits in zip(chunk, per_group):
-                for (i, ids), logits in zip(group.members, member_logits):
-                    results[i] = self._tag_scores(requests[i], ids, logits)
+                for (i, ids), (offset, logits) in zip(group.members, member_logits):
+                    results[i] = self._tag_scores(requests[i], ids, logits, offset)
         for chunk, input_ids, mask in padded_batches(lone, self.batch_size, self.pad_id, self.device):
             logits = select(self.model(input_ids=input_ids, attention_mask=mask).logits)
-            self.calls += 1
             for row, (i, ids) in enumerate(chunk):
                 results[i] = self._tag_scores(requests[i], ids, logits[row, : len(ids)])
         return results
+
+    def _count_forward(self, _module: torch.nn.Module, _args: tuple) -> None:
+        self.calls += 1
 
     def _candidate_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """Keep the ``+``/``-`` columns only (the rest of the vocabulary is never needed)."""
         return logits[..., self.candidate_ids].float()
 
-    def _tag_scores(self, request: ScoreRequest, ids: list[int], logits: torch.Tensor) -> list[float]:
-        """P(+) at each tag of one sequence, from its (length, 2) candidate logits."""
-        tags = [pos for pos, token in enumerate(ids) if token == self.step_tag_id]
+    def _tag_scores(self, request: ScoreRequest, ids: list[int], logits: torch.Tensor, offset: int = 0) -> list[float]:
+        """P(+) at each tag of one sequence, from the (length - offset, 2) logits of positions offset:."""
+        tags = [pos - offset for pos, token in enumerate(ids) if token == self.step_tag_id]
+        if any(pos < 0 for pos in tags):
+            raise RuntimeError("a step tag fell inside the cached question head (report this: it is a bug)")
         if len(tags) != len(request.steps):
             raise RuntimeError(
                 f"found {len(tags)} step tags for {len(request.steps)} steps: the tokenizer does not keep "

@@ -14,6 +14,11 @@ attention mask that hides the padding and explicit position ids (prefix length +
 rotary positions equal the unshared ones. In float32 the logits match the plain path to ~1e-5
 (tested).
 
+Across calls, the *head* of a group -- the question, the same at every depth of a problem's
+search -- keeps its key/value tensors in a small LRU (:class:`HeadCache`), so a problem's
+question runs once per search instead of once per node. Keys are token-id tuples, so a hit is
+exactly the tokens a recomputation would see.
+
 Works with any Hugging Face causal LM whose forward accepts ``past_key_values`` (a
 ``DynamicCache``), a 2D ``attention_mask`` with holes and ``position_ids``: Llama, Mistral
 (Math-Shepherd), Qwen2. Turn it off with the PRM option ``share_prefix: false`` for a model that
@@ -22,7 +27,8 @@ does not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -36,10 +42,57 @@ class SiblingGroup:
 
     members: tuple[tuple[int, list[int]], ...]  # (request index, full token ids)
     prefix_len: int
+    head_len: int = 0  # leading tokens whose key/values may come from a HeadCache (<= prefix_len)
+
+    def with_head(self, head: Sequence[int]) -> "SiblingGroup":
+        """This group with ``head`` as its cacheable head, when it is a prefix of the shared prefix."""
+        n = len(head)
+        if 0 < n <= self.prefix_len and list(self.members[0][1][:n]) == list(head):
+            return replace(self, head_len=n)
+        return replace(self, head_len=0)
 
     @property
     def prefix(self) -> list[int]:
         return self.members[0][1][: self.prefix_len]
+
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values of shape (1, heads, length, dim)
+
+
+class HeadCache:
+    """Least-recently-used key/value tensors of sequence heads (questions), keyed by token ids.
+
+    ``capacity`` bounds memory: a 7B Mistral head of 150 tokens in bf16 is ~20 MB, so the default
+    64 entries cost ~1.3 GB on a GPU; keep it at least the number of problems in flight.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[int, ...], KV] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def get(self, key: tuple[int, ...]) -> KV | None:
+        kv = self._entries.get(key)
+        if kv is not None:
+            self._entries.move_to_end(key)
+        return kv
+
+    def put(self, key: tuple[int, ...], kv: KV) -> None:
+        if self.capacity == 0:
+            return
+        self._entries[key] = kv
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
 
 
 def common_prefix_len(sequences: Sequence[Sequence[int]]) -> int:
@@ -104,6 +157,61 @@ def chunk_groups(groups: Sequence[SiblingGroup], max_members: int) -> Iterator[l
         yield chunk
 
 
+def _head_kv(
+    model: torch.nn.Module, groups: Sequence[SiblingGroup], cache: HeadCache, pad_id: int, device: torch.device
+) -> dict[tuple[int, ...], KV]:
+    """Key/values of every group's head: from ``cache``, the missing ones in one padded forward."""
+    heads: dict[tuple[int, ...], KV] = {}
+    missing: list[tuple[int, ...]] = []
+    for group in groups:
+        if group.head_len == 0:
+            continue
+        key = tuple(group.members[0][1][: group.head_len])
+        if key in heads or key in missing:
+            continue
+        kv = cache.get(key)
+        if kv is None:
+            missing.append(key)
+            cache.misses += 1
+        else:
+            heads[key] = kv
+            cache.hits += 1
+    if missing:
+        ids, mask = _right_padded(missing, pad_id)
+        out = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=True)
+        layers = out.past_key_values.layers
+        for row, key in enumerate(missing):
+            n = len(key)
+            kv = [(layer.keys[row : row + 1, :, :n].clone(), layer.values[row : row + 1, :, :n].clone()) for layer in layers]
+            heads[key] = kv
+            cache.put(key, kv)
+    return heads
+
+
+def _padded_head_cache(
+    model: torch.nn.Module, groups: Sequence[SiblingGroup], heads: dict[tuple[int, ...], KV], device: torch.device
+):
+    """A batch cache of the groups' heads, right-padded (zeros) to the longest, and its mask."""
+    from transformers import DynamicCache
+
+    width = max(g.head_len for g in groups)
+    mask = torch.zeros((len(groups), width), dtype=torch.long, device=device)
+    sample = next(iter(heads.values()))
+    layers = []
+    for layer_idx, (k0, v0) in enumerate(sample):
+        keys = k0.new_zeros((len(groups), k0.shape[1], width, k0.shape[3]))
+        values = v0.new_zeros((len(groups), v0.shape[1], width, v0.shape[3]))
+        for row, group in enumerate(groups):
+            if group.head_len:
+                k, v = heads[tuple(group.members[0][1][: group.head_len])][layer_idx]
+                keys[row, :, : group.head_len] = k[0]
+                values[row, :, : group.head_len] = v[0]
+        layers.append((keys, values))
+    for row, group in enumerate(groups):
+        mask[row, : group.head_len] = 1
+    return DynamicCache(ddp_cache_data=layers, config=model.config), mask
+
+
 @torch.no_grad()
 def shared_prefix_logits(
     model: torch.nn.Module,
@@ -112,24 +220,50 @@ def shared_prefix_logits(
     pad_id: int,
     device: torch.device,
     select: Select,
-) -> list[list[torch.Tensor]]:
-    """Per group, per member: ``select``-ed logits at every position of the member's full ids.
+    head_cache: HeadCache | None = None,
+) -> list[list[tuple[int, torch.Tensor]]]:
+    """Per group, per member: ``(offset, scores)``, the ``select``-ed logits of positions ``offset:``.
 
-    Two forward passes for all of ``groups``: the padded prefixes (with the cache kept), then
-    every member's suffix over its group's cache. ``select`` reduces the vocabulary axis first
-    (the PRM keeps two token columns), so full-vocabulary logits are never gathered.
+    ``offset`` is the group's ``head_len`` when its head came through ``head_cache`` (a head's
+    positions get no logits: the caller only makes a head of text it never reads scores from),
+    else 0. Up to three forward passes for all of ``groups``: missing heads, the rest of the
+    padded prefixes over the heads' cache, then every member's suffix over its group's cache.
+    ``select`` reduces the vocabulary axis first (the PRM keeps two token columns), so
+    full-vocabulary logits are never gathered.
     """
-    prefix_ids, prefix_mask = _right_padded([g.prefix for g in groups], pad_id)
-    prefix_ids, prefix_mask = prefix_ids.to(device), prefix_mask.to(device)
-    first = model(input_ids=prefix_ids, attention_mask=prefix_mask, use_cache=True)
-    prefix_scores = select(first.logits)
+    if head_cache is None or not any(g.head_len for g in groups):
+        groups = [replace(g, head_len=0) for g in groups]
+        cache, head_mask = None, torch.zeros((len(groups), 0), dtype=torch.long, device=device)
+    else:
+        heads = _head_kv(model, groups, head_cache, pad_id, device)
+        cache, head_mask = _padded_head_cache(model, groups, heads, device)
+
+    rests = [g.prefix[g.head_len :] for g in groups]
+    prefix_scores = None
+    rest_mask = torch.zeros((len(groups), 0), dtype=torch.long, device=device)
+    if any(rests):
+        rest_ids, rest_mask = _right_padded([r or [pad_id] for r in rests], pad_id)
+        for row, rest in enumerate(rests):
+            if not rest:
+                rest_mask[row] = 0  # nothing left after the head: a masked placeholder token
+        rest_ids, rest_mask = rest_ids.to(device), rest_mask.to(device)
+        heads_len = torch.tensor([g.head_len for g in groups], dtype=torch.long, device=device)
+        first = model(
+            input_ids=rest_ids,
+            attention_mask=torch.cat([head_mask, rest_mask], dim=1),
+            position_ids=heads_len[:, None] + torch.arange(rest_ids.shape[1], device=device)[None, :],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache = first.past_key_values
+        prefix_scores = select(first.logits)
+    prefix_mask = torch.cat([head_mask, rest_mask], dim=1)
 
     owner = [gi for gi, g in enumerate(groups) for _ in g.members]
     suffixes = [ids[g.prefix_len :] for g in groups for _, ids in g.members]
     suffix_ids, suffix_mask = _right_padded(suffixes, pad_id)
     suffix_ids, suffix_mask = suffix_ids.to(device), suffix_mask.to(device)
     index = torch.tensor(owner, dtype=torch.long, device=device)
-    cache = first.past_key_values
     cache.batch_select_indices(index)  # each member gets a copy of its group's prefix cache
     prefix_lens = torch.tensor([groups[gi].prefix_len for gi in owner], dtype=torch.long, device=device)
     positions = prefix_lens[:, None] + torch.arange(suffix_ids.shape[1], device=device)[None, :]
@@ -142,9 +276,11 @@ def shared_prefix_logits(
     )
     suffix_scores = select(second.logits)
 
-    out: list[list[torch.Tensor]] = [[] for _ in groups]
+    out: list[list[tuple[int, torch.Tensor]]] = [[] for _ in groups]
     for row, gi in enumerate(owner):
         group = groups[gi]
-        length = len(suffixes[row])
-        out[gi].append(torch.cat([prefix_scores[gi, : group.prefix_len], suffix_scores[row, :length]], dim=0))
+        parts = [suffix_scores[row, : len(suffixes[row])]]
+        if prefix_scores is not None:
+            parts.insert(0, prefix_scores[gi, : group.prefix_len - group.head_len])
+        out[gi].append((group.head_len, torch.cat(parts, dim=0)))
     return out
