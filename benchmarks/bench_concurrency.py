@@ -24,8 +24,10 @@ cleared before each timed run
 set, runs first. The records of the two runs are compared field by field (all but ``seconds``):
 concurrency must not change results.
 
+Each mode runs ``--repeats`` times (default 3), interleaved 1, K, 1, K, ... so that drift in a
+shared machine hits both; the table shows medians, and every run's records must be identical.
 Prints a table (mode, problems, seconds, problems/s, engine calls, largest batch) and, last,
-``speedup: <x>`` = problems/s at concurrency K / problems/s at concurrency 1.
+``speedup: <x>`` = median problems/s at concurrency K / median problems/s at concurrency 1.
 
     .venv/bin/python benchmarks/bench_concurrency.py --quick      # vLLM CPU, under 2 minutes
     .venv/bin/python benchmarks/bench_concurrency.py              # 32 problems
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -87,6 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="torch threads of this process (PRM, judge); default 1 on CPU, where vLLM's engine "
                         "process needs the cores too (2 threads each on a shared 2-core box made the tiny "
                         "PRM ~30x slower from OpenMP oversubscription)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed runs per mode, interleaved (1, K, 1, K, ...); the table shows medians")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     return p.parse_args(argv)
 
@@ -212,6 +217,27 @@ def timed_run(args, concurrency, problems, policy, reward, judge, pruning, out: 
     return time.perf_counter() - start, summary
 
 
+def summarise_runs(mode: str, n: int, runs: list[dict]) -> dict:
+    """One table row from repeated runs of one mode: medians of the times, counts of the first run."""
+    seconds = statistics.median(r["seconds"] for r in runs)
+    first = runs[0]["summary"]
+    kinds = first["engine_seconds"].keys()
+    return {
+        "mode": mode,
+        "problems": n,
+        "seconds": seconds,
+        "seconds_all": [r["seconds"] for r in runs],
+        "problems_per_s": n / seconds,
+        "policy_calls": first["engine_calls"].get("generate", 0),
+        "largest_policy_batch": first["largest_batch"].get("generate", 0),
+        "prm_calls": first["engine_calls"].get("score", 0),
+        "judge_calls": first["engine_calls"].get("judge", 0),
+        "errors": max(r["summary"]["errors"] for r in runs),
+        "mean_generated_tokens": first["mean_generated_tokens"],
+        "engine_seconds": {kind: statistics.median(r["summary"]["engine_seconds"][kind] for r in runs) for kind in kinds},
+    }
+
+
 def comparable(out: Path) -> dict:
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     return {(r["id"], r["seed"]): {k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in rows}
@@ -239,30 +265,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workload: {args.algo} width {args.width} beam {args.beam_size} depth {args.max_depth} "
           f"max_new_tokens {args.max_new_tokens}, pruner {args.pruner}, {n} GSM8K problems, seed 0")
 
-    rows = []
+    runs: dict[int, list[dict]] = {1: [], k: []}
     with tempfile.TemporaryDirectory() as tmp:
         judge, pruning = judge_factory()
         timed_run(args, 1, [warm], policy, reward, judge, pruning, Path(tmp) / "warmup")
-        outs = {}
-        for c in (1, k):
-            judge, pruning = judge_factory()  # a fresh judge: no cached pairs from the other run
-            out = Path(tmp) / f"c{c}"
-            seconds, summary = timed_run(args, c, problems, policy, reward, judge, pruning, out)
-            outs[c] = comparable(out)
-            rows.append({
-                "mode": f"concurrency {c}",
-                "problems": n,
-                "seconds": seconds,
-                "problems_per_s": n / seconds,
-                "policy_calls": summary["engine_calls"].get("generate", 0),
-                "largest_policy_batch": summary["largest_batch"].get("generate", 0),
-                "prm_calls": summary["engine_calls"].get("score", 0),
-                "judge_calls": summary["engine_calls"].get("judge", 0),
-                "errors": summary["errors"],
-                "mean_generated_tokens": summary["mean_generated_tokens"],
-                "engine_seconds": summary["engine_seconds"],
-            })
-        identical = outs[1] == outs[k]
+        outs = []
+        for rep in range(args.repeats):  # interleaved, so drift in the machine hits both modes alike
+            for c in (1, k):
+                judge, pruning = judge_factory()  # a fresh judge: no cached pairs from the other run
+                out = Path(tmp) / f"c{c}-r{rep}"
+                seconds, summary = timed_run(args, c, problems, policy, reward, judge, pruning, out)
+                outs.append(comparable(out))
+                runs[c].append({"seconds": seconds, "summary": summary})
+        identical = all(o == outs[0] for o in outs)
+    rows = [summarise_runs(f"concurrency {c}", n, runs[c]) for c in (1, k)]
 
     header = f"{'mode':<16}{'problems':>9}{'seconds':>9}{'problems/s':>12}{'policy calls':>14}" \
              f"{'max batch':>11}{'PRM calls':>11}{'judge calls':>13}{'errors':>8}"
@@ -272,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['mode']:<16}{r['problems']:>9}{r['seconds']:>9.2f}{r['problems_per_s']:>12.3f}"
               f"{r['policy_calls']:>14}{r['largest_policy_batch']:>11}{r['prm_calls']:>11}{r['judge_calls']:>13}"
               f"{r['errors']:>8}")
+    for r in rows:
+        print(f"{r['mode']}: seconds of each run: " + ", ".join(f"{x:.2f}" for x in r["seconds_all"]))
     for r in rows:
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in r["engine_seconds"].items())
         outside = r["seconds"] - sum(r["engine_seconds"].values())

@@ -19,7 +19,7 @@ def test_bench_concurrency_small_run(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_concurrency.py"), "--backend", "transformers",
-         "--problems", "3", "--concurrency", "3", "--max_depth", "2", "--prefilter", "0",
+         "--problems", "3", "--concurrency", "3", "--max_depth", "2", "--prefilter", "0", "--repeats", "2",
          "--cache", str(tmp_path / "tiny"), "--json", str(out)],
         capture_output=True, text=True, timeout=600,
     )
@@ -31,6 +31,7 @@ def test_bench_concurrency_small_run(tmp_path):
     assert figures["identical"] is True and figures["k"] == 3
     one, k = figures["rows"]
     assert one["errors"] == 0 and k["errors"] == 0
+    assert len(one["seconds_all"]) == len(k["seconds_all"]) == 2  # --repeats 2, both modes
     assert set(one["engine_seconds"]) == {"policy", "prm", "judge"}
     assert k["policy_calls"] < one["policy_calls"]  # the K run batched the problems' requests together
     assert one["judge_calls"] > 0  # the judge engine was asked (with --prefilter 0 every pair reaches it)
