@@ -14,6 +14,17 @@ import torch
 Encoded = tuple[int, list[int]]  # (request index, token ids)
 
 
+def right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)`` of ``rows`` right-padded to the longest (CPU tensors)."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for row, tokens in enumerate(rows):
+        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, : len(tokens)] = 1
+    return ids, mask
+
+
 def padded_batches(
     encoded: Sequence[Encoded], batch_size: int, pad_id: int, device: torch.device
 ) -> Iterator[tuple[list[Encoded], torch.Tensor, torch.Tensor]]:
@@ -21,10 +32,5 @@ def padded_batches(
     order = sorted(encoded, key=lambda item: len(item[1]))
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        width = max(len(ids) for _, ids in chunk)
-        input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, (_, ids) in enumerate(chunk):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            mask[row, : len(ids)] = 1
+        input_ids, mask = right_padded([ids for _, ids in chunk], pad_id)
         yield chunk, input_ids.to(device), mask.to(device)

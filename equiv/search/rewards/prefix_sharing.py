@@ -33,6 +33,8 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
+from equiv.search.rewards.batching import right_padded
+
 Select = Callable[[torch.Tensor], torch.Tensor]  # (batch, length, vocab) -> (batch, length, k)
 
 
@@ -54,6 +56,11 @@ class SiblingGroup:
     @property
     def prefix(self) -> list[int]:
         return self.members[0][1][: self.prefix_len]
+
+    @property
+    def head_key(self) -> tuple[int, ...]:
+        """The head's token ids: its key in a :class:`HeadCache`."""
+        return tuple(self.members[0][1][: self.head_len])
 
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values of shape (1, heads, length, dim)
@@ -133,18 +140,8 @@ def make_groups(
     return groups, lone
 
 
-def _right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for row, tokens in enumerate(rows):
-        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, : len(tokens)] = 1
-    return ids, mask
-
-
 def chunk_groups(groups: Sequence[SiblingGroup], max_members: int) -> Iterator[list[SiblingGroup]]:
-    """Consecutive groups with at most ``max_members`` sequences per chunk (one forward pair each)."""
+    """Consecutive groups with at most ``max_members`` sequences per chunk (one set of forward passes each)."""
     chunk: list[SiblingGroup] = []
     size = 0
     for group in sorted(groups, key=lambda g: g.prefix_len):  # similar prefix lengths pad little
@@ -166,7 +163,7 @@ def _head_kv(
     for group in groups:
         if group.head_len == 0:
             continue
-        key = tuple(group.members[0][1][: group.head_len])
+        key = group.head_key
         if key in heads or key in missing:
             continue
         kv = cache.get(key)
@@ -177,7 +174,7 @@ def _head_kv(
             heads[key] = kv
             cache.hits += 1
     if missing:
-        ids, mask = _right_padded(missing, pad_id)
+        ids, mask = right_padded(missing, pad_id)
         out = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=True)
         layers = out.past_key_values.layers
         for row, key in enumerate(missing):
@@ -203,7 +200,7 @@ def _padded_head_cache(
         values = v0.new_zeros((len(groups), v0.shape[1], width, v0.shape[3]))
         for row, group in enumerate(groups):
             if group.head_len:
-                k, v = heads[tuple(group.members[0][1][: group.head_len])][layer_idx]
+                k, v = heads[group.head_key][layer_idx]
                 keys[row, :, : group.head_len] = k[0]
                 values[row, :, : group.head_len] = v[0]
         layers.append((keys, values))
@@ -242,7 +239,7 @@ def shared_prefix_logits(
     prefix_scores = None
     rest_mask = torch.zeros((len(groups), 0), dtype=torch.long, device=device)
     if any(rests):
-        rest_ids, rest_mask = _right_padded([r or [pad_id] for r in rests], pad_id)
+        rest_ids, rest_mask = right_padded([r or [pad_id] for r in rests], pad_id)
         for row, rest in enumerate(rests):
             if not rest:
                 rest_mask[row] = 0  # nothing left after the head: a masked placeholder token
@@ -261,7 +258,7 @@ def shared_prefix_logits(
 
     owner = [gi for gi, g in enumerate(groups) for _ in g.members]
     suffixes = [ids[g.prefix_len :] for g in groups for _, ids in g.members]
-    suffix_ids, suffix_mask = _right_padded(suffixes, pad_id)
+    suffix_ids, suffix_mask = right_padded(suffixes, pad_id)
     suffix_ids, suffix_mask = suffix_ids.to(device), suffix_mask.to(device)
     index = torch.tensor(owner, dtype=torch.long, device=device)
     cache.batch_select_indices(index)  # each member gets a copy of its group's prefix cache
