@@ -105,7 +105,7 @@ def test_question_head_is_reused_across_calls_with_the_same_scores(prm_dir):
     prm, plain = build(prm_dir), build(prm_dir, share_prefix=False)
     reqs = sibling_requests()
     first = prm.score(reqs)
-    assert prm.head_cache.misses == 1 and len(prm.head_cache) == 1  # one question had a sibling group
+    assert prm.head_cache.misses == 1 and len(prm.head_cache) == 1  # one question computed and kept
     again = prm.score(reqs)
     assert (prm.head_cache.hits, prm.head_cache.misses) == (1, 1)  # looked up once per call for both its groups
     assert again == first  # a cached head gives bit-identical scores
@@ -146,3 +146,41 @@ def test_second_depth_runs_fewer_positions_with_the_question_cached(prm_dir):
         hook.remove()
     question_tokens = len(prm.tokenizer.encode(QUESTION))
     assert warm <= cold - question_tokens + 2  # the cold call's extra head pass pads at most a token
+
+
+def test_children_reuse_their_parents_cached_sequence_and_scores(prm_dir):
+    """cache_children: one depth later the parent's whole sequence is the head, only new steps run."""
+    prm, plain = build(prm_dir, cache_children=True), build(prm_dir, share_prefix=False)
+    depth2 = [ScoreRequest(QUESTION, PATH[:1] + (c,)) for c in (PATH[1], *CHILDREN[:2])]
+    parent_scores = prm.score(depth2)[0]  # PATH is one of these children: its sequence is kept
+    depth3 = [ScoreRequest(QUESTION, PATH + (c,)) for c in CHILDREN]
+    seen: list[int] = []
+    hook = prm.model.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
+    )
+    try:
+        got = prm.score(depth3)
+    finally:
+        hook.remove()
+    for row, want in zip(got, plain.score(depth3)):
+        assert row[:2] == parent_scores  # the parent's step scores are reused as they were
+        assert row == pytest.approx(want, abs=1e-5)
+    longest_child = max(len(prm.tokenizer.encode(c + " ки\n", add_special_tokens=False)) for c in CHILDREN)
+    assert len(seen) == 1  # one pass: no question, no path, only the children's own steps (padded)
+    assert seen[0] <= len(CHILDREN) * (longest_child + 2)
+
+
+def test_eviction_falls_back_to_the_question_with_the_same_scores(prm_dir):
+    prm, plain = build(prm_dir, head_cache_size=1, cache_children=True), build(prm_dir, share_prefix=False)
+    depth2 = [ScoreRequest(QUESTION, PATH[:1] + (c,)) for c in (PATH[1], *CHILDREN[:2])]
+    prm.score(depth2)  # the last child stored evicts the others, the parent among them
+    depth3 = [ScoreRequest(QUESTION, PATH + (c,)) for c in CHILDREN]
+    for row, want in zip(prm.score(depth3), plain.score(depth3)):
+        assert row == pytest.approx(want, abs=1e-5)
+
+
+def test_children_are_kept_only_when_asked(prm_dir):
+    prm = build(prm_dir)
+    prm.score(sibling_requests()[:4])
+    assert len(prm.head_cache) == 1  # the question only
+    assert build(prm_dir, cache_children=True, head_cache_size=0).cache_children is False  # nowhere to keep them

@@ -17,8 +17,11 @@ removed first; the number of tags found is checked against the number of steps.
 Siblings share their prefix (option ``share_prefix``, on by default): requests with the same
 question and the same steps but the last -- the children of one node -- run that prefix once and
 reuse its KV cache (:mod:`equiv.search.rewards.prefix_sharing`); the rest take the padded path.
-The question's key/values are also kept across calls (option ``head_cache_size``, 64 questions by
-default; 0 turns it off), so each problem's question runs once per search, not once per node.
+Key/values are also kept across calls in an LRU (option ``head_cache_size``, 64 sequences by
+default; 0 turns it off): each question's, so a problem's question runs once per search, and with
+``cache_children: true`` every scored child's, so that its own children one depth later run only
+their new step (worth it for deep searches; needs a capacity of about twice the children per
+depth, or evictions cost more than they save).
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ import torch
 
 from equiv.backbones import resolve_model_name
 from equiv.search.rewards.batching import padded_batches
-from equiv.search.rewards.prefix_sharing import HeadCache, chunk_groups, make_groups, shared_prefix_logits
+from equiv.search.rewards.prefix_sharing import (
+    CachedSequence,
+    HeadCache,
+    SiblingGroup,
+    chunk_groups,
+    make_groups,
+    shared_prefix_logits,
+)
 from equiv.search.types import ScoreRequest
 
 STEP_TAG = "ки"
@@ -49,6 +59,7 @@ class MathShepherdPRM:
         bad_token: str = "-",
         share_prefix: bool = True,
         head_cache_size: int = 64,
+        cache_children: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -59,6 +70,7 @@ class MathShepherdPRM:
 
             raise InputError(f"must be >= 0, got {head_cache_size}", field="reward.options.head_cache_size")
         self.head_cache = HeadCache(int(head_cache_size)) if self.share_prefix and int(head_cache_size) > 0 else None
+        self.cache_children = bool(cache_children) and self.head_cache is not None
         self.step_tag = step_tag
         self.step_tag_id = tokenizer.encode(step_tag, add_special_tokens=False)[-1]
         pair = tokenizer.encode(f"{good_token} {bad_token}", add_special_tokens=False)
@@ -93,7 +105,7 @@ class MathShepherdPRM:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code)
         model.to(device).eval()
-        known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size"}
+        known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size", "cache_children"}
         unknown = set(cfg.options) - known
         if unknown:
             from equiv.errors import InputError
@@ -132,27 +144,41 @@ class MathShepherdPRM:
         ]
         if self.share_prefix:
             groups, lone = make_groups(keyed, self.batch_size)
-            if self.head_cache is not None:  # the question (no tags in it) is the cacheable head
-                heads: dict[str, list[int]] = {}
-                for gi, group in enumerate(groups):
-                    question = self._question(requests[group.members[0][0]])
-                    if question not in heads:
-                        heads[question] = self.tokenizer.encode(question)
-                    groups[gi] = group.with_head(heads[question])
         else:
             groups, lone = [], [(i, ids) for _, i, ids in keyed]
         select = self._candidate_logits
         for chunk in chunk_groups(groups, self.batch_size):
+            if self.head_cache is not None:  # heads chosen per chunk, right before use: none evicted between
+                chunk = [self._with_cached_head(group, requests[group.members[0][0]]) for group in chunk]
             per_group = shared_prefix_logits(self.model, chunk, pad_id=self.pad_id, device=self.device,
-                                             select=select, head_cache=self.head_cache)
-            for group, member_logits in zip(chunk, per_group):
-                for (i, ids), (offset, logits) in zip(group.members, member_logits):
-                    results[i] = self._tag_scores(requests[i], ids, logits, offset)
+                                             select=select, head_cache=self.head_cache, keep_kv=self.cache_children)
+            for group, members in zip(chunk, per_group):
+                for (i, ids), out in zip(group.members, members):
+                    results[i] = list(group.head_scores) + self._tag_scores(
+                        requests[i], ids, out.logits, out.offset, expected=len(requests[i].steps) - len(group.head_scores)
+                    )
+                    if out.kv is not None:
+                        self.head_cache.put(tuple(ids), CachedSequence(out.kv, tuple(results[i])))
         for chunk, input_ids, mask in padded_batches(lone, self.batch_size, self.pad_id, self.device):
             logits = select(self.model(input_ids=input_ids, attention_mask=mask).logits)
             for row, (i, ids) in enumerate(chunk):
                 results[i] = self._tag_scores(requests[i], ids, logits[row, : len(ids)])
         return results
+
+    def _with_cached_head(self, group: SiblingGroup, request: ScoreRequest) -> SiblingGroup:
+        """The group with its head: the parent's whole sequence when cached, else the question.
+
+        The parent was scored as a child one depth earlier: its key/values and its step scores
+        were kept together, so its scores are reused, not recomputed. The question holds no tag.
+        """
+        if len(request.steps) > 1:
+            parent = self.tokenizer.encode(self.format(ScoreRequest(request.question, request.steps[:-1])))
+            entry = self.head_cache.get(tuple(parent))
+            if entry is not None and len(entry.scores) == len(request.steps) - 1:
+                chosen = group.with_head(parent, entry.scores)
+                if chosen.head_len:
+                    return chosen
+        return group.with_head(self.tokenizer.encode(self._question(request)))
 
     def _count_forward(self, _module: torch.nn.Module, _args: tuple) -> None:
         self.calls += 1
@@ -161,14 +187,18 @@ class MathShepherdPRM:
         """Keep the ``+``/``-`` columns only (the rest of the vocabulary is never needed)."""
         return logits[..., self.candidate_ids].float()
 
-    def _tag_scores(self, request: ScoreRequest, ids: list[int], logits: torch.Tensor, offset: int = 0) -> list[float]:
-        """P(+) at each tag of one sequence, from the (length - offset, 2) logits of positions offset:."""
-        tags = [pos - offset for pos, token in enumerate(ids) if token == self.step_tag_id]
-        if any(pos < 0 for pos in tags):
-            raise RuntimeError("a step tag fell inside the cached question head (report this: it is a bug)")
-        if len(tags) != len(request.steps):
+    def _tag_scores(
+        self, request: ScoreRequest, ids: list[int], logits: torch.Tensor, offset: int = 0, expected: int | None = None
+    ) -> list[float]:
+        """P(+) at each tag at or after ``offset``, from the (length - offset, 2) logits of positions offset:.
+
+        ``expected`` is the number of tags there (all steps when nothing came from a cached head).
+        """
+        tags = [pos - offset for pos, token in enumerate(ids) if token == self.step_tag_id and pos >= offset]
+        expected = len(request.steps) if expected is None else expected
+        if len(tags) != expected:
             raise RuntimeError(
-                f"found {len(tags)} step tags for {len(request.steps)} steps: the tokenizer does not keep "
+                f"found {len(tags)} step tags for {expected} steps: the tokenizer does not keep "
                 f"{self.step_tag!r} as a separate token after a space (set reward.options.step_tag)"
             )
         probs = torch.softmax(logits[tags], dim=-1)[:, 0]

@@ -14,10 +14,11 @@ attention mask that hides the padding and explicit position ids (prefix length +
 rotary positions equal the unshared ones. In float32 the logits match the plain path to ~1e-5
 (tested).
 
-Across calls, the *head* of a group -- the question, the same at every depth of a problem's
-search -- keeps its key/value tensors in a small LRU (:class:`HeadCache`), so a problem's
-question runs once per search instead of once per node. Keys are token-id tuples, so a hit is
-exactly the tokens a recomputation would see.
+Across calls, the *head* of a group comes from a small LRU of key/value tensors
+(:class:`HeadCache`): the question (the same at every depth of a problem's search), or -- when
+the caller keeps every scored child's key/values (``keep_kv``; Math-Shepherd's
+``cache_children``) -- the parent node's whole sequence, so a depth costs only its children's new
+tokens. Keys are token-id tuples, so a hit is exactly the tokens a recomputation would see.
 
 Works with any Hugging Face causal LM whose forward accepts ``past_key_values`` (a
 ``DynamicCache``), a 2D ``attention_mask`` with holes and ``position_ids``: Llama, Mistral
@@ -45,13 +46,14 @@ class SiblingGroup:
     members: tuple[tuple[int, list[int]], ...]  # (request index, full token ids)
     prefix_len: int
     head_len: int = 0  # leading tokens whose key/values may come from a HeadCache (<= prefix_len)
+    head_scores: tuple[float, ...] = ()  # the caller's scores of positions inside the head
 
-    def with_head(self, head: Sequence[int]) -> "SiblingGroup":
+    def with_head(self, head: Sequence[int], scores: Sequence[float] = ()) -> "SiblingGroup":
         """This group with ``head`` as its cacheable head, when it is a prefix of the shared prefix."""
         n = len(head)
         if 0 < n <= self.prefix_len and list(self.members[0][1][:n]) == list(head):
-            return replace(self, head_len=n)
-        return replace(self, head_len=0)
+            return replace(self, head_len=n, head_scores=tuple(scores))
+        return replace(self, head_len=0, head_scores=())
 
     @property
     def prefix(self) -> list[int]:
@@ -66,18 +68,37 @@ class SiblingGroup:
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values of shape (1, heads, length, dim)
 
 
-class HeadCache:
-    """Least-recently-used key/value tensors of sequence heads (questions), keyed by token ids.
+@dataclass(frozen=True)
+class CachedSequence:
+    """Key/values of a token sequence, and the caller's scores of positions in it (PRM: P(+) per step)."""
 
-    ``capacity`` bounds memory: a 7B Mistral head of 150 tokens in bf16 is ~20 MB, so the default
-    64 entries cost ~1.3 GB on a GPU; keep it at least the number of problems in flight.
+    kv: KV
+    scores: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemberLogits:
+    """What :func:`shared_prefix_logits` returns per member."""
+
+    offset: int  # logits start at this position (the head's length; 0 without a head)
+    logits: torch.Tensor  # (len(ids) - offset, k) after ``select``
+    kv: KV | None  # the whole sequence's key/values when asked to keep them, else None
+
+
+class HeadCache:
+    """Least-recently-used key/value tensors of scored sequences and questions, keyed by token ids.
+
+    ``capacity`` bounds memory: the 7B Math-Shepherd PRM keeps ~130 KB per token in bf16, so a
+    200-token sequence is ~26 MB and the default 64 entries ~1.7 GB on a GPU. Every child scored
+    in a call is stored, so parents are found one depth later when the capacity is at least the
+    children per depth (problems in flight x beam x width); otherwise the question is used.
     """
 
     def __init__(self, capacity: int = 64) -> None:
         if capacity < 0:
             raise ValueError(f"capacity must be >= 0, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[int, ...], KV] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, ...], CachedSequence] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -87,16 +108,19 @@ class HeadCache:
     def clear(self) -> None:
         self._entries.clear()
 
-    def get(self, key: tuple[int, ...]) -> KV | None:
-        kv = self._entries.get(key)
-        if kv is not None:
-            self._entries.move_to_end(key)
-        return kv
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
 
-    def put(self, key: tuple[int, ...], kv: KV) -> None:
+    def get(self, key: tuple[int, ...]) -> CachedSequence | None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple[int, ...], entry: CachedSequence) -> None:
         if self.capacity == 0:
             return
-        self._entries[key] = kv
+        self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
@@ -157,7 +181,12 @@ def chunk_groups(groups: Sequence[SiblingGroup], max_members: int) -> Iterator[l
 def _head_kv(
     model: torch.nn.Module, groups: Sequence[SiblingGroup], cache: HeadCache, pad_id: int, device: torch.device
 ) -> dict[tuple[int, ...], KV]:
-    """Key/values of every group's head: from ``cache``, the missing ones in one padded forward."""
+    """Key/values of every group's head: from ``cache``, the missing ones in one padded forward.
+
+    All lookups happen before the missing heads are stored, so a head the caller saw in the
+    cache cannot be evicted in between. A head computed here has no scores: the caller may only
+    choose, as a possibly missing head, text whose positions it never reads (the question).
+    """
     heads: dict[tuple[int, ...], KV] = {}
     missing: list[tuple[int, ...]] = []
     for group in groups:
@@ -166,12 +195,12 @@ def _head_kv(
         key = group.head_key
         if key in heads or key in missing:
             continue
-        kv = cache.get(key)
-        if kv is None:
+        entry = cache.get(key)
+        if entry is None:
             missing.append(key)
             cache.misses += 1
         else:
-            heads[key] = kv
+            heads[key] = entry.kv
             cache.hits += 1
     if missing:
         ids, mask = right_padded(missing, pad_id)
@@ -181,7 +210,7 @@ def _head_kv(
             n = len(key)
             kv = [(layer.keys[row : row + 1, :, :n].clone(), layer.values[row : row + 1, :, :n].clone()) for layer in layers]
             heads[key] = kv
-            cache.put(key, kv)
+            cache.put(key, CachedSequence(kv))
     return heads
 
 
@@ -209,6 +238,14 @@ def _padded_head_cache(
     return DynamicCache(ddp_cache_data=layers, config=model.config), mask
 
 
+def _member_kv(cache, row: int, positions: torch.Tensor) -> KV:
+    """One member's key/values at ``positions`` (its real tokens) out of the batch cache."""
+    return [
+        (layer.keys[row : row + 1, :, positions].clone(), layer.values[row : row + 1, :, positions].clone())
+        for layer in cache.layers
+    ]
+
+
 @torch.no_grad()
 def shared_prefix_logits(
     model: torch.nn.Module,
@@ -218,15 +255,17 @@ def shared_prefix_logits(
     device: torch.device,
     select: Select,
     head_cache: HeadCache | None = None,
-) -> list[list[tuple[int, torch.Tensor]]]:
-    """Per group, per member: ``(offset, scores)``, the ``select``-ed logits of positions ``offset:``.
+    keep_kv: bool = False,
+) -> list[list[MemberLogits]]:
+    """Per group, per member: the ``select``-ed logits of positions ``offset:`` (and its key/values).
 
     ``offset`` is the group's ``head_len`` when its head came through ``head_cache`` (a head's
-    positions get no logits: the caller only makes a head of text it never reads scores from),
-    else 0. Up to three forward passes for all of ``groups``: missing heads, the rest of the
-    padded prefixes over the heads' cache, then every member's suffix over its group's cache.
-    ``select`` reduces the vocabulary axis first (the PRM keeps two token columns), so
-    full-vocabulary logits are never gathered.
+    positions get no logits: the caller keeps their scores in ``head_scores`` or never reads
+    them), else 0. Up to three forward passes for all of ``groups``: missing heads, the rest of
+    the padded prefixes over the heads' cache, then every member's suffix over its group's cache.
+    With ``keep_kv`` each member also gets its whole sequence's key/values, for the caller to
+    cache so that the member's own children reuse them. ``select`` reduces the vocabulary axis
+    first (the PRM keeps two token columns), so full-vocabulary logits are never gathered.
     """
     if head_cache is None or not any(g.head_len for g in groups):
         groups = [replace(g, head_len=0) for g in groups]
@@ -269,15 +308,21 @@ def shared_prefix_logits(
         attention_mask=torch.cat([prefix_mask[index], suffix_mask], dim=1),
         position_ids=positions,
         past_key_values=cache,
-        use_cache=False,
+        use_cache=keep_kv,  # the layers append to ``cache`` either way; say what is meant
     )
     suffix_scores = select(second.logits)
+    real = torch.cat([prefix_mask[index], suffix_mask], dim=1).bool()  # each row's real positions
 
-    out: list[list[tuple[int, torch.Tensor]]] = [[] for _ in groups]
+    out: list[list[MemberLogits]] = [[] for _ in groups]
     for row, gi in enumerate(owner):
         group = groups[gi]
         parts = [suffix_scores[row, : len(suffixes[row])]]
         if prefix_scores is not None:
             parts.insert(0, prefix_scores[gi, : group.prefix_len - group.head_len])
-        out[gi].append((group.head_len, torch.cat(parts, dim=0)))
+        kv = None
+        if keep_kv:
+            positions = real[row].nonzero(as_tuple=True)[0]
+            if len(positions) == group.prefix_len + len(suffixes[row]):  # (a sliding window would drop some)
+                kv = _member_kv(cache, row, positions)
+        out[gi].append(MemberLogits(group.head_len, torch.cat(parts, dim=0), kv))
     return out
