@@ -35,3 +35,15 @@ def test_bench_concurrency_small_run(tmp_path):
     assert set(one["engine_seconds"]) == {"policy", "prm", "judge"}
     assert k["policy_calls"] < one["policy_calls"]  # the K run batched the problems' requests together
     assert one["judge_calls"] > 0  # the judge engine was asked (with --prefilter 0 every pair reaches it)
+
+
+def test_bench_prm_prefix_quick_scores_match_the_plain_path():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_prm_prefix.py"), "--quick", "--problems", "2"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.strip().startswith("4 ")]
+    assert [r[1] for r in rows] == ["plain", "shared", "shared+question", "shared+children"]
+    assert all(float(r[-1]) < 1e-4 for r in rows)  # every mode scores what the plain path scores
+    assert proc.stdout.strip().splitlines()[-1].startswith("speedup: ")

@@ -45,7 +45,8 @@ class RewardConfig:
     """Allow model code from the checkpoint."""
     options: dict[str, Any] = field(default_factory=dict)
     """Kind-specific settings (Math-Shepherd: ``step_tag``, ``good_token``, ``bad_token``,
-    ``share_prefix`` -- run siblings' shared prefix once, default true;
+    ``share_prefix`` -- run siblings' shared prefix once, default true; ``head_cache_size`` --
+    LRU of questions' key/values, default 64; ``cache_children`` -- keep every scored child's too;
     Qwen2.5-Math-PRM: ``model_class``, ``step_sep``, ``system``)."""
 
     def validate(self) -> None:
