@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 import torch
 
@@ -29,6 +31,19 @@ def prm_dir(tmp_path_factory):
     from equiv.search.tiny import build_tiny_prm
 
     return build_tiny_prm(tmp_path_factory.mktemp("tiny") / "prm")
+
+
+@contextmanager
+def positions_run(model):
+    """Collect the number of token positions (padding included) of every forward pass of ``model``."""
+    seen: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
+    )
+    try:
+        yield seen
+    finally:
+        hook.remove()
 
 
 def build(prm_dir, **options):
@@ -71,21 +86,14 @@ def test_shared_scores_equal_the_plain_padded_path(prm_dir):
 
 def test_shared_path_runs_fewer_token_positions(prm_dir):
     """The point of sharing: the question and path run once per node, not once per child."""
-    seen: list[int] = []
     prm = build(prm_dir)
-    hook = prm.model.register_forward_pre_hook(
-        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
-    )
-    try:
+    with positions_run(prm.model) as seen:
         prm.score(sibling_requests()[:4])
-        shared_positions = sum(seen)
-        seen.clear()
-        prm.share_prefix = False
+    shared_positions = sum(seen)
+    prm.share_prefix = False
+    with positions_run(prm.model) as seen:
         prm.score(sibling_requests()[:4])
-        plain_positions = sum(seen)
-    finally:
-        hook.remove()
-        prm.share_prefix = True
+    plain_positions = sum(seen)
     assert shared_positions < 0.6 * plain_positions
 
 
@@ -128,22 +136,15 @@ def test_head_cache_is_lru_bounded_and_can_be_off(prm_dir):
 
 def test_second_depth_runs_fewer_positions_with_the_question_cached(prm_dir):
     """A deeper node of the same problem re-runs only its path, not the question."""
-    seen: list[int] = []
     prm = build(prm_dir)
-    hook = prm.model.register_forward_pre_hook(
-        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
-    )
-    try:
-        prm.score(sibling_requests()[4:7])  # depth 2 children: the question is computed and cached
-        seen.clear()
+    prm.score(sibling_requests()[4:7])  # depth 2 children: the question is computed and cached
+    with positions_run(prm.model) as seen:
         prm.score(sibling_requests()[:4])  # depth 3 children of the same question
-        warm = sum(seen)
-        prm.clear_cache()
-        seen.clear()
+    warm = sum(seen)
+    prm.clear_cache()
+    with positions_run(prm.model) as seen:
         prm.score(sibling_requests()[:4])  # the same, with the question computed again
-        cold = sum(seen)
-    finally:
-        hook.remove()
+    cold = sum(seen)
     question_tokens = len(prm.tokenizer.encode(QUESTION))
     assert warm <= cold - question_tokens + 2  # the cold call's extra head pass pads at most a token
 
@@ -154,14 +155,8 @@ def test_children_reuse_their_parents_cached_sequence_and_scores(prm_dir):
     depth2 = [ScoreRequest(QUESTION, PATH[:1] + (c,)) for c in (PATH[1], *CHILDREN[:2])]
     parent_scores = prm.score(depth2)[0]  # PATH is one of these children: its sequence is kept
     depth3 = [ScoreRequest(QUESTION, PATH + (c,)) for c in CHILDREN]
-    seen: list[int] = []
-    hook = prm.model.register_forward_pre_hook(
-        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
-    )
-    try:
+    with positions_run(prm.model) as seen:
         got = prm.score(depth3)
-    finally:
-        hook.remove()
     for row, want in zip(got, plain.score(depth3)):
         assert row[:2] == parent_scores  # the parent's step scores are reused as they were
         assert row == pytest.approx(want, abs=1e-5)
