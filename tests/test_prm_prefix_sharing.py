@@ -179,3 +179,28 @@ def test_children_are_kept_only_when_asked(prm_dir):
     prm.score(sibling_requests()[:4])
     assert len(prm.head_cache) == 1  # the question only
     assert build(prm_dir, cache_children=True, head_cache_size=0).cache_children is False  # nowhere to keep them
+
+
+def test_mistral_architecture_with_sliding_window_layers_and_gqa(prm_dir):
+    """The paper's PRM is a Mistral: sliding-window cache layers and grouped KV heads work too."""
+    from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
+
+    from equiv.search.rewards.math_shepherd import MathShepherdPRM
+
+    tok = AutoTokenizer.from_pretrained(prm_dir)
+    torch.manual_seed(0)
+    config = MistralConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=64, sliding_window=4096,
+                           pad_token_id=tok.pad_token_id, initializer_range=0.2)
+    model = MistralForCausalLM(config).eval()
+    shared = MathShepherdPRM(model, tok, cache_children=True)
+    plain = MathShepherdPRM(model, tok, share_prefix=False)
+    depth3 = [ScoreRequest(QUESTION, PATH + (c,)) for c in CHILDREN]
+    depth4 = [ScoreRequest(QUESTION, PATH + (CHILDREN[0], c)) for c in CHILDREN[1:]]
+    got = shared.score(depth3)
+    parent = tuple(tok.encode(shared.format(ScoreRequest(QUESTION, PATH + (CHILDREN[0],)))))
+    assert parent in shared.head_cache  # kept whole despite the sliding-window layers
+    got += shared.score(depth4)  # depth 4 takes it as its head
+    assert shared.head_cache.hits == 1
+    for row, want in zip(got, plain.score(depth3) + plain.score(depth4)):
+        assert row == pytest.approx(want, abs=1e-5)

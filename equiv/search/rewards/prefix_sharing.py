@@ -89,9 +89,10 @@ class HeadCache:
     """Least-recently-used key/value tensors of scored sequences and questions, keyed by token ids.
 
     ``capacity`` bounds memory: the 7B Math-Shepherd PRM keeps ~130 KB per token in bf16, so a
-    200-token sequence is ~26 MB and the default 64 entries ~1.7 GB on a GPU. Every child scored
-    in a call is stored, so parents are found one depth later when the capacity is at least the
-    children per depth (problems in flight x beam x width); otherwise the question is used.
+    200-token sequence is ~26 MB and the default 64 entries ~1.7 GB on a GPU. By default it holds
+    questions. When the caller also stores every scored child (``keep_kv``), parents are found
+    one depth later only if the capacity is about twice the children per depth (problems in
+    flight x beam x width); an evicted parent falls back to the question.
     """
 
     def __init__(self, capacity: int = 64) -> None:
@@ -312,6 +313,8 @@ def shared_prefix_logits(
     )
     suffix_scores = select(second.logits)
     real = torch.cat([prefix_mask[index], suffix_mask], dim=1).bool()  # each row's real positions
+    # A sliding-window layer (Mistral) keeps only its window: then the cache is not whole, keep none.
+    whole = all(layer.keys.shape[2] == real.shape[1] for layer in cache.layers)
 
     out: list[list[MemberLogits]] = [[] for _ in groups]
     for row, gi in enumerate(owner):
@@ -320,9 +323,7 @@ def shared_prefix_logits(
         if prefix_scores is not None:
             parts.insert(0, prefix_scores[gi, : group.prefix_len - group.head_len])
         kv = None
-        if keep_kv:
-            positions = real[row].nonzero(as_tuple=True)[0]
-            if len(positions) == group.prefix_len + len(suffixes[row]):  # (a sliding window would drop some)
-                kv = _member_kv(cache, row, positions)
+        if keep_kv and whole:
+            kv = _member_kv(cache, row, real[row].nonzero(as_tuple=True)[0])
         out[gi].append(MemberLogits(group.head_len, torch.cat(parts, dim=0), kv))
     return out
