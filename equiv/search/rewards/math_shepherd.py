@@ -147,9 +147,10 @@ class MathShepherdPRM:
         else:
             groups, lone = [], [(i, ids) for _, i, ids in keyed]
         select = self._candidate_logits
+        question_ids: dict[str, list[int]] = {}  # each question tokenized once per call
         for chunk in chunk_groups(groups, self.batch_size):
             if self.head_cache is not None:  # heads chosen per chunk, right before use: none evicted between
-                chunk = [self._with_cached_head(group, requests[group.members[0][0]]) for group in chunk]
+                chunk = [self._with_cached_head(group, requests[group.members[0][0]], question_ids) for group in chunk]
             per_group = shared_prefix_logits(self.model, chunk, pad_id=self.pad_id, device=self.device,
                                              select=select, head_cache=self.head_cache, keep_kv=self.cache_children)
             for group, members in zip(chunk, per_group):
@@ -165,20 +166,26 @@ class MathShepherdPRM:
                 results[i] = self._tag_scores(requests[i], ids, logits[row, : len(ids)])
         return results
 
-    def _with_cached_head(self, group: SiblingGroup, request: ScoreRequest) -> SiblingGroup:
+    def _with_cached_head(
+        self, group: SiblingGroup, request: ScoreRequest, question_ids: dict[str, list[int]]
+    ) -> SiblingGroup:
         """The group with its head: the parent's whole sequence when cached, else the question.
 
         The parent was scored as a child one depth earlier: its key/values and its step scores
-        were kept together, so its scores are reused, not recomputed. The question holds no tag.
+        were kept together, so its scores are reused, not recomputed. Only children are kept
+        (``cache_children``), so without it the parent is not looked up. The question holds no tag.
         """
-        if len(request.steps) > 1:
+        if self.cache_children and len(request.steps) > 1:
             parent = self.tokenizer.encode(self.format(ScoreRequest(request.question, request.steps[:-1])))
             entry = self.head_cache.get(tuple(parent))
             if entry is not None and len(entry.scores) == len(request.steps) - 1:
                 chosen = group.with_head(parent, entry.scores)
                 if chosen.head_len:
                     return chosen
-        return group.with_head(self.tokenizer.encode(self._question(request)))
+        question = self._question(request)
+        if question not in question_ids:
+            question_ids[question] = self.tokenizer.encode(question)
+        return group.with_head(question_ids[question])
 
     def _count_forward(self, _module: torch.nn.Module, _args: tuple) -> None:
         self.calls += 1
