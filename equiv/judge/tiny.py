@@ -14,6 +14,11 @@ from pathlib import Path
 from equiv.backbones import bundled_minilm_dir
 
 
+LONGFORMER_BASE = dict(hidden_size=768, num_layers=12, num_heads=12, attention_window=512, max_positions=4096,
+                       intermediate_size=3072)
+"""``allenai/longformer-base-4096``'s dimensions (its vocabulary aside: the tokenizer is MiniLM's)."""
+
+
 def build_tiny_longformer(
     out_dir: str | Path,
     *,
@@ -22,9 +27,14 @@ def build_tiny_longformer(
     num_heads: int = 2,
     attention_window: int = 8,
     max_positions: int = 258,
+    intermediate_size: int | None = None,
     seed: int = 0,
 ) -> Path:
-    """Save a random-init ``LongformerForSequenceClassification`` (2 labels) + tokenizer to ``out_dir``."""
+    """Save a random-init ``LongformerForSequenceClassification`` (2 labels) + tokenizer to ``out_dir``.
+
+    The defaults are toy-sized; :data:`LONGFORMER_BASE` holds longformer-base-4096's dimensions
+    (``build_tiny_longformer(dir, **LONGFORMER_BASE)``) for timing the paper's judge shape.
+    """
     import torch
     from transformers import AutoTokenizer, LongformerConfig, LongformerForSequenceClassification
 
@@ -38,7 +48,7 @@ def build_tiny_longformer(
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
-        intermediate_size=hidden_size * 2,
+        intermediate_size=intermediate_size or hidden_size * 2,
         attention_window=attention_window,
         max_position_embeddings=max_positions + 2,
         type_vocab_size=2,

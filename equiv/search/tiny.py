@@ -20,6 +20,12 @@ get a large negative bias, so sampled text is printable.
 
 Built deterministically (fixed corpus, ``torch.manual_seed``) in well under 5 s, and cached: a
 directory holding a complete build with the same version stamp is reused.
+
+``shape="qwen2.5-0.5b"`` builds the same thing at a real model's size (Qwen2.5-0.5B's
+dimensions: hidden 896, 24 layers, 14 query / 2 KV heads of dim 64, MLP 4864, a 151,936-row
+vocabulary, bf16): random weights, but the compute, memory traffic and KV cache of a real small
+model, for timing search on a GPU (``benchmarks/bench_concurrency.py --shape``). Vocabulary rows
+past the tokenizer's few hundred tokens get the large negative bias, so they are never sampled.
 """
 
 from __future__ import annotations
@@ -31,6 +37,14 @@ import tempfile
 from pathlib import Path
 
 TINY_VERSION = 4
+
+SHAPES: dict[str, dict] = {
+    "tiny": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=2, head_dim=64, vocab_size=None),
+    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2, head_dim=64, vocab_size=151936),
+}
+"""Model dimensions by name; ``vocab_size=None`` is the tokenizer's own size."""
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
@@ -92,27 +106,27 @@ def _train_tokenizer(extra_tokens: list[str], vocab_size: int = 600):
     return fast
 
 
-def _build(out: Path, *, kind: str) -> None:
+def _build(out: Path, *, kind: str, shape: str = "tiny") -> None:
+    import math
+
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, LlamaForTokenClassification
 
     # "\n\n" as one token: the byte-level pre-tokenizer would otherwise rarely merge it.
     extra = {"policy": ["\n\n"], "prm": ["\n\n", "ки", "+", "-"], "token_prm": ["\n\n", "<extra_0>"]}[kind]
     tokenizer = _train_tokenizer(extra)
+    dims = dict(SHAPES[shape])
+    vocab_size = dims.pop("vocab_size") or len(tokenizer)
     config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=64,
+        vocab_size=vocab_size,
+        **dims,
         max_position_embeddings=4096,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        initializer_range=0.02 if kind == "policy" else 0.2,
+        # The tiny PRM's larger scale mixes its 2 layers; over 24 it would only blow up.
+        initializer_range=0.02 if kind == "policy" or shape != "tiny" else 0.2,
     )
     torch.manual_seed({"policy": 1234, "prm": 4321, "token_prm": 2468}[kind])
     if kind == "token_prm":
@@ -132,22 +146,27 @@ def _build(out: Path, *, kind: str) -> None:
                 layer.self_attn.o_proj.weight[0, :] = 0.0
                 layer.mlp.down_proj.weight[0, :] = 0.0
             lm[:, 0] = 0.0
-            # After the final RMSNorm dim 0 is about sqrt(hidden)=11.3; these give extra logits
-            # of about 2.7 (step break) and 1.1 (EOS).
+            # After the final RMSNorm dim 0 is about sqrt(hidden) = 11.3 in the tiny shape; these
+            # give extra logits of about 2.7 (step break) and 1.1 (EOS). 24 layers grow the other
+            # dims of the residual stream, which shrinks dim 0 after the norm: there, measure it.
+            scale = math.sqrt(config.hidden_size) if shape == "tiny" else _final_dim0(model, tokenizer)
             sep = tokenizer.convert_tokens_to_ids("\n\n")
             if sep is None or sep == tokenizer.unk_token_id:
                 raise RuntimeError("tiny tokenizer has no single '\\n\\n' token")
-            lm[sep, 0] = 2.7 / 11.3
-            lm[tokenizer.eos_token_id, 0] = 1.1 / 11.3
+            lm[sep, 0] = 2.7 / scale
+            lm[tokenizer.eos_token_id, 0] = 1.1 / scale
             # Byte tokens that decode to control characters or broken UTF-8 are never sampled,
             # so demo trees show readable (if meaningless) text.
             for tid in range(len(tokenizer)):
                 text = tokenizer.decode([tid])
                 if tid != sep and text and not all(c == "\n" or 32 <= ord(c) < 127 for c in text):
-                    lm[tid, 0] = -8.0 / 11.3
+                    lm[tid, 0] = -8.0 / scale
+            lm[len(tokenizer) :, 0] = -8.0 / scale  # rows past the tokenizer (real-shaped vocab)
         else:
             for t in ("+", "-"):
                 lm[tokenizer.convert_tokens_to_ids(t)] *= 0.25
+    if shape != "tiny":
+        model.to(torch.bfloat16)
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )
@@ -155,14 +174,28 @@ def _build(out: Path, *, kind: str) -> None:
     tokenizer.save_pretrained(out)
 
 
-def _cached_build(directory: str | Path, kind: str) -> str:
+def _final_dim0(model, tokenizer) -> float:
+    """Mean of hidden dimension 0 after the final norm over the corpus (the bias channel's gain)."""
+    import torch
+
+    ids = tokenizer(" ".join(_CORPUS[:6]), return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        hidden = model.model(input_ids=ids).last_hidden_state
+    return float(hidden[0, :, 0].mean())
+
+
+def _cached_build(directory: str | Path, kind: str, shape: str = "tiny") -> str:
     """Build into ``directory`` unless a complete build of this version is already there.
 
     Written to a temporary sibling and renamed, so a crash or a concurrent builder never leaves
     a half-written model that later runs would trust.
     """
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPES)}")
     directory = Path(directory)
     stamp = {"kind": kind, "version": TINY_VERSION}
+    if shape != "tiny":  # the tiny stamp stays as it was, so existing caches stay valid
+        stamp["shape"] = shape
     marker = directory / "tiny.json"
     if marker.exists():
         try:
@@ -173,7 +206,7 @@ def _cached_build(directory: str | Path, kind: str) -> str:
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
-        _build(tmp, kind=kind)
+        _build(tmp, kind=kind, shape=shape)
         (tmp / "tiny.json").write_text(json.dumps(stamp))
         if directory.exists():
             shutil.rmtree(directory)
@@ -186,14 +219,16 @@ def _cached_build(directory: str | Path, kind: str) -> str:
     return str(directory)
 
 
-def build_tiny_policy(directory: str | Path) -> str:
-    """A tiny random-init Llama policy with a real tokenizer and chat template; returns its path."""
-    return _cached_build(directory, "policy")
+def build_tiny_policy(directory: str | Path, shape: str = "tiny") -> str:
+    """A random-init Llama policy (``shape`` from :data:`SHAPES`) with a real tokenizer and chat
+    template; returns its path."""
+    return _cached_build(directory, "policy", shape)
 
 
-def build_tiny_prm(directory: str | Path) -> str:
-    """A tiny random-init Llama PRM whose tokenizer has ``ки``, ``+``, ``-``; returns its path."""
-    return _cached_build(directory, "prm")
+def build_tiny_prm(directory: str | Path, shape: str = "tiny") -> str:
+    """A random-init Llama PRM (``shape`` from :data:`SHAPES`) whose tokenizer has ``ки``, ``+``,
+    ``-``; returns its path."""
+    return _cached_build(directory, "prm", shape)
 
 
 def build_tiny_token_prm(directory: str | Path) -> str:
