@@ -124,6 +124,71 @@ def test_greedy_view_shares_the_engine(policy):
     assert mixed[1] == policy.generate([StepRequest("What is 2 + 3?", (), 2, 5)])[0]
 
 
+def test_batched_requests_follow_their_own_seeds(tiny_policy_dir, policy):
+    """batch_requests packs prompts of different lengths into left-padded batches; each request
+    still samples the same tokens as alone (its own generator; float32 padding rounding is far
+    below a sampling boundary here), with the same token counts and near-equal logprobs."""
+    reqs = [
+        StepRequest("What is 2 + 3?", (), 3, 7),
+        StepRequest("Janet's ducks lay 16 eggs per day. How many does she sell?", ("She eats 3.",), 2, 8),
+        StepRequest("What is 2 + 3?", (), 2, 5, temperature=0.0),
+        StepRequest("A robe takes 2 bolts.", (), 1, 11, max_steps=2),
+    ]
+    alone = [policy.generate([r])[0] for r in reqs]
+    for rows in (256, 3):  # one batch; chunks of at most 3 rows (the 3-sample request alone)
+        batched = make(tiny_policy_dir, batch_requests=True, max_batch_rows=rows)
+        assert batched._chunks([r.n for r in reqs]) == ([[0, 1, 2, 3]] if rows == 256 else [[0], [1], [2, 3]])
+        out = batched.generate(reqs)
+        for got, want in zip(out, alone):
+            assert [(c.text, c.num_tokens, c.finished) for c in got] == [(c.text, c.num_tokens, c.finished) for c in want]
+            assert [c.logprob for c in got] == pytest.approx([c.logprob for c in want], rel=1e-4)
+    assert len({c.text for c in alone[0]}) > 1 and len({c.text for c in alone[2]}) == 1
+
+
+def test_attention_kernel_is_configurable(tiny_policy_dir, policy):
+    eager = make(tiny_policy_dir, attn_implementation="eager")
+    assert eager.model.config._attn_implementation == "eager"
+    assert policy.model.config._attn_implementation != "eager"  # transformers' default otherwise
+    req = StepRequest("What is 2 + 3?", (), 3, 7)
+    assert [c.text for c in eager.generate([req])[0]] == [c.text for c in policy.generate([req])[0]]
+
+
+def test_real_shaped_build_keeps_steps_short_and_the_extra_vocabulary_silent(tmp_path, monkeypatch):
+    """A deeper, wider random-init model (a small stand-in for ``qwen2.5-0.5b``, same code path):
+    the measured bias-channel gain still ends steps early, and rows past the tokenizer are never
+    sampled (their ids would decode to nothing)."""
+    import json
+
+    from equiv.search import tiny
+
+    monkeypatch.setitem(tiny.SHAPES, "mid", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=8,
+                                                 num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                                 vocab_size=4096))
+    path = tiny.build_tiny_policy(tmp_path / "mid", shape="mid")
+    assert tiny.build_tiny_policy(tmp_path / "mid", shape="mid") == path  # cached under its own stamp
+    config = json.loads((tmp_path / "mid" / "config.json").read_text())
+    assert config["vocab_size"] == 4096 and config["dtype"] == "bfloat16"
+    mid = make(path, max_new_tokens=48, dtype="float32")
+    vocab = len(mid.tokenizer)
+    assert vocab < 4096
+    seen: list[int] = []
+    hook = mid.model.register_forward_hook(lambda _m, _a, out: seen.extend(out.logits[:, -1].argmax(-1).tolist()))
+    rows = mid.generate([StepRequest("Janet's ducks lay 16 eggs per day.", (), 4, s) for s in range(4)])
+    hook.remove()
+    tokens = [c.num_tokens for row in rows for c in row]
+    assert sum(tokens) / len(tokens) < 30, tokens  # steps end on the separator, not the token limit
+    assert all(t < vocab for t in seen)  # the most likely token is always a real one
+    with pytest.raises(ValueError, match="unknown shape"):
+        tiny.build_tiny_policy(tmp_path / "x", shape="qwen-9000")
+
+
+def test_tiny_top_p_is_greedy(tiny_policy_dir, policy):
+    nucleus = make(tiny_policy_dir, top_p=1e-6)
+    sampled = nucleus.generate([StepRequest("What is 2 + 3?", (), 3, 1)])[0]
+    greedy = policy.with_sampling(temperature=0.0).generate([StepRequest("What is 2 + 3?", (), 1, 2)])[0][0]
+    assert all(c.text == greedy.text and c.num_tokens == greedy.num_tokens for c in sampled)
+
+
 def test_formats_and_config_errors(tiny_policy_dir):
     mistral = FORMATS["mistral_sft"]
     prompt = mistral.build("Q?", ["Step 1: a", "Step 2: b"])
@@ -143,3 +208,5 @@ def test_formats_and_config_errors(tiny_policy_dir):
         build_policy(PolicyConfig(backend="transformers"))
     with pytest.raises(InputError, match="top_p"):
         build_policy(PolicyConfig(backend="transformers", model=tiny_policy_dir, top_p=0))
+    with pytest.raises(InputError, match="max_batch_rows"):
+        build_policy(PolicyConfig(backend="transformers", model=tiny_policy_dir, max_batch_rows=0))

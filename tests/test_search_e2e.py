@@ -108,3 +108,23 @@ def test_real_backend_results_do_not_depend_on_concurrency(tmp_path, tiny, data)
         outs.append({r["id"]: {k: v for k, v in r.items() if k != "seconds"}
                      for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())})
     assert outs[0] == outs[1]
+
+
+def test_batched_transformers_policy_through_the_cli(tmp_path, tiny, data):
+    """The GPU settings (README "Scaling out") through the real CLI on the CPU: one padded
+    ``generate`` per flush and eager attention. In float32 each request still samples what it
+    samples alone, so the records equal the default per-request run's."""
+    policy, prm = tiny
+    outs = []
+    for extra in ([], ["--policy.batch_requests", "true", "--policy.attn_implementation", "eager",
+                       "--reward.attn_implementation", "eager"]):
+        out = tmp_path / ("batched" if extra else "default")
+        args = small_args(out, data, policy, prm, "sbs") + [
+            "--policy.backend", "transformers", "--policy.max_new_tokens", "8", "--policy.device", "cpu",
+            "--reward.device", "cpu", "--run.save_trees", "false", *extra,
+        ]
+        assert eval_main(args) == 0
+        outs.append({r["id"]: {k: v for k, v in r.items() if k != "seconds"}
+                     for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())})
+    assert len(outs[1]) == 2 and all(r["error"] is None for r in outs[1].values())
+    assert outs[0] == outs[1]

@@ -1,21 +1,31 @@
-"""The transformers backend: ``model.generate`` with per-request seeds.
+"""The transformers backend: ``model.generate`` with a per-request seeded sampler.
 
-For CPU tests, the CPU demo and models vLLM cannot load; the production path is vLLM.
+For CPU tests, the CPU demo, GPUs without vLLM and models vLLM cannot load; the production
+path is vLLM.
 
-Why one ``generate`` call per request (with ``num_return_sequences = n``) rather than one
-padded batch for all requests: a request's samples must not depend on what else is in the batch
-(the search runs problems concurrently and must give the same records as a sequential run).
-One global torch RNG cannot give each request its own stream inside one batch, and padded
-batches change float rounding; so each request gets its own call, seeded with
-``torch.manual_seed(request.seed)`` inside ``torch.random.fork_rng`` (the caller's RNG state is
-untouched). The ``n`` samples of a request share one batched call.
+Sampling (:class:`_SeededSampler`): ``generate``'s own sampling draws every row from one global
+RNG, so a row's sample would depend on which other requests share its batch. Instead each
+request owns a ``torch.Generator`` seeded with the request's seed and draws for its own rows
+only; the chosen token is handed back as the only finite score, so ``generate`` (run greedy)
+takes it. A request's random stream is therefore the same alone or inside any batch.
+
+Batching (``PolicyConfig.batch_requests``):
+
+- off (default): one ``generate`` call per request, its ``n`` samples as ``n`` rows. Exactly
+  batching-independent: the search gives the same records at any concurrency, bit for bit.
+- on: all requests of a call in left-padded batches of up to ``max_batch_rows`` rows -- many
+  times fewer forward passes when the search runs problems concurrently (what a GPU needs to
+  stay busy without vLLM). Each request still follows its own seed, but padded batched matmuls
+  round differently from unpadded ones, so a record may differ from a sequential run in the
+  last digits of a log-probability or, rarely, in a sampled token: the same trade vLLM makes
+  on a GPU (its batches change with load too).
 
 Token accounting (DESIGN.md §2): a completion's ``num_tokens`` is every token generated for it,
 up to and including the token that completed the stop string or the EOS token (pad tokens that
 ``generate`` appends to rows that finished early are not generated tokens and are not counted).
 ``logprob`` sums the model's raw log-probabilities (before temperature / top-p, as vLLM's
-default ``raw_logprobs``) of those tokens, from ``output_logits``: this keeps ``T x n x vocab``
-logits for the call, fine for small models; use vLLM for large ones.
+default ``raw_logprobs``) of those tokens; the sampler records only the chosen token's, so no
+``T x rows x vocab`` logits are kept.
 """
 
 from __future__ import annotations
@@ -61,24 +71,75 @@ class _StopOnString:
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
         new_len = input_ids.shape[1] - self.prompt_len
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row in range(input_ids.shape[0]):
+        # One device-to-host copy of every row's tail per step: per-row reads of a GPU tensor
+        # would each wait for the GPU (two syncs per row per token starved it: ~9% busy).
+        start = max(self.prompt_len, input_ids.shape[1] - self.WINDOW)
+        tails = input_ids[:, start:].tolist()
+        done = [False] * len(tails)
+        for row, tail in enumerate(tails):
             if row in self.ended:
                 done[row] = True
                 continue
-            last = int(input_ids[row, -1])
-            if last in self.eos_ids:
+            if tail and tail[-1] in self.eos_ids:
                 self.ended[row] = ("eos", new_len)
                 done[row] = True
             elif self.stop is not None:
-                start = max(self.prompt_len, input_ids.shape[1] - self.WINDOW)
-                tail = self.tokenizer.decode(
-                    input_ids[row, start:].tolist(), skip_special_tokens=True, clean_up_tokenization_spaces=False
-                )
-                if self.stop in tail:
+                text = self.tokenizer.decode(tail, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+                if self.stop in text:
                     self.ended[row] = ("stop", new_len)
                     done[row] = True
-        return done
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+class _SeededSampler:
+    """A logits processor that samples each request's rows with that request's own generator.
+
+    ``spans[i] = (first_row, end_row)`` of request ``i``. Called by ``generate`` once per token
+    with the raw float32 logits of every row; returns ``-inf`` everywhere except the chosen
+    token, which ``generate``'s greedy selection then takes. Records the raw log-probability of
+    each chosen token in ``logprobs`` (one ``(rows,)`` tensor per generated position).
+    """
+
+    def __init__(
+        self,
+        spans: Sequence[tuple[int, int]],
+        seeds: Sequence[int],
+        temperatures: Sequence[float],
+        top_p: float,
+        device: torch.device,
+    ) -> None:
+        self.spans = list(spans)
+        self.temperatures = list(temperatures)
+        self.top_p = top_p
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        rows = self.spans[-1][1] if self.spans else 0
+        row_temps = torch.ones(rows, dtype=torch.float32)
+        for (a, b), t in zip(self.spans, self.temperatures):
+            row_temps[a:b] = t if t > 0 else 1.0
+        self.row_temps = row_temps.to(device).unsqueeze(1)
+        self.logprobs: list[torch.Tensor] = []
+
+    def _nucleus(self, probs: torch.Tensor) -> torch.Tensor:
+        """Zero the tail outside the top-``p`` mass (the most likely token always stays)."""
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass strictly above each token
+        sorted_probs = sorted_probs.masked_fill(before > self.top_p, 0.0)
+        return torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        scores = scores.float()
+        probs = torch.softmax(scores / self.row_temps, dim=-1)
+        if self.top_p < 1.0:
+            probs = self._nucleus(probs)
+        chosen = torch.empty(scores.shape[0], dtype=torch.long, device=scores.device)
+        for (a, b), g, t in zip(self.spans, self.generators, self.temperatures):
+            if t > 0:
+                chosen[a:b] = torch.multinomial(probs[a:b], 1, generator=g).squeeze(1)
+            else:
+                chosen[a:b] = scores[a:b].argmax(dim=-1)
+        self.logprobs.append(torch.log_softmax(scores, dim=-1).gather(1, chosen.unsqueeze(1)).squeeze(1))
+        forced = torch.full_like(scores, float("-inf"))
+        return forced.scatter_(1, chosen.unsqueeze(1), 0.0)
 
 
 class TransformersPolicy(StepPolicy):
@@ -91,8 +152,9 @@ class TransformersPolicy(StepPolicy):
         path = resolve_model_name(cfg.model)
         self.device = resolve_device(cfg.device)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
+        attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
         self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=resolve_dtype(cfg.dtype, self.device), trust_remote_code=cfg.trust_remote_code
+            path, dtype=resolve_dtype(cfg.dtype, self.device), trust_remote_code=cfg.trust_remote_code, **attn
         ).to(self.device)
         self.model.eval()
         self._configure(cfg, self.tokenizer)
@@ -102,6 +164,8 @@ class TransformersPolicy(StepPolicy):
         self.eos_ids: set[int] = set(eos if isinstance(eos, list) else [eos]) - {None}
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
+        self.batch_requests = cfg.batch_requests
+        self.max_batch_rows = cfg.max_batch_rows
 
     def _sample(
         self,
@@ -112,58 +176,95 @@ class TransformersPolicy(StepPolicy):
         temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
         temps = self._temperatures(temperatures, len(prompts))
-        return [self._sample_one(p, n, s, stop, t) for p, n, s, t in zip(prompts, ns, seeds, temps)]
+        out: list[list[RawCompletion]] = []
+        for chunk in self._chunks(list(ns)):
+            out.extend(
+                self._sample_batch(
+                    [prompts[i] for i in chunk], [ns[i] for i in chunk], [seeds[i] for i in chunk], stop,
+                    [temps[i] for i in chunk],
+                )
+            )
+        return out
+
+    def _chunks(self, ns: list[int]) -> list[list[int]]:
+        """Request indices per ``generate`` call: one each, or packed up to ``max_batch_rows`` rows."""
+        if not self.batch_requests:
+            return [[i] for i in range(len(ns))]
+        chunks: list[list[int]] = []
+        rows = 0
+        for i, n in enumerate(ns):
+            if chunks and rows + n <= self.max_batch_rows:
+                chunks[-1].append(i)
+                rows += n
+            else:
+                chunks.append([i])
+                rows = n
+        return chunks
+
+    def _left_padded(self, prompts: Sequence[str], ns: Sequence[int]) -> dict[str, torch.Tensor]:
+        """Each prompt repeated ``n`` times, left-padded to one length (generation appends on the right)."""
+        encoded = self.tokenizer(list(prompts))["input_ids"]
+        rows = [ids for ids, n in zip(encoded, ns) for _ in range(n)]
+        width = max(len(ids) for ids in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, ids in enumerate(rows):
+            input_ids[r, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            mask[r, width - len(ids) :] = 1
+        return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
 
     @torch.no_grad()
-    def _sample_one(self, prompt: str, n: int, seed: int, stop: str | None, temperature: float) -> list[RawCompletion]:
-        from transformers import GenerationConfig
+    def _sample_batch(
+        self, prompts: Sequence[str], ns: Sequence[int], seeds: Sequence[int], stop: str | None,
+        temperatures: Sequence[float],
+    ) -> list[list[RawCompletion]]:
+        """One ``generate`` call for these requests; ``n`` rows each."""
+        from transformers import GenerationConfig, LogitsProcessorList
 
-        enc = self.tokenizer(prompt, return_tensors="pt").to(self.device)
-        sample = temperature > 0
-        if not sample:
-            # Greedy generate refuses num_return_sequences > 1: give it n identical rows instead
-            # (n identical completions, each counted, as vLLM does with temperature 0).
-            enc = {k: v.repeat(n, 1) for k, v in enc.items()}
+        enc = self._left_padded(prompts, ns)
+        bounds = [0]
+        for n in ns:
+            bounds.append(bounds[-1] + n)
+        spans = list(zip(bounds[:-1], bounds[1:]))
+        sampler = _SeededSampler(spans, seeds, temperatures, self.top_p, self.device)
         prompt_len = enc["input_ids"].shape[1]
         criterion = _StopOnString(self.tokenizer, prompt_len, stop, self.eos_ids)
         # A fresh GenerationConfig: no checkpoint defaults (top_k=50, repetition penalties)
-        # sneak in, so both backends sample from the same distribution.
+        # sneak in. Greedy, because the sampler has already made each choice.
         gen_cfg = GenerationConfig(
-            do_sample=sample,
-            temperature=temperature if sample else None,
-            top_p=self.top_p if sample else None,
-            top_k=0 if sample else None,
+            do_sample=False,
             max_new_tokens=self.max_new_tokens,
-            num_return_sequences=n if sample else 1,
             eos_token_id=sorted(self.eos_ids) or None,
             pad_token_id=self.pad_id,
-            output_logits=True,
             return_dict_in_generate=True,
         )
-        devices = [self.device.index or 0] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            out = self.model.generate(**enc, generation_config=gen_cfg, stopping_criteria=[criterion])
+        out = self.model.generate(
+            **enc,
+            generation_config=gen_cfg,
+            logits_processor=LogitsProcessorList([sampler]),
+            stopping_criteria=[criterion],
+        )
         new = out.sequences[:, prompt_len:]
-        logprobs = torch.stack(
-            [torch.log_softmax(step.float(), dim=-1).gather(1, new[:, t : t + 1]).squeeze(1) for t, step in enumerate(out.logits)],
-            dim=1,
-        )  # (n, T)
-        results = []
-        for row in range(new.shape[0]):
-            reason, length = criterion.ended.get(row, ("length", new.shape[1]))
-            ids = new[row, :length].tolist()
-            text = self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-            stopped = reason == "stop"
-            if stopped and stop is not None:
-                text = text[: text.find(stop)]
-            results.append(
-                RawCompletion(
-                    text=text,
-                    num_tokens=length,
-                    logprob=float(logprobs[row, :length].sum()),
-                    eos=reason == "eos",
-                    stopped=stopped,
+        logprobs = torch.stack(sampler.logprobs, dim=1).cpu()  # (rows, T)
+        new_rows = new.cpu().tolist()
+        results: list[list[RawCompletion]] = []
+        for a, b in spans:
+            request = []
+            for row in range(a, b):
+                reason, length = criterion.ended.get(row, ("length", len(new_rows[row])))
+                ids = new_rows[row][:length]
+                text = self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+                stopped = reason == "stop"
+                if stopped and stop is not None:
+                    text = text[: text.find(stop)]
+                request.append(
+                    RawCompletion(
+                        text=text,
+                        num_tokens=length,
+                        logprob=float(logprobs[row, :length].sum()),
+                        eos=reason == "eos",
+                        stopped=stopped,
+                    )
                 )
-            )
+            results.append(request)
         return results

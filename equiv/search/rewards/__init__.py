@@ -43,6 +43,9 @@ class RewardConfig:
     than the policy, or share one and lower ``policy.gpu_memory_utilization``."""
     trust_remote_code: bool = False
     """Allow model code from the checkpoint."""
+    attn_implementation: str | None = None
+    """Attention kernel for ``from_pretrained`` (``eager``, ``sdpa``, ...); None = transformers'
+    default. See :attr:`equiv.search.policies.PolicyConfig.attn_implementation`."""
     options: dict[str, Any] = field(default_factory=dict)
     """Kind-specific settings (Math-Shepherd: ``step_tag``, ``good_token``, ``bad_token``,
     ``share_prefix`` -- run siblings' shared prefix once, default true; ``head_cache_size`` --

@@ -103,7 +103,8 @@ class MathShepherdPRM:
         if dtype == "auto":
             dtype = torch.bfloat16  # the 7B PRM in bf16 fits beside a policy; fp32 does not help
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code)
+        attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn)
         model.to(device).eval()
         known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size", "cache_children"}
         unknown = set(cfg.options) - known
@@ -191,8 +192,12 @@ class MathShepherdPRM:
         self.calls += 1
 
     def _candidate_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """Keep the ``+``/``-`` columns only (the rest of the vocabulary is never needed)."""
-        return logits[..., self.candidate_ids].float()
+        """Keep the ``+``/``-`` columns only (the rest of the vocabulary is never needed), on the CPU.
+
+        One small copy per forward pass; the per-sequence tag lookups that follow then read host
+        memory instead of each waiting for the GPU.
+        """
+        return logits[..., self.candidate_ids].float().cpu()
 
     def _tag_scores(
         self, request: ScoreRequest, ids: list[int], logits: torch.Tensor, offset: int = 0, expected: int | None = None

@@ -68,7 +68,8 @@ class Qwen25MathPRM:
             dtype = torch.bfloat16
         loader = AutoModel if model_class == "auto" else AutoModelForTokenClassification
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
-        model = loader.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code)
+        attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
+        model = loader.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn)
         model.to(device).eval()
         return cls(model, tokenizer, batch_size=cfg.batch_size, **options)
 
