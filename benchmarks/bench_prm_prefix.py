@@ -54,6 +54,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per cell (the best is shown)")
     p.add_argument("--prm", default=None, help="PRM directory (default: the tiny PRM under .cache/tiny/prm)")
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"))
+    p.add_argument("--device", default="cpu", help="cpu, cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
+                   help="PRM dtype (max |diff| against the plain path grows to ~1e-2 in bfloat16)")
+    p.add_argument("--shape", default="tiny", choices=["tiny", "qwen2.5-0.5b"],
+                   help="size of the built random-init PRM when --prm is not given")
     return p.parse_args(argv)
 
 
@@ -119,15 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     from equiv.search.rewards import RewardConfig, build_reward_model
     from equiv.search.tiny import build_tiny_prm
 
-    torch.set_num_threads(1)
-    prm_dir = args.prm or str(build_tiny_prm(ROOT / ".cache" / "tiny" / "prm"))
+    if args.device == "cpu":
+        torch.set_num_threads(1)
+    suffix = "" if args.shape == "tiny" else f"-{args.shape}"
+    prm_dir = args.prm or str(build_tiny_prm(ROOT / ".cache" / "tiny" / f"prm{suffix}", shape=args.shape))
     depths = [4] if args.quick else [int(x) for x in args.depths.split(",")]
     repeats = 1 if args.quick else args.repeats
     qs = questions(Path(args.data), args.problems)
-    prms = {m: build_reward_model(RewardConfig(model=prm_dir, device="cpu", dtype="float32", options=dict(o)))
+    prms = {m: build_reward_model(RewardConfig(model=prm_dir, device=args.device, dtype=args.dtype, options=dict(o)))
             for m, o in MODES.items()}
     print(f"PRM {prm_dir}; {args.problems} questions, 2 parents x 4 children per depth, steps of "
-          f"{args.min_words}-{args.max_words} words; torch 1 thread; best of {repeats}")
+          f"{args.min_words}-{args.max_words} words; {args.device} {args.dtype}"
+          f"{', torch 1 thread' if args.device == 'cpu' else ''}; best of {repeats}")
     header = f"{'depth':>6}  {'mode':<18}{'conc. 1 (s)':>12}{'conc. K (s)':>12}{'vs plain at 1':>15}{'max |diff|':>12}"
     print(header)
     print("-" * len(header))

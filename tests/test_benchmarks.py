@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -35,6 +37,27 @@ def test_bench_concurrency_small_run(tmp_path):
     assert set(one["engine_seconds"]) == {"policy", "prm", "judge"}
     assert k["policy_calls"] < one["policy_calls"]  # the K run batched the problems' requests together
     assert one["judge_calls"] > 0  # the judge engine was asked (with --prefilter 0 every pair reaches it)
+
+
+def test_bench_concurrency_batched_transformers_options(tmp_path):
+    """The GPU recipe's options (README "Scaling out") on the CPU: one padded generate per call,
+    eager attention; the figures carry the batching flag, the record comparison and problems/hour."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_concurrency.py"), "--backend", "transformers",
+         "--batch_requests", "--attn_implementation", "eager", "--problems", "2", "--concurrency", "2",
+         "--max_depth", "2", "--repeats", "1", "--cache", str(tmp_path / "tiny"), "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert figures["batch_requests"] is True and figures["shape"] == "tiny"
+    one, k = figures["rows"]
+    assert k["policy_calls"] < one["policy_calls"] and k["largest_policy_batch"] > one["largest_policy_batch"]
+    assert one["problems_per_hour"] == pytest.approx(3600 * one["problems_per_s"])
+    assert one["gpu_utilisation"] is None  # no GPU here: not reported rather than made up
+    assert figures["differing"]["of"] == 2
+    assert figures["differing"]["records"] == 0 or not figures["identical"]
 
 
 def test_bench_prm_prefix_quick_scores_match_the_plain_path():
