@@ -63,6 +63,29 @@ def test_scores_are_p_plus_at_each_tag_computed_from_prefixes(prm):
     assert len(prm.score([tricky])[0]) == 2
 
 
+def test_candidate_head_computes_the_two_columns_of_the_full_head(prm):
+    """The PRM runs only the +/- rows of the LM head; they equal the full head's columns, and a
+    model that post-processes its logits keeps the full head (its own numbers)."""
+    from equiv.search.rewards.math_shepherd import CandidateHead
+
+    assert prm.head.decoder is not None
+    ids = torch.tensor([prm.tokenizer.encode(prm.format(REQS[0]))])
+    with torch.no_grad():
+        full = prm.model(input_ids=ids).logits[..., prm.candidate_ids]
+        two = prm.head(input_ids=ids).logits
+    assert two.shape == full.shape
+    assert torch.allclose(two, full, atol=1e-5)
+    prm.model.config.final_logit_softcapping = 30.0
+    try:
+        capped = CandidateHead(prm.model, prm.candidate_ids)
+        assert capped.decoder is None
+        with torch.no_grad():
+            assert torch.equal(capped(input_ids=ids).logits, full)
+    finally:
+        del prm.model.config.final_logit_softcapping
+    assert CandidateHead(prm.model, prm.candidate_ids, two_rows=False).decoder is None  # option candidate_head
+
+
 def test_registry(tmp_path):
     assert "math_shepherd" in registered_reward_models()
     with pytest.raises(InputError, match="reward.kind"):

@@ -98,11 +98,11 @@ def test_eager_attention_honours_the_shared_path_masks_and_positions(prm_dir):
 def test_shared_path_runs_fewer_token_positions(prm_dir):
     """The point of sharing: the question and path run once per node, not once per child."""
     prm = build(prm_dir)
-    with positions_run(prm.model) as seen:
+    with positions_run(prm.head.decoder) as seen:
         prm.score(sibling_requests()[:4])
     shared_positions = sum(seen)
     prm.share_prefix = False
-    with positions_run(prm.model) as seen:
+    with positions_run(prm.head.decoder) as seen:
         prm.score(sibling_requests()[:4])
     plain_positions = sum(seen)
     assert shared_positions < 0.6 * plain_positions
@@ -149,11 +149,11 @@ def test_second_depth_runs_fewer_positions_with_the_question_cached(prm_dir):
     """A deeper node of the same problem re-runs only its path, not the question."""
     prm = build(prm_dir)
     prm.score(sibling_requests()[4:7])  # depth 2 children: the question is computed and cached
-    with positions_run(prm.model) as seen:
+    with positions_run(prm.head.decoder) as seen:
         prm.score(sibling_requests()[:4])  # depth 3 children of the same question
     warm = sum(seen)
     prm.clear_cache()
-    with positions_run(prm.model) as seen:
+    with positions_run(prm.head.decoder) as seen:
         prm.score(sibling_requests()[:4])  # the same, with the question computed again
     cold = sum(seen)
     question_tokens = len(prm.tokenizer.encode(QUESTION))
@@ -166,7 +166,7 @@ def test_children_reuse_their_parents_cached_sequence_and_scores(prm_dir):
     depth2 = [ScoreRequest(QUESTION, PATH[:1] + (c,)) for c in (PATH[1], *CHILDREN[:2])]
     parent_scores = prm.score(depth2)[0]  # PATH is one of these children: its sequence is kept
     depth3 = [ScoreRequest(QUESTION, PATH + (c,)) for c in CHILDREN]
-    with positions_run(prm.model) as seen:
+    with positions_run(prm.head.decoder) as seen:
         got = prm.score(depth3)
     for row, want in zip(got, plain.score(depth3)):
         assert row[:2] == parent_scores  # the parent's step scores are reused as they were

@@ -50,6 +50,7 @@ class RewardConfig:
     """Kind-specific settings (Math-Shepherd: ``step_tag``, ``good_token``, ``bad_token``,
     ``share_prefix`` -- run siblings' shared prefix once, default true; ``head_cache_size`` --
     LRU of questions' key/values, default 64; ``cache_children`` -- keep every scored child's too;
+    ``candidate_head`` -- compute only the ``+``/``-`` rows of the LM head, default true;
     Qwen2.5-Math-PRM: ``model_class``, ``step_sep``, ``system``)."""
 
     def validate(self) -> None:

@@ -8,6 +8,11 @@ other and P(``+``) is the step's score. Token ids are found as the model card do
 else the last token of ``encode("+")`` / ``encode("-")``; the tag is the last token of
 ``encode("ки")`` (Mistral: 12902).
 
+Only two output rows are computed (:class:`CandidateHead`): the decoder runs as usual and its
+hidden states meet the ``+``/``-`` rows of the LM head alone, not the whole vocabulary (32k rows
+for Math-Shepherd's Mistral, 152k for a Qwen2-shaped PRM; the full head also materialised
+``rows x length x vocab`` logits per forward). Same arithmetic for those two columns.
+
 Batched: all sequences of a call are sorted by length, cut into ``batch_size`` chunks and
 right-padded (positions of real tokens are unaffected by right padding in a causal model); the
 tag positions are read from each row's own ``input_ids``, and the original order is restored.
@@ -45,6 +50,49 @@ from equiv.search.types import ScoreRequest
 STEP_TAG = "ки"
 
 
+class CandidateHead:
+    """A causal LM called like the model, returning logits of the candidate tokens only.
+
+    ``head(input_ids=..., attention_mask=..., ...)`` returns an object with ``logits`` of shape
+    ``(rows, length, len(token_ids))`` and ``past_key_values``. The decoder (``get_decoder()``)
+    runs as usual; its last hidden states go through the selected rows of the output embedding.
+    Models whose head is not a plain linear layer, or that post-process logits (softcapping,
+    logit scaling), get the full head and a column selection instead: always the model's own
+    numbers.
+    """
+
+    def __init__(self, model: torch.nn.Module, token_ids: Sequence[int], two_rows: bool = True) -> None:
+        self.model = model
+        self.token_ids = list(token_ids)
+        self._index = torch.tensor(self.token_ids, dtype=torch.long)
+        self._head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        config = getattr(model, "config", None)
+        post_processed = any(
+            getattr(config, name, None) not in (None, 1.0)
+            for name in ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
+        )
+        exact = isinstance(self._head, torch.nn.Linear) and not post_processed and hasattr(model, "get_decoder")
+        self.decoder = model.get_decoder() if two_rows and exact else None
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def __call__(self, **inputs: Any):
+        from types import SimpleNamespace
+
+        if self.decoder is None:
+            out = self.model(**inputs)
+            return SimpleNamespace(logits=out.logits[..., self.token_ids], past_key_values=out.past_key_values)
+        out = self.decoder(**inputs)
+        # Selected per call (two rows: nothing to cache), so a later .to(device/dtype) is followed.
+        weight = self._head.weight
+        index = self._index.to(weight.device)
+        bias = None if self._head.bias is None else self._head.bias.index_select(0, index)
+        logits = torch.nn.functional.linear(out.last_hidden_state, weight.index_select(0, index), bias)
+        return SimpleNamespace(logits=logits, past_key_values=out.past_key_values)
+
+
 class MathShepherdPRM:
     """:class:`equiv.search.types.RewardModel` for Math-Shepherd-style PRMs."""
 
@@ -60,6 +108,7 @@ class MathShepherdPRM:
         share_prefix: bool = True,
         head_cache_size: int = 64,
         cache_children: bool = False,
+        candidate_head: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -88,8 +137,11 @@ class MathShepherdPRM:
             pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
         self.pad_id = pad
         self.calls = 0  # forward passes run (PRM work, reported separately from policy tokens)
-        if isinstance(model, torch.nn.Module):
-            model.register_forward_pre_hook(self._count_forward)
+        # candidate_head false: the full LM head, then a column selection (the benchmarks' baseline).
+        is_module = isinstance(model, torch.nn.Module)
+        self.head = CandidateHead(model, self.candidate_ids, two_rows=bool(candidate_head)) if is_module else None
+        if self.head is not None:
+            (self.head.decoder or model).register_forward_pre_hook(self._count_forward)
 
     @classmethod
     def from_config(cls, cfg) -> "MathShepherdPRM":
@@ -106,7 +158,8 @@ class MathShepherdPRM:
         attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn)
         model.to(device).eval()
-        known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size", "cache_children"}
+        known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size", "cache_children",
+                 "candidate_head"}
         unknown = set(cfg.options) - known
         if unknown:
             from equiv.errors import InputError
@@ -152,7 +205,7 @@ class MathShepherdPRM:
         for chunk in chunk_groups(groups, self.batch_size):
             if self.head_cache is not None:  # heads chosen per chunk, right before use: none evicted between
                 chunk = [self._with_cached_head(group, requests[group.members[0][0]], question_ids) for group in chunk]
-            per_group = shared_prefix_logits(self.model, chunk, pad_id=self.pad_id, device=self.device,
+            per_group = shared_prefix_logits(self._scorer, chunk, pad_id=self.pad_id, device=self.device,
                                              select=select, head_cache=self.head_cache, keep_kv=self.cache_children)
             for group, members in zip(chunk, per_group):
                 for (i, ids), out in zip(group.members, members):
@@ -162,7 +215,7 @@ class MathShepherdPRM:
                     if out.kv is not None:
                         self.head_cache.put(tuple(ids), CachedSequence(out.kv, tuple(results[i])))
         for chunk, input_ids, mask in padded_batches(lone, self.batch_size, self.pad_id, self.device):
-            logits = select(self.model(input_ids=input_ids, attention_mask=mask).logits)
+            logits = select(self._scorer(input_ids=input_ids, attention_mask=mask).logits)
             for row, (i, ids) in enumerate(chunk):
                 results[i] = self._tag_scores(requests[i], ids, logits[row, : len(ids)])
         return results
@@ -191,13 +244,20 @@ class MathShepherdPRM:
     def _count_forward(self, _module: torch.nn.Module, _args: tuple) -> None:
         self.calls += 1
 
+    @property
+    def _scorer(self) -> Any:
+        """What runs a forward pass: the two-row head, or the model (a stand-in without modules)."""
+        return self.head if self.head is not None else self.model
+
     def _candidate_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """Keep the ``+``/``-`` columns only (the rest of the vocabulary is never needed), on the CPU.
+        """The ``+``/``-`` columns as float32 on the CPU.
 
         One small copy per forward pass; the per-sequence tag lookups that follow then read host
         memory instead of each waiting for the GPU.
         """
-        return logits[..., self.candidate_ids].float().cpu()
+        if self.head is None:
+            logits = logits[..., self.candidate_ids]
+        return logits.float().cpu()
 
     def _tag_scores(
         self, request: ScoreRequest, ids: list[int], logits: torch.Tensor, offset: int = 0, expected: int | None = None
