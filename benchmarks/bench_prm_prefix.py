@@ -6,6 +6,8 @@ of ``--min_words``..``--max_words`` words. Every mode scores exactly the same re
 same tiny Math-Shepherd-style PRM (:func:`equiv.search.tiny.build_tiny_prm`, or ``--prm DIR``):
 
 - ``plain``: the padded path (``share_prefix: false``) -- the baseline;
+- ``plain, full head``: the same computing the whole LM head (``candidate_head: false``), as
+  before the PRM computed only its two output rows;
 - ``shared``: siblings' shared prefix run once, no cache (``head_cache_size: 0``);
 - ``shared+question``: plus the questions' key/values kept across calls (the default);
 - ``shared+children``: plus every scored child's (``cache_children: true``, capacity 256).
@@ -37,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 MODES = {
     "plain": {"share_prefix": False},
+    "plain, full head": {"share_prefix": False, "candidate_head": False},
     "shared": {"head_cache_size": 0},
     "shared+question": {},
     "shared+children": {"head_cache_size": 256, "cache_children": True},
@@ -158,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             times[mode] = (best1, bestk)
             print(f"{depth:>6}  {mode:<18}{best1:>12.3f}{bestk:>12.3f}{times['plain'][0] / best1:>14.2f}x{diff:>12.1e}")
         speedup = times["plain"][0] / times["shared+question"][0]
+        print(f"depth {depth}: two-row head vs full head (plain path, concurrency 1): "
+              f"{times['plain, full head'][0] / times['plain'][0]:.2f}x")
     print(f"speedup: {speedup:.2f}")
     return 0
 

@@ -67,6 +67,6 @@ def test_bench_prm_prefix_quick_scores_match_the_plain_path():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split() for line in proc.stdout.splitlines() if line.strip().startswith("4 ")]
-    assert [r[1] for r in rows] == ["plain", "shared", "shared+question", "shared+children"]
+    assert [r[1] for r in rows] == ["plain", "plain,", "shared", "shared+question", "shared+children"]
     assert all(float(r[-1]) < 1e-4 for r in rows)  # every mode scores what the plain path scores
     assert proc.stdout.strip().splitlines()[-1].startswith("speedup: ")
