@@ -102,6 +102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="PRM sequences per forward (RewardConfig.batch_size). On a CPU larger is not faster: "
                         "64 made the K run's PRM time 0.4 -> 0.9 s (longer padded rows, compute-bound)")
     p.add_argument("--gpu_memory_utilization", type=float, default=0.3)
+    p.add_argument("--policy_dtype", default=None, choices=["auto", "bfloat16", "float16", "float32"],
+                   help="policy dtype (default bfloat16 on vLLM; float32 for transformers on a CPU, auto on a GPU)")
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"),
                    help="GSM8K-format JSONL (question, answer)")
     p.add_argument("--cache", default=str(ROOT / ".cache" / "tiny"), help="where the tiny models are built")
@@ -155,7 +157,7 @@ def build(args: argparse.Namespace):
             model=policy_model,
             temperature=0.7,
             max_new_tokens=args.max_new_tokens,
-            dtype="bfloat16" if args.backend == "vllm" else ("float32" if on_cpu else "auto"),
+            dtype=args.policy_dtype or ("bfloat16" if args.backend == "vllm" else ("float32" if on_cpu else "auto")),
             gpu_memory_utilization=args.gpu_memory_utilization,
             max_model_len=512 if args.model is None else 4096,
             enforce_eager=on_cpu,
