@@ -61,6 +61,17 @@ def test_common_prefix_len_leaves_every_sequence_a_token():
     assert common_prefix_len([[1, 2], [3, 4]]) == 0
 
 
+def test_padded_rows_pads_on_either_side():
+    from equiv.search.rewards.batching import padded_rows
+
+    ids, mask = padded_rows([[1, 2, 3], [4]], pad_id=0)
+    assert ids.tolist() == [[1, 2, 3], [4, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    ids, mask = padded_rows([[1, 2, 3], [4]], pad_id=0, side="left")
+    assert ids.tolist() == [[1, 2, 3], [0, 0, 4]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+    with pytest.raises(ValueError, match="side"):
+        padded_rows([[1]], pad_id=0, side="middle")
+
+
 def test_make_groups_splits_by_key_and_size_and_sends_singletons_to_the_plain_path():
     keyed = [("a", 0, [1, 2, 3]), ("a", 1, [1, 2, 4]), ("b", 2, [1, 2, 3]), ("a", 3, [1, 2, 5]), ("c", 4, [9, 1]),
              ("c", 5, [8, 1])]

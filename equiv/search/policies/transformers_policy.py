@@ -203,14 +203,11 @@ class TransformersPolicy(StepPolicy):
 
     def _left_padded(self, prompts: Sequence[str], ns: Sequence[int]) -> dict[str, torch.Tensor]:
         """Each prompt repeated ``n`` times, left-padded to one length (generation appends on the right)."""
+        from equiv.search.rewards.batching import padded_rows
+
         encoded = self.tokenizer(list(prompts))["input_ids"]
         rows = [ids for ids, n in zip(encoded, ns) for _ in range(n)]
-        width = max(len(ids) for ids in rows)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, ids in enumerate(rows):
-            input_ids[r, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            mask[r, width - len(ids) :] = 1
+        input_ids, mask = padded_rows(rows, self.pad_id, side="left")
         return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
 
     @torch.no_grad()

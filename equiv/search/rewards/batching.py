@@ -3,6 +3,7 @@
 Both PRMs here score every step of many solutions in one call: sequences are sorted by length so
 each batch pads little, right padding keeps real tokens at their positions in a causal model, and
 each caller reads its tag positions from the row's own ids, restoring request order itself.
+:func:`padded_rows` also left-pads, for the transformers policy's batched generation.
 """
 
 from __future__ import annotations
@@ -14,14 +15,23 @@ import torch
 Encoded = tuple[int, list[int]]  # (request index, token ids)
 
 
-def right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)`` of ``rows`` right-padded to the longest (CPU tensors)."""
+def padded_rows(
+    rows: Sequence[Sequence[int]], pad_id: int, *, side: str = "right"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)`` of ``rows`` padded to the longest (CPU tensors).
+
+    ``right`` for scoring (a causal model's real positions are unaffected), ``left`` for
+    generation (new tokens are appended after every row's last real token).
+    """
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for row, tokens in enumerate(rows):
-        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, : len(tokens)] = 1
+        span = slice(0, len(tokens)) if side == "right" else slice(width - len(tokens), width)
+        ids[row, span] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, span] = 1
     return ids, mask
 
 
@@ -32,5 +42,5 @@ def padded_batches(
     order = sorted(encoded, key=lambda item: len(item[1]))
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        input_ids, mask = right_padded([ids for _, ids in chunk], pad_id)
+        input_ids, mask = padded_rows([ids for _, ids in chunk], pad_id)
         yield chunk, input_ids.to(device), mask.to(device)

@@ -34,9 +34,9 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from equiv.search.rewards.batching import right_padded
+from equiv.search.rewards.batching import padded_rows
 
-Select = Callable[[torch.Tensor], torch.Tensor]  # (batch, length, vocab) -> (batch, length, k)
+Select = Callable[[torch.Tensor], torch.Tensor]  # the model's (batch, length, k) logits -> what is kept
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def _head_kv(
             heads[key] = entry.kv
             cache.hits += 1
     if missing:
-        ids, mask = right_padded(missing, pad_id)
+        ids, mask = padded_rows(missing, pad_id)
         out = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=True)
         layers = out.past_key_values.layers
         for row, key in enumerate(missing):
@@ -265,8 +265,9 @@ def shared_prefix_logits(
     them), else 0. Up to three forward passes for all of ``groups``: missing heads, the rest of
     the padded prefixes over the heads' cache, then every member's suffix over its group's cache.
     With ``keep_kv`` each member also gets its whole sequence's key/values, for the caller to
-    cache so that the member's own children reuse them. ``select`` reduces the vocabulary axis
-    first (the PRM keeps two token columns), so full-vocabulary logits are never gathered.
+    cache so that the member's own children reuse them. ``select`` is applied to each forward's
+    logits once, before any per-member slicing (the PRM's model already returns only its two
+    token columns and ``select`` moves them to the host).
     """
     if head_cache is None or not any(g.head_len for g in groups):
         groups = [replace(g, head_len=0) for g in groups]
@@ -279,7 +280,7 @@ def shared_prefix_logits(
     prefix_scores = None
     rest_mask = torch.zeros((len(groups), 0), dtype=torch.long, device=device)
     if any(rests):
-        rest_ids, rest_mask = right_padded([r or [pad_id] for r in rests], pad_id)
+        rest_ids, rest_mask = padded_rows([r or [pad_id] for r in rests], pad_id)
         for row, rest in enumerate(rests):
             if not rest:
                 rest_mask[row] = 0  # nothing left after the head: a masked placeholder token
@@ -298,7 +299,7 @@ def shared_prefix_logits(
 
     owner = [gi for gi, g in enumerate(groups) for _ in g.members]
     suffixes = [ids[g.prefix_len :] for g in groups for _, ids in g.members]
-    suffix_ids, suffix_mask = right_padded(suffixes, pad_id)
+    suffix_ids, suffix_mask = padded_rows(suffixes, pad_id)
     suffix_ids, suffix_mask = suffix_ids.to(device), suffix_mask.to(device)
     index = torch.tensor(owner, dtype=torch.long, device=device)
     cache.batch_select_indices(index)  # each member gets a copy of its group's prefix cache
