@@ -190,18 +190,20 @@ def test_mcts_simulation_sequence_by_hand():
 
     async def work(_):
         await expand(ctx, [ctx.tree.root])
-        await simulate(ctx, ctx.tree.root)  # N(root)=0: pure Q -> a (0.9); first visit, backup 0.9
-        a, b = (by_text(ctx, t) for t in ("a", "b"))
+        await simulate(ctx, ctx.tree.root)  # N(root)=0: pure Q -> a (0.9), a new leaf:
+        a, b = (by_text(ctx, t) for t in ("a", "b"))  # expanded in this simulation, its 0.9 backed up
         assert (a.visits, a.value_sum, ctx.tree.root.visits) == (1, 0.9, 1)
-        assert not a.expanded
-        # second: a = 0.9 + 1.25*0.5*1/2 = 1.2125 ; b = 0.2 + 1.25*0.5*1/1 = 0.825 -> a, now expanded,
-        # then its children (N(a)=1): a1 = 0.4 + 1.25*0.5*1 = 1.025 ; a2 = 0.7 + 0.625 = 1.325 -> a2
+        assert a.expanded and not b.expanded
+        # second: a = 0.9 + 1.25*0.5*1/2 = 1.2125 ; b = 0.2 + 1.25*0.5*1/1 = 0.825 -> a;
+        # its children (N(a)=1): a1 = 0.4 + 1.25*0.5*1 = 1.025 ; a2 = 0.7 + 0.625 = 1.325 -> a2 (terminal)
         await simulate(ctx, ctx.tree.root)
-        a2 = by_text(ctx, "a2")
-        assert a.expanded and a2.visits == 1 and a.visits == 2
+        a1, a2 = by_text(ctx, "a1"), by_text(ctx, "a2")
+        assert a2.visits == 1 and a.visits == 2
         assert a.value_sum == pytest.approx(0.9 + 0.7) and ctx.tree.root.visits == 2
-        # third: a = 0.8 + 1.25*0.5*sqrt(2)/3 = 1.0946 ; b = 0.2 + 1.25*0.5*sqrt(2) = 1.0839 -> a
+        # third: a = 0.8 + 1.25*0.5*sqrt(2)/3 = 1.0946 ; b = 0.2 + 1.25*0.5*sqrt(2) = 1.0839 -> a;
+        # a1 = 0.4 + 0.625*sqrt(2) = 1.2839 ; a2 = 0.7 + 0.625*sqrt(2)/2 = 1.1419 -> a1
         await simulate(ctx, ctx.tree.root)
+        assert a1.visits == 1 and a.value_sum == pytest.approx(0.9 + 0.7 + 0.4)
         assert a.visits == 3 and b.visits == 0
 
     asyncio.run(run_workers(dispatcher, [0], work, 1))

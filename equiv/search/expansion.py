@@ -201,6 +201,13 @@ def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candida
 
 
 def _drop_exact_duplicates(ctx: SearchContext, nodes: list[Node]) -> list[Node]:
+    """Merge whitespace-equal siblings into their first occurrence.
+
+    With pruning on, a duplicate is one more member of its class: its prior is folded into the
+    first copy (the paper's merge rule). The unpruned baseline does what the reference did (its
+    children were keyed by text): the duplicate is dropped and the priors are renormalised over
+    the unique steps, so the baseline's priors are a softmax over distinct steps.
+    """
     if not ctx.settings.dedupe_exact:
         return nodes
     dup_of = exact_duplicate_of([n.text for n in nodes])
@@ -208,9 +215,17 @@ def _drop_exact_duplicates(ctx: SearchContext, nodes: list[Node]) -> list[Node]:
     for node, first in zip(nodes, dup_of):
         if first is None:
             unique.append(node)
-        else:
+        elif ctx.pruning.enabled:
             merge_class(ctx.tree, nodes[first], [node], [1.0])
             ctx.stats.duplicates += 1
+        else:
+            node.merged_into = nodes[first].id
+            node.judge_prob = 1.0
+            ctx.stats.duplicates += 1
+    if not ctx.pruning.enabled and len(unique) < len(nodes):
+        total = sum(n.prior for n in unique)
+        for n in unique:
+            n.prior = n.prior / total if total > 0 else 1.0 / len(unique)
     return unique
 
 
