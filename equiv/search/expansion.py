@@ -73,6 +73,8 @@ class Stats:
     expanded: int = 0  # nodes expanded
     pruned: int = 0  # candidates merged into a representative by the judge
     duplicates: int = 0  # candidates merged as exact duplicates
+    truncated: int = 0  # candidates dropped for hitting the token limit (their tokens count)
+    dead_ends: int = 0  # nodes made terminal because no usable candidate came back
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -178,6 +180,15 @@ def merge_class(tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[
 
 # -- the step -------------------------------------------------------------------------------------
 def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candidate]) -> list[Node]:
+    """Candidates -> child nodes. A truncated candidate (token limit hit, no clean stop) is
+    dropped as the reference dropped it, but its tokens count; priors are over the kept ones.
+    A parent left with no children (nothing sampled because the context is full, or every
+    candidate truncated) becomes a terminal dead end."""
+    for cand in candidates:
+        if cand.truncated:
+            ctx.stats.generated_tokens += int(cand.num_tokens)
+            ctx.stats.truncated += 1
+    candidates = [c for c in candidates if not c.truncated]
     priors = sibling_priors(candidates)
     nodes = []
     for cand, prior in zip(candidates, priors):
@@ -197,6 +208,7 @@ def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candida
     parent.expanded = True
     if not nodes:
         parent.terminal = True  # the policy had nothing to add: a dead end
+        ctx.stats.dead_ends += 1
     return nodes
 
 

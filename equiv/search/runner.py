@@ -253,6 +253,8 @@ async def solve_problem(
         "pruned": stats.pruned,
         "duplicates": stats.duplicates,
         "candidates": stats.candidates,
+        "truncated": stats.truncated,
+        "dead_ends": stats.dead_ends,
         "policy_requests": stats.policy_requests,
         "nodes": len(ctx.tree),
         "seconds": round(time.perf_counter() - start, 4),

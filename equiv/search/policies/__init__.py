@@ -51,7 +51,8 @@ class PolicyConfig:
     """vLLM: fraction of GPU memory for weights + KV cache. Lower it when the PRM and the judge
     share the GPU (e.g. 0.5 for a 7B policy beside a 7B PRM on one 80 GB GPU)."""
     max_model_len: int = 4096
-    """vLLM: longest prompt + completion in tokens."""
+    """Longest prompt + completion in tokens (vLLM's engine limit). Both backends skip a request
+    whose prompt leaves no room in it: that node becomes a dead end instead of an engine error."""
     tensor_parallel_size: int = 1
     """vLLM: GPUs one policy is sharded over."""
     enable_prefix_caching: bool = True
