@@ -247,13 +247,14 @@ def test_dfs_never_explores_a_pruned_class_and_collects_num_sequence():
     table = {
         (): [cand("A"), cand("so A"), cand("B")],
         ("A",): [cand("A x answer 1", finished=True), cand("A y answer 5", finished=True)],
-        ("so A",): [cand("never", finished=True)],
+        ("so A",): [cand("sA z answer 1", finished=True)],
         ("B",): [cand("B x answer 2", finished=True)],
     }
     values = {"A": 0.9, "so A": 0.99, "B": 0.5, "A x answer 1": 0.3, "A y answer 5": 0.4, "B x answer 2": 0.8}
     policy = TablePolicy(table)
     final, ctx = run_search(dfs, policy, TableReward(values), RestateJudge(), width=3, num_sequence=3)
-    assert [r.steps for r in policy.requests] == [(), ("A",), ("B",)]
+    # the class {A, so A} is kept by its higher-scoring member and explored once
+    assert [r.steps for r in policy.requests] == [(), ("so A",), ("B",)]
     assert ctx.tree.steps(final) == ("B", "B x answer 2")
     # unpruned, the equivalent sibling (valued highest) is explored first
     policy = TablePolicy(table)
@@ -320,3 +321,23 @@ def test_every_returned_token_is_counted(search, stage):
         assert sum(n.tokens for n in ctx.tree) == ctx.stats.generated_tokens
     # merged nodes are leaves
     assert all(not n.children for n in ctx.tree if n.merged_into is not None)
+
+
+# -- which value SBS / DFS / lookahead rank on ----------------------------------------------------
+@pytest.mark.parametrize("search", [sbs, dfs, lookahead])
+def test_chosen_path_values_are_each_steps_own_prm_score(search):
+    """A merged class is kept by its highest-scoring member, so the value ranked on and recorded
+    is the PRM score of the kept text, not one earned by a pruned sibling."""
+    table = {
+        (): [cand("A"), cand("so A"), cand("B")],
+        ("A",): [cand("A x answer 1", finished=True)],
+        ("so A",): [cand("sA x answer 1", finished=True)],
+        ("B",): [cand("B x answer 2", finished=True)],
+    }
+    values = {"A": 0.3, "so A": 0.9, "B": 0.6, "A x answer 1": 0.7, "sA x answer 1": 0.7, "B x answer 2": 0.7}
+    final, ctx = run_search(search, TablePolicy(table), TableReward(values), RestateJudge(), width=3, beam_size=1,
+                            num_sequence=1, lookahead_steps=0)
+    path = ctx.tree.ancestry(final)
+    assert [n.text for n in path] == ["so A", "sA x answer 1"]
+    assert [n.value for n in path] == [values[n.text] for n in path]
+    assert by_text(ctx, "A", 1).merged_into == by_text(ctx, "so A", 1).id

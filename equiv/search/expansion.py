@@ -11,8 +11,11 @@ Per expansion, data flows one way (DESIGN.md §3):
 5. PRM scores in one batched call — for every unique candidate (``after_prm``, paper-faithful)
    or for representatives only (``before_prm``, saves PRM work);
 6. merge bookkeeping: a pruned sibling gets ``merged_into`` and ``judge_prob``; the
-   representative's prior becomes the sum of its class's priors and its value the max of the
-   class's PRM values (the rule the reference meant to implement; DESIGN.md §2).
+   representative's prior becomes the sum of its class's priors. Its value depends on
+   ``SearchContext.class_value``: ``"max"`` (MCTS, the paper's rule; DESIGN.md §2) gives it the
+   max of the class's PRM values; ``"own"`` (SBS, DFS, lookahead, which rank on PRM values and
+   report the chosen path's value) keeps the highest-scoring member as representative when all
+   members are scored, so the value it is ranked on is the PRM score of its own text.
 
 Steps 4 and 5 swap order with ``prune_stage``. Each stage is a small function so it can be
 tested on its own; the algorithms only call :func:`expand`.
@@ -74,6 +77,7 @@ class Stats:
     pruned: int = 0  # candidates merged into a representative by the judge
     duplicates: int = 0  # candidates merged as exact duplicates
     truncated: int = 0  # candidates dropped for hitting the token limit (their tokens count)
+    truncated_tokens: int = 0  # their tokens (in generated_tokens, but on no tree node)
     dead_ends: int = 0  # nodes made terminal because no usable candidate came back
 
     def to_dict(self) -> dict[str, int]:
@@ -109,6 +113,9 @@ class SearchContext:
     pruning: Pruning = field(default_factory=Pruning)
     tree: Tree = None  # type: ignore[assignment]
     stats: Stats = field(default_factory=Stats)
+    class_value: str = "max"
+    """How a merged class is valued: ``"max"`` (MCTS) or ``"own"`` (the other algorithms set it;
+    see the module docstring, step 6)."""
 
     def __post_init__(self) -> None:
         if self.tree is None:
@@ -168,13 +175,16 @@ def sibling_index_pairs(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(i + 1, n)]
 
 
-def merge_class(tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[float | None]) -> None:
-    """Fold ``members`` into ``rep``: summed prior, max PRM value, merge bookkeeping."""
+def merge_class(
+    tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[float | None], *, take_max: bool = True
+) -> None:
+    """Fold ``members`` into ``rep``: summed prior, merge bookkeeping, and (``take_max``) the
+    max of the class's PRM values as the representative's value."""
     for member, prob in zip(members, probs):
         member.merged_into = rep.id
         member.judge_prob = prob
         rep.prior += member.prior
-        if member.value is not None and (rep.value is None or member.value > rep.value):
+        if take_max and member.value is not None and (rep.value is None or member.value > rep.value):
             rep.value = member.value
 
 
@@ -188,6 +198,7 @@ def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candida
         if cand.truncated:
             ctx.stats.generated_tokens += int(cand.num_tokens)
             ctx.stats.truncated += 1
+            ctx.stats.truncated_tokens += int(cand.num_tokens)
     candidates = [c for c in candidates if not c.truncated]
     priors = sibling_priors(candidates)
     nodes = []
@@ -275,19 +286,25 @@ async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> 
         if len(family) < 2:
             continue
         scored = all(n.value is not None for n in family)
+        representative = ctx.pruning.representative
+        if ctx.class_value == "own" and scored:
+            representative = "score"  # the kept text is the one that earned the class's best score
+        elif representative == "score" and not scored:
+            representative = "prior"
         grouping = ctx.pruning.group_fn(
             len(family),
             probs,
             ctx.pruning.threshold,
             mode=ctx.pruning.mode,
-            representative=ctx.pruning.representative if (scored or ctx.pruning.representative != "score") else "prior",
+            representative=representative,
             priors=[n.prior for n in family],
             scores=[n.value for n in family] if scored else None,
         )
         for i, node in enumerate(family):
             rep_index = grouping.representative_of[i]
             if rep_index != i:
-                merge_class(ctx.tree, family[rep_index], [node], [grouping.prob_to_representative[i]])
+                merge_class(ctx.tree, family[rep_index], [node], [grouping.prob_to_representative[i]],
+                            take_max=ctx.class_value == "max")
                 ctx.stats.pruned += 1
 
 

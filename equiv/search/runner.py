@@ -254,6 +254,7 @@ async def solve_problem(
         "duplicates": stats.duplicates,
         "candidates": stats.candidates,
         "truncated": stats.truncated,
+        "truncated_tokens": stats.truncated_tokens,
         "dead_ends": stats.dead_ends,
         "policy_requests": stats.policy_requests,
         "nodes": len(ctx.tree),
