@@ -113,14 +113,28 @@ def extract_answer(text: str | None, kind: Kind) -> str | None:
 # -- GSM8K: numbers -------------------------------------------------------------------------
 
 
+# ``\frac{a}{b}`` / ``\dfrac`` / ``\tfrac``, with an optional sign and whole part in front
+# (``-\frac{1}{2}``, ``2\frac{1}{2}`` = 5/2, a mixed number as GSM8K writes them).
+_FRACTION = re.compile(r"(-)?(\d+)?\s*\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}")
+
+
+def _fraction_as_ratio(match: re.Match) -> str:
+    """One LaTeX fraction, parsed in place, rewritten as a plain ``p/q`` the number regex reads."""
+    sign, whole, num, den = match.groups()
+    if int(den) == 0:
+        return f"{num}/0"
+    value = Fraction(int(num), int(den)) + int(whole or 0)
+    if sign:
+        value = -value
+    return f"{value.numerator}/{value.denominator}"
+
+
 def parse_number(text: str | None) -> Fraction | None:
     """The last number in ``text`` as an exact fraction (``$1,000.50`` -> 2001/2), or None."""
     if not text:
         return None
     text = text.replace("\\!", "").replace("{,}", ",").replace("\\$", "$")
-    frac = re.search(r"\\d?frac\{(-?\d+)\}\{(-?\d+)\}", text)
-    if frac:
-        text = f"{frac.group(1)}/{frac.group(2)}"
+    text = _FRACTION.sub(_fraction_as_ratio, text)
     numbers = _NUMBER.findall(text)
     if not numbers:
         return None
