@@ -213,7 +213,7 @@ class ScriptedEngine:
     ``script(prompt)`` returns raw completions for one prompt, repeated in turn to make ``n``. Like vLLM, it raises when a prompt leaves no room in ``max_model_len``.
     """
 
-    def __new__(cls, script, *, max_model_len: int = 4096, max_new_tokens: int = 1024):
+    def __new__(cls, script, *, max_model_len: int = 4096, max_new_tokens: int = 1024, end_at_answer=None):
         from equiv.search.policies.base import StepPolicy
         from equiv.search.policies.prompts import resolve_format
 
@@ -230,7 +230,7 @@ class ScriptedEngine:
 
         engine = _Engine()
         engine.tokenizer = CharTokenizer()
-        engine.fmt = resolve_format("plain", "scripted")
+        engine.fmt = resolve_format("plain", "scripted", end_at_answer=end_at_answer)
         engine.temperature, engine.top_p = 0.7, 1.0
         engine.max_new_tokens, engine.max_model_len = max_new_tokens, max_model_len
         engine.sampled = []

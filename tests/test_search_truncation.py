@@ -46,3 +46,22 @@ def test_node_whose_prompt_would_not_fit_becomes_a_dead_end():
     assert final.terminal and final.children == []
     assert ctx.stats.dead_ends == 1
     assert all(len(p) < 60 for p in engine.sampled)
+
+
+def _boxed_then_more(prompt: str):
+    if prompt.count("\n\n") == 1:
+        return [raw("so x = \\boxed{3}", tokens=8)]  # stopped on the delimiter, not EOS
+    return [raw("Check: 3 is right.", tokens=6, end="eos")]
+
+
+def test_a_step_with_the_answer_ends_the_solution_only_where_the_format_says_so():
+    from equiv.search.policies.prompts import FORMATS
+
+    assert FORMATS["qwen25_math_chat"].end_at_answer is False  # the reference: EOS only
+    request = [StepRequest("q", (), n=1, seed=1)]
+    (eos_only,) = ScriptedEngine(_boxed_then_more, end_at_answer=False).generate(request)
+    (at_answer,) = ScriptedEngine(_boxed_then_more, end_at_answer=True).generate(request)
+    assert [c.finished for c in eos_only] == [False] and [c.finished for c in at_answer] == [True]
+    final, ctx = run_search(sbs, ScriptedEngine(_boxed_then_more, end_at_answer=False), TableReward({}),
+                            prune=False, width=1, beam_size=1)
+    assert ctx.tree.steps(final) == ("so x = \\boxed{3}", "Check: 3 is right.")

@@ -63,6 +63,10 @@ class PolicyConfig:
     """Override the format's step delimiter (stop string), e.g. ``"\\n"``."""
     system_prompt: str | None = None
     """Override the chat format's system prompt."""
+    end_at_answer: bool | None = None
+    """Does a step stating the final answer (``\\boxed{``, "The answer is") end the solution, or
+    only EOS? None = the format's choice: EOS only for ``qwen25_math_chat`` (as the reference),
+    the answer step for ``mistral_sft`` and ``plain``."""
     device: str = "auto"
     """transformers: ``auto`` (cuda if available), ``cpu``, ``cuda``, ``cuda:1``..."""
     enforce_eager: bool = False

@@ -66,7 +66,12 @@ class StepPolicy:
 
         self.tokenizer = tokenizer
         self.fmt = resolve_format(
-            cfg.prompt_format, cfg.model, tokenizer, step_delimiter=cfg.step_delimiter, system_prompt=cfg.system_prompt
+            cfg.prompt_format,
+            cfg.model,
+            tokenizer,
+            step_delimiter=cfg.step_delimiter,
+            system_prompt=cfg.system_prompt,
+            end_at_answer=cfg.end_at_answer,
         )
         self.temperature = cfg.temperature
         self.top_p = cfg.top_p
@@ -207,6 +212,6 @@ class StepPolicy:
         # Neither EOS nor the delimiter: the token limit cut it. Such a step is incomplete (and
         # may be a runaway), so the search drops it; a final-answer marker does not rescue it.
         st["truncated"] = not (raw.eos or raw.stopped)
-        st["finished"] = raw.eos or self.fmt.is_final(step)
+        st["finished"] = raw.eos or (self.fmt.end_at_answer and self.fmt.is_final(step))
         # Continue a rollout only from a complete, non-final step.
         st["running"] = raw.stopped and not st["finished"]

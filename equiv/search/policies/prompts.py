@@ -4,13 +4,15 @@ Each format owns three conventions that must agree with how its policy was train
 
 - the *prompt* (chat template or raw text) followed by the steps already taken,
 - the *step delimiter*, the stop string that ends one step (the text before it is the step),
-- the *answer markers*, text that shows the solution reached its final answer.
+- the *answer markers*, text that shows the solution reached its final answer, and whether such
+  a step ends the solution (``end_at_answer``) or only EOS does.
 
 ``qwen25_math_chat``  Qwen2.5-Math-Instruct, OpenR-style step search. The tokenizer's own chat
     template renders ``[system, user]`` with ``add_generation_prompt=True``; the system prompt is
     Qwen's "Please reason step by step, and put your final answer within \\boxed{}.". Steps are
     separated by a blank line: the delimiter is ``"\\n\\n"`` and each step taken so far is
-    appended as ``step + "\\n\\n"``. Final answer: ``\\boxed{``.
+    appended as ``step + "\\n\\n"``. Final answer: ``\\boxed{``, but the solution ends only at
+    EOS (``end_at_answer`` off), as in the reference.
 ``mistral_sft``  Math-Shepherd's ``peiyi9979/mistral-7b-sft``: raw text ``question + " "`` and then
     ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
     ``ки`` is the delimiter. Final answer: ``The answer is``.
@@ -22,6 +24,7 @@ step's text never carries the delimiter.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
@@ -44,8 +47,13 @@ class PromptFormat:
     step_suffix: str
     """Appended after each step already taken when building the prompt."""
     answer_markers: tuple[str, ...]
-    """A completion containing one of these has reached its final answer (``finished``)."""
+    """Text that states the final answer (see ``end_at_answer``)."""
     system_prompt: str | None = None
+    end_at_answer: bool = True
+    """Does a step stating the final answer end the solution (besides EOS)? Off for Qwen, as in
+    the reference (its MATH/GSM8K envs have no stop string: a solution ends only at EOS, and
+    Qwen2.5-Math emits EOS itself right after its ``\\boxed{}`` step); on for Math-Shepherd's
+    policy, whose reference config stops at ``"The answer is "``, and for ``plain``."""
 
     def build(self, question: str, steps: Sequence[str], tokenizer: Any | None = None) -> str:
         """The full prompt text for sampling the step after ``steps``."""
@@ -97,6 +105,7 @@ FORMATS: dict[str, PromptFormat] = {
         step_suffix="\n\n",
         answer_markers=("\\boxed{", "\\boxed {"),
         system_prompt=QWEN_MATH_SYSTEM,
+        end_at_answer=False,
     ),
     "mistral_sft": PromptFormat(
         name="mistral_sft",
@@ -120,6 +129,7 @@ def resolve_format(
     *,
     step_delimiter: str | None = None,
     system_prompt: str | None = None,
+    end_at_answer: bool | None = None,
 ) -> PromptFormat:
     """Pick the format for a model; ``auto`` decides from the model name and tokenizer.
 
@@ -141,6 +151,8 @@ def resolve_format(
             field="policy.prompt_format",
         )
     fmt = FORMATS[name]
+    if end_at_answer is not None:
+        fmt = dataclasses.replace(fmt, end_at_answer=end_at_answer)
     if step_delimiter is not None or system_prompt is not None:
         if step_delimiter == "":
             raise InputError("the step delimiter must not be empty", field="policy.step_delimiter")
@@ -152,5 +164,6 @@ def resolve_format(
             step_suffix=suffix,
             answer_markers=fmt.answer_markers,
             system_prompt=system_prompt if system_prompt is not None else fmt.system_prompt,
+            end_at_answer=fmt.end_at_answer,
         )
     return fmt
