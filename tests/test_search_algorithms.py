@@ -341,3 +341,42 @@ def test_chosen_path_values_are_each_steps_own_prm_score(search):
     assert [n.text for n in path] == ["so A", "sA x answer 1"]
     assert [n.value for n in path] == [values[n.text] for n in path]
     assert by_text(ctx, "A", 1).merged_into == by_text(ctx, "so A", 1).id
+
+
+# -- what the judge counters count --------------------------------------------------------------
+@pytest.mark.parametrize("learned, calls", [(True, 2), (False, 0)])
+def test_judge_calls_count_distinct_pairs_a_learned_judge_ran_on(learned, calls):
+    table = {
+        (): [cand("A"), cand("B")],
+        ("A",): [cand("x y", finished=True), cand("x z", finished=True)],
+        ("B",): [cand("x y", finished=True), cand("x z", finished=True)],  # the same pair again
+    }
+    dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge())
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=2, beam_size=2), SeedStream(0, "p"),
+                        Pruning(enabled=True, threshold=0.5, learned=learned))
+
+    async def work(_):
+        await sbs(ctx)
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    assert ctx.stats.judge_pairs == 3  # every sibling pair sent, the repeat included
+    assert ctx.stats.judge_calls == calls  # (A, B) and (x y, x z) once; none for a rule
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_exact_duplicates_dropped_and_renormalised_in_the_baseline_folded_when_pruning(prune):
+    table = {(): [cand("A", logprob=-1.0), cand("B", logprob=-2.0), cand("A", logprob=-1.0)]}
+    dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge() if prune else None)
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=3), SeedStream(0, "p"),
+                        Pruning(enabled=prune, threshold=0.5))
+
+    async def work(_):
+        await expand(ctx, [ctx.tree.root])
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    a, b = ctx.tree.live_children(ctx.tree.root)
+    assert ctx.tree[3].merged_into == a.id and ctx.stats.duplicates == 1
+    if prune:  # the paper's merge: the class carries both copies' prior
+        assert a.prior == pytest.approx(2 * sibling_priors(table[()])[0])
+    else:  # the reference: a softmax over the distinct steps
+        assert (a.prior, b.prior) == pytest.approx(tuple(sibling_priors(table[()][:2])))

@@ -88,6 +88,7 @@ def build_engines(init: Any) -> Engines:
         enabled=judge is not None,
         threshold=float(judge.threshold) if judge is not None else 0.5,
         prefilter=getattr(judge, "prefilter", None),
+        learned=bool(getattr(judge, "learned", True)),
         mode=init.pruner.grouping,
         representative=init.pruner.representative,
     )

@@ -58,6 +58,7 @@ class Pruning:
     enabled: bool = False
     threshold: float = 0.5
     prefilter: float | None = None  # the judge's own prefilter; used only to count judge work
+    learned: bool = True  # the judge runs a model per new pair (counted in Stats.judge_calls)
     mode: str = "greedy"
     representative: str = "first"
     group_fn: Callable[..., Any] = _default_group_fn
@@ -71,8 +72,13 @@ class Stats:
     policy_requests: int = 0
     candidates: int = 0
     prm_calls: int = 0  # sequences sent to the PRM
-    judge_calls: int = 0  # pairs that needed the judge (not whitespace-equal, past the prefilter)
-    judge_pairs: int = 0  # all sibling pairs asked
+    # Pairs a learned judge (model, embedding) had to run on: distinct within this problem, not
+    # whitespace-equal, past the prefilter. 0 for rule-based strategies, which cost no forward.
+    # Per problem, so a pair another problem already put in the judge's cache still counts here
+    # (records must not depend on what else was in flight); the run's cache hits are in
+    # summary.json's judge_stats.
+    judge_calls: int = 0
+    judge_pairs: int = 0  # all sibling pairs sent to the judge, repeats and rule-decided included
     expanded: int = 0  # nodes expanded
     pruned: int = 0  # candidates merged into a representative by the judge
     duplicates: int = 0  # candidates merged as exact duplicates
@@ -113,6 +119,7 @@ class SearchContext:
     pruning: Pruning = field(default_factory=Pruning)
     tree: Tree = None  # type: ignore[assignment]
     stats: Stats = field(default_factory=Stats)
+    judged: set[tuple[str, str]] = field(default_factory=set)  # pair keys this problem has asked
     class_value: str = "max"
     """How a merged class is valued: ``"max"`` (MCTS) or ``"own"`` (the other algorithms set it;
     see the module docstring, step 6)."""
@@ -156,12 +163,20 @@ def exact_duplicate_of(texts: Sequence[str]) -> list[int | None]:
     return out
 
 
-def pairs_needing_judge(pairs: Sequence[tuple[str, str]], prefilter: float | None) -> int:
-    """How many pairs reach the judge's model: not whitespace-equal and past the prefilter."""
+def pairs_needing_judge(
+    pairs: Sequence[tuple[str, str]], prefilter: float | None, seen: set[tuple[str, str]] | None = None
+) -> int:
+    """How many pairs reach the judge's model: not whitespace-equal, past the prefilter, and
+    (given ``seen``, updated here) not already asked, in either order."""
     from rapidfuzz.distance import Levenshtein  # the paper's ratio: 1 - distance / max(len)
 
     count = 0
     for a, b in pairs:
+        if seen is not None:
+            key = (a, b) if a <= b else (b, a)
+            if key in seen:
+                continue
+            seen.add(key)
         if _norm(a) == _norm(b):
             continue
         if prefilter is not None and Levenshtein.normalized_similarity(a, b) <= prefilter:
@@ -275,7 +290,8 @@ async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> 
     if not texts:
         return
     ctx.stats.judge_pairs += len(texts)
-    ctx.stats.judge_calls += pairs_needing_judge(texts, ctx.pruning.prefilter)
+    if ctx.pruning.learned:
+        ctx.stats.judge_calls += pairs_needing_judge(texts, ctx.pruning.prefilter, ctx.judged)
     flat = await ctx.engines.judge(texts)
     pos = 0
     for family, pairs in zip(families, index_pairs):
