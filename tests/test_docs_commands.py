@@ -280,3 +280,40 @@ def test_readme_tour_runs_verbatim(tmp_path: Path, shared_data: Path):
     summaries = {p.parent.name: json.loads(p.read_text()) for p in (work / "runs").glob("demo_*/summary.json")}
     assert summaries["demo_pruned"]["pruner"] == "model" and summaries["demo_base"]["pruner"] == "none"
     assert (work / "runs" / "report" / "index.html").exists()
+
+
+# -- links from outside the site ----------------------------------------------------------------------
+LINKING = ("README.md", "benchmarks/README.md")
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors Python-Markdown's ``toc`` extension gives a page's headings (its default slugify)."""
+    import unicodedata
+
+    anchors, fenced = set(), False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1)).replace("`", "")
+            text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+            text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+            anchors.add(re.sub(r"[-\s]+", "-", text))
+    return anchors
+
+
+@pytest.mark.parametrize("doc", LINKING)
+def test_links_into_the_docs_resolve(doc):
+    """README and benchmarks/README link into docs/ by file and anchor; mkdocs checks the links
+    inside the site, this checks the ones from outside it (a moved heading breaks them)."""
+    source = REPO_ROOT / doc
+    links = re.findall(r"\]\(([^)\s]+)\)", source.read_text())
+    local = [link for link in links if not re.match(r"^[a-z]+:", link)]
+    assert local, f"{doc} links nowhere"
+    for link in local:
+        path, _, anchor = link.partition("#")
+        target = (source.parent / path).resolve()
+        assert target.exists(), f"{doc}: link {link!r}: {target} does not exist"
+        if anchor and target.suffix == ".md":
+            assert anchor in heading_anchors(target.read_text()), f"{doc}: link {link!r}: no heading with that anchor"
