@@ -345,3 +345,24 @@ def test_python_example_runs(doc: str, line: int, code: str, tmp_path: Path, mon
             make_tiny_judge(work / path)
     monkeypatch.chdir(work)
     exec(compile(code, f"{doc}:{line}", "exec"), {"__name__": "docs_example"})
+
+
+# -- the paper's rows ----------------------------------------------------------------------------------
+PAPER_COMMANDS = [
+    Command(f"docs/reproducing.md:{n}", tuple(shlex.split(span)))
+    for n, line in enumerate((REPO_ROOT / "docs" / "reproducing.md").read_text().splitlines(), 1)
+    for span in re.findall(r"`(python (?:trainer_cli\.py fit|search_cli\.py eval) [^`]+)`", line)
+]
+
+
+def test_every_paper_row_has_a_command():
+    kinds = [kind(c) for c in PAPER_COMMANDS]
+    assert kinds.count("search_eval") >= 14 and kinds.count("trainer") >= 2
+
+
+@pytest.mark.parametrize("cmd", PAPER_COMMANDS, ids=str)
+def test_paper_command_parses(cmd: Command, tmp_path: Path, monkeypatch, capsys):
+    """The GPU commands cannot run here; each must parse with its recipes (``--print_config``)."""
+    status, out, err = run_here(cmd, make_workdir(tmp_path), monkeypatch, capsys, "--print_config")
+    assert status == 0, f"{cmd}\n{err[-3000:]}"
+    assert yaml.safe_load(out)["data"]
