@@ -25,7 +25,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,6 +234,10 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
     elif k == "pip_extra":
         extras = re.fullmatch(r"\.\[([\w,-]+)\]", cmd.argv[3])
         assert extras, f"{cmd}: expected an editable install with extras"
+        try:
+            import tomllib  # Python 3.11+
+        except ModuleNotFoundError:  # Python 3.10
+            tomllib = pytest.importorskip("tomli")
         declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
         for extra in extras.group(1).split(","):
             assert extra in declared, f"{cmd}: no extra {extra!r} in pyproject.toml"
