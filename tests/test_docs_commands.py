@@ -137,6 +137,7 @@ def make_workdir(root: Path) -> Path:
 
 
 def run(cmd: Command, work: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """The command in a fresh interpreter from ``work``, offline (the slow tour runs this way)."""
     argv = [sys.executable if cmd.argv[0] in PYTHONS else cmd.argv[0], *cmd.argv[1:], *extra]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                WANDB_MODE="offline", EQUIV_SHARED_DATA=str(SHARED_DATA))
