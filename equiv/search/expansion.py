@@ -3,9 +3,12 @@
 Per expansion, data flows one way (DESIGN.md §3):
 
 1. one batched policy call for all ``parents`` (one StepRequest each, ``n = width``);
-2. every candidate becomes a node (its completion tokens are counted here, whatever happens to
-   it later); priors are a softmax over siblings of the mean token log-probability;
-3. exact duplicates (same text after whitespace normalisation) merge into the first occurrence;
+2. every candidate's completion tokens are counted here, whatever happens to it later; one cut
+   by the token limit (``Candidate.truncated``) is dropped, as the reference dropped it; the
+   rest become nodes, with priors a softmax over them of the mean token log-probability; a
+   parent left with none is a terminal dead end;
+3. exact duplicates (same text after whitespace normalisation) merge into the first occurrence
+   (pruned runs fold their prior in; the unpruned baseline renormalises over unique steps);
 4. equivalence classes: sibling pairs -> one batched judge call (the judge applies its own
    Levenshtein prefilter) -> grouping into classes with one representative each;
 5. PRM scores in one batched call — for every unique candidate (``after_prm``, paper-faithful)
