@@ -99,7 +99,7 @@ class _RefReplay:
                 self.expand(node)
 
 
-@pytest.mark.parametrize("finish_depth", [4, 8])
+@pytest.mark.parametrize("finish_depth", [4, 8, 12])
 def test_mcts_matches_reference_simulate_expand_order(finish_depth):
     width, sims = 10, 20
     replay = _RefReplay(SeededPolicy(finish_depth=finish_depth), KeyedReward(), width=width, sims=sims, c=1.25,
