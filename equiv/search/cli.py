@@ -108,6 +108,9 @@ def load_data(data: DataConfig) -> list[Any]:
         start=data.start,
         end=data.end,
         kind=data.kind,
+        hub_id=data.hub_id,
+        sample=data.sample,
+        sample_seed=data.sample_seed,
     )
     if not problems:
         raise InputError(f"no problems in range [{data.start}, {data.end})", field="data")

@@ -15,6 +15,8 @@ Each format owns three conventions that must agree with how its policy was train
     ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
     ``ки`` is the delimiter. Final answer: ``The answer is``.
 ``plain``  Any base model: ``question + "\\n\\n"`` then steps separated by blank lines.
+``code``  Python programs (HumanEval), :mod:`equiv.search.policies.code_format`: blank-line steps
+    that keep their indentation; final at EOS or a closing code fence.
 
 Steps are stored stripped of surrounding whitespace; the format re-adds its separators, so a
 step's text never carries the delimiter.
@@ -27,8 +29,8 @@ from typing import Any, Literal, Sequence
 
 from equiv.errors import InputError
 
-FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain"]
-FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain")
+FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "code"]
+FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "code")
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 MATH_SHEPHERD_STEP_TAG = "ки"
@@ -111,6 +113,11 @@ FORMATS: dict[str, PromptFormat] = {
         answer_markers=("\\boxed{", "The answer is", "the answer is", "####"),
     ),
 }
+
+# Code (HumanEval): its own module, registered here (steps keep their indentation).
+from equiv.search.policies.code_format import CODE_FORMAT  # noqa: E402
+
+FORMATS["code"] = CODE_FORMAT
 
 
 def resolve_format(

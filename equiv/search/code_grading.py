@@ -1,0 +1,228 @@
+"""Grading generated programs (HumanEval): run the problem's tests on the final program in a sandbox.
+
+Model code is never ``exec``-ed in the search process. :func:`run_sandboxed` writes the program to
+a fresh temporary directory and runs it in a *separate, fresh interpreter* (``python -I``: no
+user site, no ``PYTHON*`` variables, the script's directory not on ``sys.path``) with:
+
+- a wall-clock timeout; on expiry the whole process group is killed;
+- resource limits set in ``preexec_fn``: CPU seconds, address space, size of any file written,
+  number of processes, no core dumps;
+- stdout and stderr sent to a file whose size the file-size limit caps, so a program that prints
+  megabytes is killed by ``SIGXFSZ`` instead of filling the grader's memory;
+- on x86-64 Linux a seccomp filter (installed with ``prctl`` before ``exec``) that makes
+  ``fork``/``vfork``/``clone``/``clone3`` and ``socket`` fail with ``EPERM``: no subprocesses,
+  no fork bombs and no network, even when the grader runs as root (for root the kernel ignores
+  ``RLIMIT_NPROC``). Elsewhere the process limit and, where the kernel allows, a new network
+  namespace (``unshare``) stand in, plus a prelude that disables ``socket`` in the child;
+- an environment with nothing but ``PATH``, ``HOME`` (the temporary directory) and ``LANG``.
+
+A program that hangs, crashes, floods its output or hits a limit is a *wrong answer*
+(:class:`SandboxResult.passed` False, with the reason in ``status``); the grader never raises on
+model code.
+
+HumanEval problems carry their tests in :class:`equiv.data.humaneval.CodeTask` (prompt, test
+code, entry point), serialised as JSON into :attr:`equiv.data.problems.Problem.answer` so the runner's
+``grade(prediction, answer, kind)`` contract is unchanged (kind ``"code"``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from equiv.data.humaneval import CodeTask
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MEMORY_BYTES = 1 << 30  # address space: enough for CPython and a HumanEval test
+DEFAULT_OUTPUT_BYTES = 1 << 20  # largest file (and stdout/stderr) the program may write
+MAX_PROGRAM_CHARS = 100_000  # a longer "program" is not a HumanEval solution
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+# -- the program ------------------------------------------------------------------------------
+def extract_program(text: str | None) -> str | None:
+    """The program in a solution: the last fenced code block, else the whole text (steps of a
+    completion-style solution are plain code). None when there is no code."""
+    if not text or not text.strip():
+        return None
+    blocks = [b for b in _FENCE.findall(text) if b.strip()]
+    code = blocks[-1] if blocks else text
+    code = code.strip("\n")
+    return code if code.strip() else None
+
+
+def build_test_program(program: str, task: CodeTask) -> str:
+    """Program + the problem's tests. A body without ``def <entry_point>`` is taken as the
+    continuation of the prompt (completion style) and appended to it."""
+    if not re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(task.entry_point)}\s*\(", program, re.MULTILINE):
+        program = task.prompt + program
+    return f"{program}\n\n{task.test}\n\ncheck({task.entry_point})\n"
+
+
+# -- the sandbox ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits of one sandboxed run (defaults suit HumanEval)."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
+    output_bytes: int = DEFAULT_OUTPUT_BYTES
+    max_processes: int = 1
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """``status``: ``passed``, ``failed`` (non-zero exit), ``timeout``, ``killed`` (a signal:
+    CPU, file size, segfault...), ``output_limit`` or ``error`` (could not start)."""
+
+    passed: bool
+    status: str
+    returncode: int | None
+    output: str
+
+
+# Prelude run in the child before the program: no sockets even where seccomp is unavailable.
+_PRELUDE = (
+    "import socket as _s\n"
+    "def _no_network(*a, **k):\n"
+    "    raise OSError('network access is disabled in the grading sandbox')\n"
+    "for _n in ('socket', 'create_connection', 'getaddrinfo', 'socketpair', 'fromfd'):\n"
+    "    setattr(_s, _n, _no_network)\n"
+    "del _s, _n, _no_network\n"
+)
+
+# x86-64 system call numbers blocked by the seccomp filter.
+_BLOCKED_SYSCALLS = {"socket": 41, "clone": 56, "fork": 57, "vfork": 58, "clone3": 435}
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER = 0x10000000
+
+
+def _seccomp_program() -> bytes:
+    """A classic-BPF seccomp filter: blocked syscalls -> EPERM, others allowed, other arch -> kill.
+
+    ``clone`` with ``CLONE_THREAD`` is blocked too; HumanEval tests need no threads.
+    """
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+    allow, errno_eperm, kill = 0x7FFF0000, 0x00050000 | 1, 0x80000000
+    ins = [(ld_w_abs, 0, 0, 4), (jeq_k, 1, 0, _AUDIT_ARCH_X86_64), (ret_k, 0, 0, kill), (ld_w_abs, 0, 0, 0)]
+    blocked = sorted(_BLOCKED_SYSCALLS.values())
+    for i, nr in enumerate(blocked):
+        # jump to the EPERM return (after the remaining comparisons and the allow) when equal
+        ins.append((jeq_k, len(blocked) - i, 0, nr))
+    ins += [(ret_k, 0, 0, allow), (ret_k, 0, 0, errno_eperm)]
+    return b"".join(struct.pack("HBBI", *i) for i in ins), len(ins)  # type: ignore[return-value]
+
+
+def _install_seccomp() -> bool:
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        return False
+    code, count = _seccomp_program()  # type: ignore[misc]
+    buf = ctypes.create_string_buffer(code, len(code))
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Prog(count, ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+        return False
+    return libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(prog), 0, 0) == 0
+
+
+def _unshare_network() -> None:
+    """A new, empty network namespace (root), or a user + network namespace; best effort."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
+        libc.unshare(flags)
+    except (OSError, AttributeError):
+        pass
+
+
+def _limiter(limits: SandboxLimits):
+    cpu = max(1, int(limits.timeout_s) + 1)
+
+    def preexec() -> None:  # runs in the child between fork and exec
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.output_bytes, limits.output_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+        _unshare_network()
+        _install_seccomp()
+
+    return preexec
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_sandboxed(source: str, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+    """Run ``source`` as a Python program in the sandbox (module docstring); never raises on it."""
+    with tempfile.TemporaryDirectory(prefix="equiv-sandbox-") as tmp:
+        work = Path(tmp)
+        script = work / "program.py"
+        script.write_text(_PRELUDE + source, encoding="utf-8")
+        out_path = work / "output.txt"
+        env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+        with out_path.open("wb") as out:
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-B", str(script)],
+                    cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    preexec_fn=_limiter(limits), start_new_session=True, close_fds=True,
+                )
+            except (OSError, subprocess.SubprocessError) as err:
+                return SandboxResult(False, "error", None, f"could not start the sandbox: {err}")
+            deadline = time.monotonic() + limits.timeout_s
+            timed_out = False
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            _kill_group(proc)  # the program's own children too (where it could make any)
+            if timed_out:
+                proc.wait()
+        size = out_path.stat().st_size
+        with out_path.open("rb") as fh:
+            output = fh.read(4096).decode("utf-8", "replace")
+        code = proc.returncode
+        if timed_out:
+            status = "timeout"
+        elif code == -signal.SIGXFSZ or size >= limits.output_bytes:
+            status = "output_limit"
+        elif code is not None and code < 0:
+            status = "killed"
+        elif code != 0:
+            status = "failed"
+        else:
+            status = "passed"
+        return SandboxResult(status == "passed", status, code, output)
+
+
+def grade_code(prediction: str | None, answer: str, *, limits: SandboxLimits = SandboxLimits()) -> bool:
+    """Does the program ``prediction`` pass the tests of the task serialised in ``answer``?"""
+    if prediction is None or not prediction.strip() or len(prediction) > MAX_PROGRAM_CHARS:
+        return False
+    try:
+        task = CodeTask.from_answer(answer)
+    except (ValueError, KeyError, TypeError):
+        return False
+    return run_sandboxed(build_test_program(prediction, task), limits).passed
