@@ -93,3 +93,5 @@ def test_code_format_keeps_indentation_and_ends_at_the_fence():
     assert fmt.split_steps("def f():\n    x = 1\n\n    return x") == ["def f():\n    x = 1", "    return x"]
     assert fmt.is_final("    return x\n```") and not fmt.is_final("```python\ndef f():")
     assert fmt.build("Q", ["def f():", "    return 1"]) == "Q\n\ndef f():\n\n    return 1\n\n"
+    custom = resolve_format("code", "any", step_delimiter="\n# step\n")
+    assert custom.clean_step("\n    x = 1\n# step\n    y") == "    x = 1"  # still the code rules

@@ -109,7 +109,7 @@ _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 
 
-def _seccomp_program() -> bytes:
+def _seccomp_program() -> tuple[bytes, int]:
     """A classic-BPF seccomp filter: blocked syscalls -> EPERM, others allowed, other arch -> kill.
 
     ``clone`` with ``CLONE_THREAD`` is blocked too; HumanEval tests need no threads.
@@ -122,37 +122,52 @@ def _seccomp_program() -> bytes:
         # jump to the EPERM return (after the remaining comparisons and the allow) when equal
         ins.append((jeq_k, len(blocked) - i, 0, nr))
     ins += [(ret_k, 0, 0, allow), (ret_k, 0, 0, errno_eperm)]
-    return b"".join(struct.pack("HBBI", *i) for i in ins), len(ins)  # type: ignore[return-value]
+    return b"".join(struct.pack("HBBI", *i) for i in ins), len(ins)
 
 
-def _install_seccomp() -> bool:
-    if sys.platform != "linux" or os.uname().machine != "x86_64":
-        return False
-    code, count = _seccomp_program()  # type: ignore[misc]
-    buf = ctypes.create_string_buffer(code, len(code))
+class _Kernel:
+    """libc and the seccomp program, prepared in the parent: between ``fork`` and ``exec`` the
+    child only makes system calls (no ``dlopen``, no building of buffers)."""
 
-    class _Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    def __init__(self) -> None:
+        self.libc = None
+        self.prog = None
+        try:
+            self.libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            return
+        if sys.platform == "linux" and os.uname().machine == "x86_64":
+            code, count = _seccomp_program()
+            self._buf = ctypes.create_string_buffer(code, len(code))
 
-    prog = _Prog(count, ctypes.cast(buf, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
-    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        return False
-    return libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(prog), 0, 0) == 0
+            class _Prog(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+            self.prog = _Prog(count, ctypes.cast(self._buf, ctypes.c_void_p))
+        self.net_flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
+
+    def unshare_network(self) -> None:
+        """A new, empty network namespace (root), or a user + network namespace; best effort."""
+        if self.libc is not None:
+            self.libc.unshare(self.net_flags)
+
+    def install_seccomp(self) -> bool:
+        if self.libc is None or self.prog is None:
+            return False
+        pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+        if self.libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+            return False
+        return self.libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(self.prog), 0, 0) == 0
 
 
-def _unshare_network() -> None:
-    """A new, empty network namespace (root), or a user + network namespace; best effort."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
-        libc.unshare(flags)
-    except (OSError, AttributeError):
-        pass
+_KERNEL: _Kernel | None = None
 
 
 def _limiter(limits: SandboxLimits):
+    global _KERNEL
+    if _KERNEL is None:
+        _KERNEL = _Kernel()
+    kernel = _KERNEL
     cpu = max(1, int(limits.timeout_s) + 1)
 
     def preexec() -> None:  # runs in the child between fork and exec
@@ -161,8 +176,8 @@ def _limiter(limits: SandboxLimits):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.output_bytes, limits.output_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-        _unshare_network()
-        _install_seccomp()
+        kernel.unshare_network()
+        kernel.install_seccomp()
 
     return preexec
 

@@ -24,6 +24,7 @@ step's text never carries the delimiter.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
@@ -153,11 +154,10 @@ def resolve_format(
             raise InputError("the step delimiter must not be empty", field="policy.step_delimiter")
         delim = step_delimiter if step_delimiter is not None else fmt.step_delimiter
         suffix = fmt.step_suffix if step_delimiter is None else delim
-        fmt = PromptFormat(
-            name=fmt.name,
+        fmt = dataclasses.replace(  # keeps the format's class (the code format's own step rules)
+            fmt,
             step_delimiter=delim,
             step_suffix=suffix,
-            answer_markers=fmt.answer_markers,
             system_prompt=system_prompt if system_prompt is not None else fmt.system_prompt,
         )
     return fmt
