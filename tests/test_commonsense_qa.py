@@ -54,6 +54,11 @@ def test_bad_rows_name_file_line_and_field(tmp_path, row, field):
         load_problems("commonsense_qa", path=path)
 
 
+def test_kind_override_must_match_the_dataset():
+    with pytest.raises(InputError, match="data.kind"):
+        load_problems("commonsense_qa", path=SAMPLE, kind="math")
+
+
 def test_hub_path_offline_gives_one_clear_line(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

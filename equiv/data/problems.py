@@ -31,6 +31,7 @@ sliced runs key the same problem the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -186,13 +187,16 @@ def load_problems(
 
     ``split`` picks the hub split, or the local file ``<dir>/<split>.jsonl`` (default ``test``).
     ``kind`` overrides the grader (``jsonl`` defaults to ``gsm8k`` when its answers use
-    ``####``, else ``math``). ``hub_id`` replaces the hub dataset id (``commonsense_qa``).
+    ``####``, else ``math``). ``hub_id`` replaces the dataset's hub id (and its config).
     ``sample``/``sample_seed``: a seeded random subset (module docstring). Bad input raises
     :class:`InputError` naming file, line and field.
     """
     if sample is not None and sample < 1:
         raise InputError(f"must be >= 1, got {sample}", field="data.sample")
     if dataset in ("humaneval", "commonsense_qa"):
+        own = "code" if dataset == "humaneval" else "choice"
+        if kind is not None and kind != own:
+            raise InputError(f"dataset {dataset!r} is graded as {own!r}; leave kind unset", field="data.kind")
         if start < 0:
             raise InputError(f"must be >= 0, got {start}", field="data.start")
         if end is not None and end < start:
@@ -209,6 +213,8 @@ def load_problems(
     if end is not None and end < start:
         raise InputError(f"must be >= start ({start}), got {end}", field="data.end")
     spec = SPECS[dataset]
+    if hub_id:
+        spec = dataclasses.replace(spec, hub_id=hub_id, hub_config=None)
     if path is None and dataset != "jsonl":
         local = shared_data_dir() / spec.local_dir / f"{split or 'test'}.jsonl"
         if local.exists():
