@@ -4,8 +4,8 @@ Steps are separated by a blank line (``"\\n\\n"``): a program's natural blocks (
 helper function, the body's paragraphs). Unlike the math formats a step keeps its *leading
 indentation* -- ``"    return x"`` stripped to ``"return x"`` would no longer be the same
 program -- so :meth:`CodePromptFormat.clean_step` only drops surrounding blank lines and trailing
-spaces. A solution is final when the model ends its turn (EOS) or a step closes the code fence
-(its last line is a bare `````` ``` ``````).
+spaces. A solution is final when the model ends its turn (EOS) or a step closes the code fence (its last
+line is three backticks and nothing else).
 
 With a chat template the prompt is ``[system, user]`` (Qwen-style, like ``qwen25_math_chat``);
 without one it is the question, a blank line, and the steps so far.
