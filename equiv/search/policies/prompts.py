@@ -17,6 +17,8 @@ Each format owns three conventions that must agree with how its policy was train
     ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
     ``ки`` is the delimiter. Final answer: ``The answer is``.
 ``plain``  Any base model: ``question + "\\n\\n"`` then steps separated by blank lines.
+``code``  Python programs (HumanEval), :mod:`equiv.search.policies.code_format`: blank-line steps
+    that keep their indentation; final at EOS or a closing code fence.
 
 Steps are stored stripped of surrounding whitespace; the format re-adds its separators, so a
 step's text never carries the delimiter.
@@ -30,8 +32,8 @@ from typing import Any, Literal, Sequence
 
 from equiv.errors import InputError
 
-FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain"]
-FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain")
+FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "code"]
+FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "code")
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 MATH_SHEPHERD_STEP_TAG = "ки"
@@ -121,6 +123,11 @@ FORMATS: dict[str, PromptFormat] = {
     ),
 }
 
+# Code (HumanEval): its own module, registered here (steps keep their indentation).
+from equiv.search.policies.code_format import CODE_FORMAT  # noqa: E402
+
+FORMATS["code"] = CODE_FORMAT
+
 
 def resolve_format(
     name: str,
@@ -158,11 +165,10 @@ def resolve_format(
             raise InputError("the step delimiter must not be empty", field="policy.step_delimiter")
         delim = step_delimiter if step_delimiter is not None else fmt.step_delimiter
         suffix = fmt.step_suffix if step_delimiter is None else delim
-        fmt = PromptFormat(
-            name=fmt.name,
+        fmt = dataclasses.replace(  # keeps the format's class (the code format's own step rules)
+            fmt,
             step_delimiter=delim,
             step_suffix=suffix,
-            answer_markers=fmt.answer_markers,
             system_prompt=system_prompt if system_prompt is not None else fmt.system_prompt,
             end_at_answer=fmt.end_at_answer,
         )
