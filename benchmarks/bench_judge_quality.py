@@ -126,7 +126,8 @@ def format_table(table: dict[str, dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
     for name, agg in table.items():
         cells = " ".join(f"{agg[m]:.3f} ± {agg[m + '_spread']:.3f}".rjust(15) for m in METRICS)
-        lines.append(f"{name:<12} {agg['seeds']:>5} {cells} {agg['threshold']:>10.3f} {agg['s_per_1k']:>7.2f}")
+        threshold = "-" if name == "formula" else f"{agg['threshold']:.3f}"  # a 0/1 rule has none
+        lines.append(f"{name:<12} {agg['seeds']:>5} {cells} {threshold:>10} {agg['s_per_1k']:>7.2f}")
     return "\n".join(lines)
 
 
