@@ -143,7 +143,7 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
     The validation split should be a calibration split (``data.calibration_fraction``): data the
     weights were not trained on, and not the file the judge is finally reported on.
     """
-    from equiv.prune.calibrate import pick_threshold, threshold_sweep
+    from equiv.judge.calibrate import pick_threshold, threshold_sweep
 
     was_training = module.training
     module.eval()
