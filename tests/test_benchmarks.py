@@ -70,3 +70,23 @@ def test_bench_prm_prefix_quick_scores_match_the_plain_path():
     assert [r[1] for r in rows] == ["plain", "plain,", "shared", "shared+question", "shared+children"]
     assert all(float(r[-1]) < 1e-4 for r in rows)  # every mode scores what the plain path scores
     assert proc.stdout.strip().splitlines()[-1].startswith("speedup: ")
+
+
+def test_bench_judge_quality_quick_runs_every_arm(tmp_path):
+    """The ablation command end to end, CI-sized: every arm gets a row; trained judges are exported
+    with a calibrated threshold, and a second run loads them instead of training again."""
+    out = tmp_path / "quality.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_judge_quality.py"), "--quick",
+           "--runs", str(tmp_path / "runs"), "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert list(figures["table"]) == ["formula", "levenshtein", "untuned", "finetuned", "em"]
+    for arm in ("finetuned", "em"):
+        judge = tmp_path / "runs" / f"{arm}-s1" / "judge"
+        stored = json.loads((judge / "config.json").read_text())["equiv"]["decision_threshold"]
+        assert figures["per_seed"][arm][0]["threshold"] == stored
+    assert "strategy" in proc.stdout.splitlines()[-7]
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and "exported judge" not in again.stdout
+    assert json.loads(out.read_text())["table"]["finetuned"]["f1"] == figures["table"]["finetuned"]["f1"]

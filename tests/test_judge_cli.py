@@ -200,3 +200,53 @@ def test_predict_validate_and_test_subcommands(tiny_longformer: Path, tmp_path: 
     assert main(["test", *common, f"--data.test={DEMO_DIR / 'valid.jsonl'}"]) == 0
     printed = capsys.readouterr().out
     assert "val/f1" in printed and "test/f1" in printed
+
+
+def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: Path, tmp_path: Path) -> None:
+    """Issue 18 item 4: after ``fit --ckpt_path`` the exported metrics are those of the best checkpoint.
+
+    With learning rate 0 every epoch scores the same F1, so the best checkpoint stays at epoch 0
+    (ModelCheckpoint keeps the first of equal scores) while the resumed process validates epochs 1
+    and 2 only; the export must still report epoch 0.
+    """
+    common = ["--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
+              f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--model.learning_rate=0",
+              "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2", "--checkpoint.save_last=true",
+              "--trainer.enable_progress_bar=false", f"--export_dir={tmp_path / 'judge'}"]  # fmt: skip
+    assert main(["fit", *common, "--trainer.max_epochs=1"]) == 0
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert last.is_file()
+    assert main(["fit", *common, "--trainer.max_epochs=3", f"--ckpt_path={last}"]) == 0
+    best = list((tmp_path / "checkpoints").glob("best-epoch*.ckpt"))
+    assert len(best) == 1 and best[0].name.startswith("best-epoch0-")
+    exported = json.loads((tmp_path / "judge" / "equiv_metrics.json").read_text())
+    assert exported["epoch"] == 0.0
+    import torch
+
+    stored = torch.load(best[0], map_location="cpu", weights_only=False)["equiv_val_metrics"]
+    assert exported["f1"] == pytest.approx(stored["f1"]) and stored["epoch"] == 0.0
+
+
+def test_threshold_from_calibration_split_is_exported_and_used_by_pairs(tiny_longformer: Path, tmp_path: Path) -> None:
+    """fit --threshold_from_val stores the calibrated threshold; pairs applies it by default."""
+    rows = separable_pairs(48, seed=3)
+    for i, row in enumerate(rows):
+        row["id"] = f"toy-{i // 2}-{i % 2}"  # 24 problems of two pairs each
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "run"
+    assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
+                 f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
+                 "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
+                 "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true",
+                 f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
+    metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
+    config = json.loads((out / "judge" / "config.json").read_text())
+    assert 0.0 < metrics["decision_threshold"] < 1.0
+    assert config["equiv"]["decision_threshold"] == metrics["decision_threshold"]
+    assert metrics["calibration_pairs"] < 48
+
+    from equiv.prune.cli import build_parser, run_pairs
+
+    args = build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")])
+    result = run_pairs(args)
+    assert result["threshold"] == metrics["decision_threshold"] and result["threshold_source"] == "default"

@@ -10,6 +10,7 @@ import pytest
 from equiv.data.datamodule import MathEquivDataModule, length_grouped_order
 from equiv.data.demo import DEMO_DIR, DEMO_SEEDS, DEMO_SIZES, generate_demo_pairs
 from equiv.data.records import PairRecord, read_pair_records
+from equiv.errors import InputError
 from equiv.judge.tiny import build_tiny_longformer
 
 
@@ -129,3 +130,39 @@ def test_skip_invalid_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureF
     err = capsys.readouterr().err
     assert "skipped 2 invalid record(s)" in err and "malformed JSON" in err and "field 'result'" in err
     assert len(dm.train_records) == 1 and isinstance(dm.train_records[0], PairRecord)
+
+
+def _problem_rows(n_problems: int, per_problem: int, prefix: str = "") -> list[dict]:
+    return [
+        {"id": f"toy-{p}-{prefix}{k}", "sentence1": f"{p} + {k} = {p + k}", "sentence2": f"{k} + {p} = {p + k}", "result": 4 if k % 2 else 0}
+        for p in range(n_problems)
+        for k in range(per_problem)
+    ]
+
+
+def test_calibration_split_holds_out_whole_problems_from_train_and_train_more(tmp_path: Path) -> None:
+    from equiv.data.datamodule import problem_key
+
+    train = tmp_path / "train.jsonl"
+    more = tmp_path / "more.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in _problem_rows(60, 2)))
+    more.write_text("".join(json.dumps(r) + "\n" for r in _problem_rows(60, 2, prefix="m")))
+    dm = make_dm(tmp_path, train=str(train), val=None, train_more=[str(more)], calibration_fraction=0.25)
+    dm.setup("fit")
+    fit_problems = {problem_key(r) for r in dm.records["train"]}
+    cal_problems = {problem_key(r) for r in dm.records["val"]}
+    assert fit_problems and cal_problems and not fit_problems & cal_problems
+    assert len(dm.records["train"]) + len(dm.records["val"]) == 240
+    # train.jsonl and train_more.jsonl pairs of one problem land on the same side.
+    assert all(sum(problem_key(r) == key for r in dm.records["val"]) == 4 for key in cal_problems)
+    # The split depends on the problems only, not on the seed.
+    again = make_dm(tmp_path, train=str(train), val=None, train_more=[str(more)], calibration_fraction=0.25, seed=7)
+    again.setup("validate")
+    assert [r.source for r in again.records["val"]] == [r.source for r in dm.records["val"]]
+
+
+def test_calibration_fraction_conflicts_with_a_val_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="calibration_fraction"):
+        make_dm(tmp_path, calibration_fraction=0.2)
+    with pytest.raises(InputError, match=r"\[0, 1\)"):
+        make_dm(tmp_path, val=None, calibration_fraction=1.0)

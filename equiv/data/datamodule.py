@@ -19,6 +19,7 @@ Design points (why, not just what):
 
 from __future__ import annotations
 
+import hashlib
 import random
 import sys
 from types import SimpleNamespace
@@ -128,6 +129,34 @@ class LengthGroupedSampler(Sampler[int]):
 SPLITS = ("train", "val", "test", "predict")
 
 
+def problem_key(record: PairRecord) -> str:
+    """The problem a pair belongs to: its ``id`` without the last ``-<pair>`` part.
+
+    ``gsm8k-test-12-3`` and ``gsm8k-test-12-m40`` both belong to ``gsm8k-test-12``. Records
+    without an ``id`` fall back to their ``question`` text, then to their source line.
+    """
+    rid = record.extra.get("id")
+    if isinstance(rid, str) and "-" in rid:
+        return rid.rsplit("-", 1)[0]
+    question = record.extra.get("question")
+    return str(question) if question else record.source
+
+
+def split_by_problem(records: Sequence[PairRecord], fraction: float) -> tuple[list[PairRecord], list[PairRecord]]:
+    """``(kept, held_out)``: about ``fraction`` of the problems go to ``held_out``.
+
+    Membership is a hash of the problem key, not a random draw, so the split is the same for every
+    seed, machine and ordering of the files -- seeds vary the model, never the calibration data.
+    """
+    kept: list[PairRecord] = []
+    held: list[PairRecord] = []
+    for record in records:
+        digest = hashlib.sha1(problem_key(record).encode("utf-8")).digest()
+        bucket = int.from_bytes(digest[:8], "big") / 2**64
+        (held if bucket < fraction else kept).append(record)
+    return kept, held
+
+
 class MathEquivDataModule(L.LightningDataModule):
     """Loads MathEquiv-format pairs for the judge and serves tokenised batches.
 
@@ -155,6 +184,13 @@ class MathEquivDataModule(L.LightningDataModule):
             window where it has one (Longformer), else no rounding.
         num_workers: DataLoader workers.
         seed: seed of the length-grouped shuffle (combined with the epoch).
+        train_more: further training files (same forms as ``train``), appended to ``train`` --
+            e.g. ``train_more.jsonl`` of gsm8k_equiv.
+        calibration_fraction: hold out this fraction of the training *problems* (records grouped
+            by :func:`problem_key`, so no problem is in two splits) as the validation split. The
+            best epoch and the judge's decision threshold are then chosen on data the model was
+            not trained on, and a separate held-out file (``valid.jsonl``) stays an untouched
+            estimate. Needs ``val`` unset.
     """
 
     def __init__(
@@ -180,8 +216,14 @@ class MathEquivDataModule(L.LightningDataModule):
         pad_to_multiple_of: int | None = None,
         num_workers: int = 0,
         seed: int = 0,
+        train_more: list[str] | None = None,
+        calibration_fraction: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= calibration_fraction < 1.0:
+            raise InputError(f"must be in [0, 1), got {calibration_fraction}", field="calibration_fraction")
+        if calibration_fraction > 0 and val is not None:
+            raise InputError("give either data.val or data.calibration_fraction, not both", field="calibration_fraction")
         if batch_size < 1:
             raise InputError(f"must be at least 1, got {batch_size}", field="batch_size")
         if max_length < 8:
@@ -200,6 +242,8 @@ class MathEquivDataModule(L.LightningDataModule):
         self.group_by_length = group_by_length
         self.num_workers = num_workers
         self.seed = seed
+        self.train_more = list(train_more or [])
+        self.calibration_fraction = float(calibration_fraction)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
         self._pad_resolved = False
@@ -279,14 +323,43 @@ class MathEquivDataModule(L.LightningDataModule):
             "predict": ("predict",),
             None: tuple(s for s in SPLITS if self.sources[s] is not None),
         }[stage]
+        if self.calibration_fraction > 0 and ("train" in wanted or "val" in wanted) and "train" not in self.records:
+            self._setup_calibration_split()
         for split in wanted:
             if split in self.records:
                 continue
             records = self.load_split(split)
+            if split == "train":
+                records = records + self._load_more()
             self.records[split] = records if split == "predict" else self.labelled(split, records)
         if "train" in wanted and not self.original_train_records:
             self.original_train_records = list(self.records["train"])
             self.train_records = list(self.original_train_records)
+
+    def _load_more(self) -> list[PairRecord]:
+        records: list[PairRecord] = []
+        for source in self.train_more:
+            more, report = load_pair_records(
+                source, split=self.splits["train"], name=self.hub_config,
+                skip_invalid=self.skip_invalid, max_chars=self.max_chars,
+            )
+            if self.skip_invalid:
+                print(report.summary(source), file=sys.stderr)
+            records.extend(more)
+        return records
+
+    def _setup_calibration_split(self) -> None:
+        """Split train (+ train_more) by problem into training and calibration (= val) records."""
+        records = self.load_split("train") + self._load_more()
+        train, calibration = split_by_problem(records, self.calibration_fraction)
+        if not train or not calibration:
+            raise InputError(
+                f"calibration_fraction {self.calibration_fraction} leaves {len(train)} training and "
+                f"{len(calibration)} calibration records; both must be non-empty",
+                path=self.sources["train"],
+            )
+        self.records["train"] = self.labelled("train", train)
+        self.records["val"] = self.labelled("val", calibration)
 
     def set_train_records(self, records: Sequence[PairRecord]) -> None:
         """Replace the training samples; the NEXT ``train_dataloader()`` call serves these."""

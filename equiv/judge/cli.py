@@ -62,6 +62,19 @@ class JudgeCLI(LightningCLI):
             help="where fit writes the best judge as a Hugging Face directory (default: <trainer.default_root_dir>/judge)",
         )
         parser.add_argument(
+            "--threshold_from_val",
+            type=bool,
+            default=False,
+            help="after fit, choose the decision threshold on the validation (calibration) split with the "
+            "best weights and store it in the exported judge",
+        )
+        parser.add_argument(
+            "--threshold_target_precision",
+            type=float | None,
+            default=None,
+            help="with --threshold_from_val: the highest-recall threshold reaching this precision (default: best F1)",
+        )
+        parser.add_argument(
             "--predictions_out",
             type=str | None,
             default=None,
@@ -77,14 +90,19 @@ class JudgeCLI(LightningCLI):
         on_f1 = [cb for cb in trainer.checkpoint_callbacks if getattr(cb, "monitor", None) == "val/f1"]
         callback = on_f1[0] if on_f1 else trainer.checkpoint_callback
         best_path = getattr(callback, "best_model_path", "") if callback is not None else ""
+        metrics = module.best_val_metrics or module.last_val_metrics
         if best_path:
-            state = torch.load(best_path, map_location="cpu", weights_only=False)["state_dict"]
-            module.load_state_dict(state)
+            checkpoint = torch.load(best_path, map_location="cpu", weights_only=False)
+            module.load_state_dict(checkpoint["state_dict"])
             source = best_path
+            # The exported numbers must be those of the exported weights' epoch, even when this
+            # process resumed from another checkpoint and never saw that epoch's validation.
+            metrics = dict(checkpoint.get("equiv_val_metrics") or metrics)
         else:
             source = "the final weights (no checkpoint was saved: fast_dev_run or checkpointing off)"
+        if self._subcommand_value("threshold_from_val"):
+            metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, self._subcommand_value("threshold_target_precision")))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
-        metrics = module.best_val_metrics or module.last_val_metrics
         out = export_judge(module, export_dir, metrics=metrics)
         print(f"exported judge from {source}", flush=True)
         print(f"judge directory: {out}", flush=True)
@@ -117,6 +135,43 @@ class JudgeCLI(LightningCLI):
     def _subcommand_value(self, key: str) -> Any:
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         return config.get(key) if config is not None else None
+
+
+def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precision: float | None) -> dict[str, float]:
+    """Set ``module``'s decision threshold from a sweep over the validation split; returns a summary.
+
+    The validation split should be a calibration split (``data.calibration_fraction``): data the
+    weights were not trained on, and not the file the judge is finally reported on.
+    """
+    from equiv.judge.calibrate import pick_threshold, threshold_sweep
+
+    was_training = module.training
+    module.eval()
+    probs: list[float] = []
+    labels: list[int] = []
+    with torch.inference_mode():
+        for batch in datamodule.val_dataloader():
+            batch = {k: v.to(module.device) for k, v in batch.items()}
+            logits = module(batch).float()
+            probs.extend(torch.softmax(logits, dim=-1)[:, 1].tolist())
+            labels.extend(int(y) for y in batch["labels"].tolist())
+    module.train(was_training)
+    points = [p for p in threshold_sweep(probs, labels) if 0.0 < p.threshold < 1.0]
+    if not points:
+        return {}
+    chosen = pick_threshold(points, target_precision)
+    threshold = round(float(chosen.threshold), 6)
+    module.hparams.decision_threshold = threshold
+    print(f"decision threshold {threshold} chosen on {len(labels)} validation pairs "
+          f"({'best F1' if target_precision is None else f'target precision {target_precision}'}): "
+          f"precision={chosen.metrics.precision:.4f} recall={chosen.metrics.recall:.4f} f1={chosen.metrics.f1:.4f}", flush=True)
+    return {
+        "decision_threshold": threshold,
+        "calibration_f1": chosen.metrics.f1,
+        "calibration_precision": chosen.metrics.precision,
+        "calibration_recall": chosen.metrics.recall,
+        "calibration_pairs": float(len(labels)),
+    }
 
 
 def format_metrics(title: str, metrics: dict[str, float]) -> str:

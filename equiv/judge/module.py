@@ -186,9 +186,12 @@ class PairClassifier(L.LightningModule):
 
     def on_train_start(self) -> None:
         # The sanity check ran validation before training; it must not count as the best epoch.
+        # best_val_metrics survives: it is either empty (a fresh fit) or restored from the
+        # checkpoint being resumed (on_load_checkpoint), and the sanity check never updates it.
         self.val_metrics.reset()
         self.val_f1_best.reset()
-        self.best_val_metrics = {}
+        if self.best_val_metrics:
+            self.val_f1_best(torch.tensor(self.best_val_metrics["f1"]))
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         loss, probs = self._step(batch)
@@ -252,3 +255,10 @@ class PairClassifier(L.LightningModule):
         # Enough to rebuild the backbone from the checkpoint alone (see export.load_judge).
         checkpoint["equiv_hf_config"] = self.model.config.to_dict()
         checkpoint["equiv_settings"] = self.equiv_settings()
+        # The metrics of the epoch these weights come from (ModelCheckpoint saves after this
+        # epoch's validation), and the running best, so a resumed fit exports matching numbers.
+        checkpoint["equiv_val_metrics"] = dict(self.last_val_metrics, epoch=float(self.current_epoch)) if self.last_val_metrics else {}
+        checkpoint["equiv_best_val_metrics"] = dict(self.best_val_metrics)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.best_val_metrics = dict(checkpoint.get("equiv_best_val_metrics") or {})

@@ -1,126 +1,27 @@
-"""Binary metrics and threshold sweeps for equivalence judges (pure functions).
+"""Threshold sweeps for pruning strategies: re-exported from :mod:`equiv.judge.calibrate`.
 
-In search a false merge throws away a distinct step, which can cost the right answer; a missed
-merge only costs compute. So thresholds are picked for a target *precision* (the highest recall
-among thresholds that reach it), with best-F1 as the alternative the quality table uses for
-baselines. Candidate thresholds are midpoints between consecutive distinct scores, so whether a
-strategy compares with ``>`` (Levenshtein, as in the paper) or ``>=`` never changes the result.
+The functions live in the judge layer because ``trainer_cli.py fit --threshold_from_val`` picks
+the exported judge's threshold with them, and the judge layer must not import the pruning layer.
 """
 
-from __future__ import annotations
+from equiv.judge.calibrate import (
+    BinaryMetrics,
+    PrefilterPoint,
+    SweepPoint,
+    binary_metrics,
+    candidate_thresholds,
+    pick_threshold,
+    prefilter_sweep,
+    threshold_sweep,
+)
 
-from dataclasses import asdict, dataclass
-from typing import Sequence
-
-
-@dataclass(frozen=True)
-class BinaryMetrics:
-    """Accuracy, precision, recall, F1 of "equivalent" (label 1) predictions."""
-
-    accuracy: float
-    precision: float
-    recall: float
-    f1: float
-    n: int
-    tp: int
-    fp: int
-    fn: int
-    tn: int
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
-
-
-def binary_metrics(predictions: Sequence[int | bool], labels: Sequence[int]) -> BinaryMetrics:
-    """Metrics of predictions against 0/1 labels; precision/recall are 0 when undefined."""
-    if len(predictions) != len(labels):
-        raise ValueError(f"{len(predictions)} predictions for {len(labels)} labels")
-    tp = sum(1 for p, y in zip(predictions, labels) if p and y == 1)
-    fp = sum(1 for p, y in zip(predictions, labels) if p and y != 1)
-    fn = sum(1 for p, y in zip(predictions, labels) if not p and y == 1)
-    tn = len(labels) - tp - fp - fn
-    n = len(labels)
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    accuracy = (tp + tn) / n if n else 0.0
-    return BinaryMetrics(accuracy, precision, recall, f1, n, tp, fp, fn, tn)
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    """Metrics when "equivalent" means ``score >= threshold``."""
-
-    threshold: float
-    metrics: BinaryMetrics
-
-
-def candidate_thresholds(scores: Sequence[float]) -> list[float]:
-    """Midpoints between consecutive distinct scores, plus one below all and one above all."""
-    distinct = sorted(set(float(s) for s in scores))
-    if not distinct:
-        return []
-    mids = [(a + b) / 2 for a, b in zip(distinct, distinct[1:])]
-    return [distinct[0] - 1e-6, *mids, distinct[-1] + 1e-6]
-
-
-def threshold_sweep(scores: Sequence[float], labels: Sequence[int]) -> list[SweepPoint]:
-    """Metrics at every candidate threshold, ascending."""
-    if len(scores) != len(labels):
-        raise ValueError(f"{len(scores)} scores for {len(labels)} labels")
-    return [
-        SweepPoint(t, binary_metrics([s >= t for s in scores], labels)) for t in candidate_thresholds(scores)
-    ]
-
-
-def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None = None) -> SweepPoint:
-    """Best-F1 point, or with ``target_precision`` the highest-recall point reaching it.
-
-    Ties go to the higher threshold (fewer merges). When no threshold reaches the target, the
-    point with the highest precision is returned (the caller reports that the target was missed).
-    """
-    if not points:
-        raise ValueError("no thresholds to choose from (empty data)")
-    if target_precision is None:
-        return max(points, key=lambda p: (p.metrics.f1, p.threshold))
-    reaching = [p for p in points if p.metrics.precision >= target_precision and p.metrics.tp > 0]
-    if not reaching:
-        return max(points, key=lambda p: (p.metrics.precision, p.metrics.recall, p.threshold))
-    return max(reaching, key=lambda p: (p.metrics.recall, p.metrics.f1, p.threshold))
-
-
-@dataclass(frozen=True)
-class PrefilterPoint:
-    """The best decision threshold when pairs with ratio <= ``prefilter`` are rejected unseen."""
-
-    prefilter: float
-    threshold: float
-    metrics: BinaryMetrics
-    resolved: float  # fraction of pairs the prefilter decides without the model
-
-
-def prefilter_sweep(
-    ratios: Sequence[float],
-    probs: Sequence[float],
-    labels: Sequence[int],
-    prefilters: Sequence[float],
-    *,
-    target_precision: float | None = None,
-) -> list[PrefilterPoint]:
-    """For each prefilter, the threshold :func:`pick_threshold` picks on the remaining pairs.
-
-    ``probs`` must be the model's probabilities for ALL pairs (scored with the prefilter off),
-    so one model pass serves the whole grid. A prefiltered pair scores 0 (never equivalent).
-    """
-    if not len(ratios) == len(probs) == len(labels):
-        raise ValueError("ratios, probs and labels must have the same length")
-    out = []
-    for pf in prefilters:
-        scores = [0.0 if r <= pf else p for r, p in zip(ratios, probs)]
-        points = [p for p in threshold_sweep(scores, labels) if 0.0 < p.threshold <= 1.0]
-        if not points:
-            continue
-        best = pick_threshold(points, target_precision)
-        resolved = sum(r <= pf for r in ratios) / len(ratios) if ratios else 0.0
-        out.append(PrefilterPoint(pf, best.threshold, best.metrics, resolved))
-    return out
+__all__ = [
+    "BinaryMetrics",
+    "PrefilterPoint",
+    "SweepPoint",
+    "binary_metrics",
+    "candidate_thresholds",
+    "pick_threshold",
+    "prefilter_sweep",
+    "threshold_sweep",
+]
