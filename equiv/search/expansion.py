@@ -107,6 +107,8 @@ class SearchContext:
     pruning: Pruning = field(default_factory=Pruning)
     tree: Tree = None  # type: ignore[assignment]
     stats: Stats = field(default_factory=Stats)
+    pair_log: list[dict[str, Any]] = field(default_factory=list)
+    """Merged and near-threshold kept-apart sibling pairs (:mod:`equiv.search.pairlog`)."""
 
     def __post_init__(self) -> None:
         if self.tree is None:
@@ -257,6 +259,9 @@ async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> 
             priors=[n.prior for n in family],
             scores=[n.value for n in family] if scored else None,
         )
+        from equiv.search.pairlog import notable_pairs  # what a person reads to check the merges
+
+        ctx.pair_log.extend(notable_pairs(family, probs, grouping.representative_of, ctx.pruning.threshold))
         for i, node in enumerate(family):
             rep_index = grouping.representative_of[i]
             if rep_index != i:

@@ -67,6 +67,9 @@ class StepPolicy:
         self.fmt = resolve_format(
             cfg.prompt_format, cfg.model, tokenizer, step_delimiter=cfg.step_delimiter, system_prompt=cfg.system_prompt
         )
+        from equiv.search.policies.fewshot import with_exemplars  # base models: solved exemplars
+
+        self.fmt = with_exemplars(self.fmt, cfg)
         self.temperature = cfg.temperature
         self.top_p = cfg.top_p
         self.max_new_tokens = cfg.max_new_tokens

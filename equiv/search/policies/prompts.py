@@ -15,6 +15,9 @@ Each format owns three conventions that must agree with how its policy was train
     ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
     ``ки`` is the delimiter. Final answer: ``The answer is``.
 ``plain``  Any base model: ``question + "\\n\\n"`` then steps separated by blank lines.
+``fewshot``  Base (pretrained, non-chat) models: solved exemplars, then ``Question: ...``
+    ``Answer:`` and one step per line (delimiter ``"\\n"``); see :mod:`.fewshot`. Final answer:
+    ``The answer is`` or ``####``.
 
 Steps are stored stripped of surrounding whitespace; the format re-adds its separators, so a
 step's text never carries the delimiter.
@@ -22,13 +25,13 @@ step's text never carries the delimiter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Sequence
 
 from equiv.errors import InputError
 
-FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain"]
-FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain")
+FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "fewshot"]
+FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "fewshot")
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 MATH_SHEPHERD_STEP_TAG = "ки"
@@ -46,6 +49,10 @@ class PromptFormat:
     answer_markers: tuple[str, ...]
     """A completion containing one of these has reached its final answer (``finished``)."""
     system_prompt: str | None = None
+    exemplars: tuple = ()
+    """``fewshot``: the solved problems shown before the question (:class:`.fewshot.Exemplar`)."""
+    shots: int = 0
+    """``fewshot``: how many of ``exemplars`` a prompt shows (one spare replaces the asked question)."""
 
     def build(self, question: str, steps: Sequence[str], tokenizer: Any | None = None) -> str:
         """The full prompt text for sampling the step after ``steps``."""
@@ -63,6 +70,10 @@ class PromptFormat:
             head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         elif self.name == "mistral_sft":
             head = question.strip() + " "
+        elif self.name == "fewshot":
+            from equiv.search.policies.fewshot import render_prompt
+
+            return render_prompt(self.exemplars, self.shots, question, steps, self.step_suffix)
         else:
             head = question.strip() + "\n\n"
         return head + "".join(step + self.step_suffix for step in steps)
@@ -110,6 +121,12 @@ FORMATS: dict[str, PromptFormat] = {
         step_suffix="\n\n",
         answer_markers=("\\boxed{", "The answer is", "the answer is", "####"),
     ),
+    "fewshot": PromptFormat(
+        name="fewshot",
+        step_delimiter="\n",
+        step_suffix="\n",
+        answer_markers=("The answer is", "the answer is", "####"),
+    ),
 }
 
 
@@ -146,11 +163,10 @@ def resolve_format(
             raise InputError("the step delimiter must not be empty", field="policy.step_delimiter")
         delim = step_delimiter if step_delimiter is not None else fmt.step_delimiter
         suffix = fmt.step_suffix if step_delimiter is None else delim
-        fmt = PromptFormat(
-            name=fmt.name,
+        fmt = replace(
+            fmt,
             step_delimiter=delim,
             step_suffix=suffix,
-            answer_markers=fmt.answer_markers,
             system_prompt=system_prompt if system_prompt is not None else fmt.system_prompt,
         )
     return fmt
