@@ -75,6 +75,17 @@ def resolve_tiny(model: str, kind: str) -> str:
     return build_tiny_policy(directory) if kind == "policy" else build_tiny_prm(directory)
 
 
+def pruning_for(judge: Any, pruner: Any) -> Pruning:
+    """How siblings are grouped with ``judge`` (None: no pruning) under the ``--pruner.*`` settings."""
+    return Pruning(
+        enabled=judge is not None,
+        threshold=float(judge.threshold) if judge is not None else 0.5,
+        prefilter=getattr(judge, "prefilter", None),
+        mode=pruner.grouping,
+        representative=pruner.representative,
+    )
+
+
 def build_engines(init: Any) -> Engines:
     """Load the policy, PRM and judge the configuration names (minutes for 7B models)."""
     from equiv.prune import build_judge
@@ -85,13 +96,7 @@ def build_engines(init: Any) -> Engines:
     init.policy.model = resolve_tiny(init.policy.model, "policy")
     init.reward.model = resolve_tiny(init.reward.model, "prm")
     judge = build_judge(init.pruner)
-    pruning = Pruning(
-        enabled=judge is not None,
-        threshold=float(judge.threshold) if judge is not None else 0.5,
-        prefilter=getattr(judge, "prefilter", None),
-        mode=init.pruner.grouping,
-        representative=init.pruner.representative,
-    )
+    pruning = pruning_for(judge, init.pruner)
     policy = build_policy(init.policy)
     policy, reward = bind_policy_reward(policy, init.reward)  # likelihood: the policy scores itself
     return Engines(policy=policy, reward=reward, judge=judge, pruning=pruning)

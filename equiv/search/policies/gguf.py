@@ -120,7 +120,10 @@ def _reader(path: Path):
         from gguf import GGUFReader
     except ImportError:
         raise InputError(f"reading GGUF files needs the gguf package; install it with {INSTALL_HINT}", path=path) from None
-    return GGUFReader(str(path))
+    try:
+        return GGUFReader(str(path))
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file raises many kinds
+        raise InputError(f"not a readable GGUF file: {type(err).__name__}: {err}", path=path) from None
 
 
 def gguf_flag(path: Path, key: str) -> bool | None:
@@ -173,11 +176,11 @@ def check_architecture(path: Path) -> str:
 def dequantized_dir(model: str, *, field: str = "policy.model") -> Path:
     """A Hugging Face directory holding ``model`` (a GGUF spelling) dequantized; built once."""
     path, sha = locate_gguf(model, field=field)
-    arch = check_architecture(path)
     sha = sha or _sha256(path)
     target = cache_root() / "gguf" / f"{path.stem}-{sha[:12]}"
     if _complete(target, sha):
         return target
+    arch = check_architecture(path)  # reads the metadata (seconds for a 262k-token vocabulary)
     _write_dequantized(path, target, sha, arch)
     return target
 
