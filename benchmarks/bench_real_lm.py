@@ -22,8 +22,11 @@ seconds as a share of generation seconds, and wall seconds. The last line is
 A 270M base model solves almost no GSM8K problem: accuracy near zero is expected. The token
 ratio and the merge shares are the point -- they measure real redundancy among sampled steps.
 
-    python benchmarks/bench_real_lm.py            # 4 problems, width 4 (about 10-15 min on 2 idle cores)
-    python benchmarks/bench_real_lm.py --quick    # 2 problems, smaller trees (a few minutes)
+    python benchmarks/bench_real_lm.py            # 3 problems, width 4, 2 simulations, depth 3
+    python benchmarks/bench_real_lm.py --quick    # 1 problem, width 3, 1 simulation, depth 2
+
+Sizes are small because a 270M model with a 262k-token vocabulary generates slowly on a CPU
+(one call of 3 problems x 4 samples x 32 tokens: tens of seconds on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -92,25 +95,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated; 'model' is required")
     ap.add_argument("--data", default=str(DATA / "test.jsonl"))
     ap.add_argument("--fewshot", default=str(DATA / "train.jsonl"), help="exemplars (a training split)")
-    ap.add_argument("--fewshot_count", type=int, default=4)
-    ap.add_argument("--problems", type=int, default=4)
+    ap.add_argument("--fewshot_count", type=int, default=2)
+    ap.add_argument("--problems", type=int, default=3)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--seeds", default="0", help="comma-separated run seeds")
     ap.add_argument("--width", type=int, default=4)
-    ap.add_argument("--simulations", type=int, default=3)
-    ap.add_argument("--max_depth", type=int, default=6)
-    ap.add_argument("--max_new_tokens", type=int, default=40)
+    ap.add_argument("--simulations", type=int, default=2)
+    ap.add_argument("--max_depth", type=int, default=3)
+    ap.add_argument("--max_new_tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=0.7)
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench_real_lm"), help="run directories go here")
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
-    ap.add_argument("--quick", action="store_true", help="2 problems, width 3, 2 simulations, depth 4, 2 shots")
+    ap.add_argument("--quick", action="store_true", help="1 problem, width 3, 1 simulation, depth 2, 1 shot, 24 tokens")
     args = ap.parse_args(argv)
     if args.quick:
-        args.problems, args.width, args.simulations, args.max_depth = 2, 3, 2, 4
-        args.fewshot_count, args.max_new_tokens = 2, 32
+        args.problems, args.width, args.simulations, args.max_depth = 1, 3, 1, 2
+        args.fewshot_count, args.max_new_tokens = 1, 24
     return args
 
 
