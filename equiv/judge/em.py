@@ -4,8 +4,8 @@ EquivPruner's motivation: a pair labelled "not equivalent" often shares sentence
 equivalent on their own, and those shared parts blur what the label is about. Between epochs the
 current judge scores sentence sub-pairs of each training sample; sub-pairs it calls equivalent
 with probability above a threshold are removed from the sample, and the next epoch trains on what
-is left (the M-step). The paper leaves four choices open; ours, with the reasons, are in the
-README section "EM refinement" and in :class:`EMSettings`.
+is left (the M-step). The paper leaves four choices open; ours, with the reasons, are in
+docs/training.md ("EM refinement") and in :class:`EMSettings`.
 
 Everything here is deterministic given the scorer's probabilities (ties broken by sentence
 position), which is what makes the refined set identical on every DDP rank and after a resume.

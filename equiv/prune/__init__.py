@@ -1,6 +1,6 @@
 """Equivalence pruning runtime: strategies behind one ``PairJudge`` interface, and grouping.
 
-Typical use (see README, section "Pruning runtime")::
+Typical use (see docs/pruning.md)::
 
     from equiv.prune import PrunerConfig, build_judge, group_siblings
     judge = build_judge(PrunerConfig(strategy="model", model="runs/judge/export"))
