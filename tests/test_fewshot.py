@@ -47,6 +47,7 @@ def test_fewshot_format_through_resolve_format(tmp_path):
     train = write(tmp_path / "train.jsonl", [solved(i) for i in range(6)])
     fmt = resolve_format("fewshot", "any-base-model")
     assert fmt.step_delimiter == "\n" and fmt.is_final("The answer is 5.") and not fmt.is_final("5 + 1 = 6")
+    assert fmt.is_final("") and not resolve_format("plain", "m").is_final("")  # a blank line ends a base model's answer
     fmt = with_exemplars(fmt, SimpleNamespace(fewshot_path=str(train), fewshot_count=2, fewshot_seed=0))
     prompt = fmt.build("What is 9 + 9?", ["Nine and nine.", "9 + 9 = 18"])
     assert prompt.count("Question: ") == 3 and prompt.endswith("Answer:\nNine and nine.\n9 + 9 = 18\n")

@@ -97,7 +97,10 @@ class PromptFormat:
         return [part.strip() for part in text.split(self.step_delimiter)]
 
     def is_final(self, text: str) -> bool:
-        """Does this step text state the final answer?"""
+        """Does this step text state the final answer? (``fewshot``: a blank line also ends the
+        solution -- a base model that has finished leaves one before the next "Question:".)"""
+        if self.name == "fewshot" and not text.strip():
+            return True
         return any(marker in text for marker in self.answer_markers)
 
 
