@@ -26,6 +26,7 @@ renamed when complete, so an interrupted first run leaves nothing half-written b
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -85,7 +86,7 @@ def locate_gguf(model: str, *, field: str = "policy.model") -> tuple[Path, str |
     packaged = PACKAGED.get(spec)
     if packaged is not None:
         try:
-            module = __import__(packaged.module)
+            module = importlib.import_module(packaged.module)
         except ImportError:
             raise InputError(
                 f"gguf:{spec} needs the package {packaged.pip_name}; install it with {INSTALL_HINT}", field=field
