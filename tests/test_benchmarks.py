@@ -1,7 +1,7 @@
 """The concurrency benchmark runs end to end (transformers backend, tiny models) and checks itself.
 
 No timing is asserted (timings belong to the benchmark's output, not to tests); what is asserted
-is what the README's figures rest on: both runs complete, the records of concurrency 1 and K are
+is what the figures in docs/results.md rest on: both runs complete, the records of concurrency 1 and K are
 identical, the last line is ``speedup: <x>``, and the JSON carries every engine's time.
 """
 
@@ -40,7 +40,7 @@ def test_bench_concurrency_small_run(tmp_path):
 
 
 def test_bench_concurrency_batched_transformers_options(tmp_path):
-    """The GPU recipe's options (README "Scaling out") on the CPU: one padded generate per call,
+    """The GPU recipe's options (docs/scaling.md, docs/results.md) on the CPU: one padded generate per call,
     eager attention; the figures carry the batching flag, the record comparison and problems/hour."""
     out = tmp_path / "bench.json"
     proc = subprocess.run(

@@ -97,7 +97,7 @@ def test_shared_scores_equal_the_plain_padded_path(prm_dir):
 
 
 def test_eager_attention_honours_the_shared_path_masks_and_positions(prm_dir):
-    """``attn_implementation="eager"`` (faster than cuDNN sdpa on the H100, README "Scaling out")
+    """``attn_implementation="eager"`` (faster than cuDNN sdpa on the H100, docs/results.md)
     reads the same 4D masks and explicit positions: scores equal the default kernel's plain path."""
     eager, plain = build(prm_dir, "eager"), build(prm_dir, share_prefix=False)
     assert eager.model.config._attn_implementation == "eager"

@@ -144,10 +144,14 @@ def test_bad_input_exit_code_from_a_real_process(repo_root: Path, tmp_path: Path
 @pytest.mark.slow
 def test_report_on_the_cpu_demo(repo_root: Path, shared_data: Path, tmp_path: Path) -> None:
     """The README's commands: two `eval` runs of the CPU demo (tiny random-init policy and PRM,
-    bundled MiniLM judge, one GSM8K problem) and `report` on them, all in subprocesses."""
+    one GSM8K problem; the pruned run's judge is a tiny random-init one in place of the trained
+    demo judge) and `report` on them, all in subprocesses."""
+    from tests.test_prune_strategies import make_tiny_judge
+
+    judge = make_tiny_judge(tmp_path / "judge")
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     runs = []
-    for name, extra in (("base", ["--pruner.strategy", "none"]), ("pruned", [])):
+    for name, extra in (("base", ["--pruner.strategy", "none"]), ("pruned", ["--pruner.model", str(judge)])):
         out = tmp_path / name
         cmd = [sys.executable, str(repo_root / "search_cli.py"), "eval", "--config", "configs/search/demo_cpu.yaml",
                "--algo", "mcts", "--data.path", str(shared_data / "gsm8k" / "test.jsonl"), "--data.end", "1",
@@ -159,4 +163,4 @@ def test_report_on_the_cpu_demo(repo_root: Path, shared_data: Path, tmp_path: Pa
     assert res.returncode == 0, res.stderr
     page = (tmp_path / "report" / "index.html").read_text()
     data = json.loads(re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1))
-    assert [len(r["trees"]) for r in data["runs"]] == [1, 1] and data["runs"][1]["pruner"] == "embedding"
+    assert [len(r["trees"]) for r in data["runs"]] == [1, 1] and data["runs"][1]["pruner"] == "model"

