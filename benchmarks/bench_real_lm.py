@@ -23,7 +23,7 @@ A 270M base model solves almost no GSM8K problem: accuracy near zero is expected
 ratio and the merge shares are the point -- they measure real redundancy among sampled steps.
 
     python benchmarks/bench_real_lm.py            # 3 problems, width 4, 2 simulations, depth 3
-    python benchmarks/bench_real_lm.py --quick    # 1 problem, width 3, 1 simulation, depth 2
+    python benchmarks/bench_real_lm.py --quick    # 1 problem, width 3, 1 simulation, depth 2 (~3.5 min)
 
 Sizes are small because a 270M model with a 262k-token vocabulary generates slowly on a CPU
 (one call of 3 problems x 4 samples x 32 tokens: tens of seconds on 2 shared cores).
