@@ -197,3 +197,48 @@ if __name__ == "__main__":
     from equiv.search.cli import eval_main
 
     sys.exit(eval_main(sys.argv[1:], engine_factory=scripted_factory))
+
+
+# -- a scripted engine behind the real StepPolicy (prompt building, truncation, context limit) --
+class CharTokenizer:
+    """One token per character: prompt lengths are easy to reason about in tests."""
+
+    def __call__(self, texts):
+        return {"input_ids": [list(t) for t in texts]}
+
+
+class ScriptedEngine:
+    """A :class:`equiv.search.policies.base.StepPolicy` whose engine call is a script.
+
+    ``script(prompt)`` returns raw completions for one prompt, repeated in turn to make ``n``. Like vLLM, it raises when a prompt leaves no room in ``max_model_len``.
+    """
+
+    def __new__(cls, script, *, max_model_len: int = 4096, max_new_tokens: int = 1024, end_at_answer=None):
+        from equiv.search.policies.base import StepPolicy
+        from equiv.search.policies.prompts import resolve_format
+
+        class _Engine(StepPolicy):
+            def _sample(self, prompts, ns, seeds, stop, temperatures=None):
+                self.sampled.extend(prompts)
+                out = []
+                for prompt, n in zip(prompts, ns):
+                    if len(prompt) >= self.max_model_len:
+                        raise ValueError(f"prompt of {len(prompt)} tokens exceeds max_model_len {self.max_model_len}")
+                    made = list(script(prompt))
+                    out.append([made[i % len(made)] for i in range(n)])
+                return out
+
+        engine = _Engine()
+        engine.tokenizer = CharTokenizer()
+        engine.fmt = resolve_format("plain", "scripted", end_at_answer=end_at_answer)
+        engine.temperature, engine.top_p = 0.7, 1.0
+        engine.max_new_tokens, engine.max_model_len = max_new_tokens, max_model_len
+        engine.sampled = []
+        return engine
+
+
+def raw(text: str, *, tokens: int = 5, logprob: float = -5.0, end: str = "stop"):
+    """A RawCompletion ending on the delimiter (``stop``), EOS (``eos``) or the token limit (``length``)."""
+    from equiv.search.policies.base import RawCompletion
+
+    return RawCompletion(text=text, num_tokens=tokens, logprob=logprob, eos=end == "eos", stopped=end == "stop")

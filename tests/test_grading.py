@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 import threading
 import time
 
@@ -100,3 +101,18 @@ def test_parse_number():
     assert parse_number("1/0") is None
     with pytest.raises(ValueError, match="kind"):
         grade("1", "1", "physics")
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("The answer is -\\frac{1}{2}", Fraction(-1, 2)),
+        ("\\boxed{2\\frac{1}{2}}", Fraction(5, 2)),  # a mixed number, as GSM8K writes them
+        ("\\tfrac{3}{4}", Fraction(3, 4)),
+        ("\\dfrac{6}{4} cups", Fraction(3, 2)),
+        ("\\frac{3}{4} of 12 is 9", Fraction(9)),  # parsed in place: the last number still wins
+        ("-2\\frac{1}{4}", Fraction(-9, 4)),
+    ],
+)
+def test_parse_number_reads_latex_fractions_in_place(text, value):
+    assert parse_number(text) == value

@@ -255,3 +255,24 @@ def test_embedding_baseline_with_bundled_minilm():
     assert g.representative_of[2] == 2
     with pytest.raises(InputError):
         EmbeddingJudge("/no/such/dir", device="cpu")
+
+
+def test_new_pairs_reach_the_judge_in_the_order_asked_and_the_cache_ignores_order():
+    from equiv.prune.strategies import CachedJudge
+
+    class Recording(CachedJudge):
+        name = "recording"
+
+        def __init__(self):
+            super().__init__()
+            self.received = []
+
+        def _judge_new(self, pairs):
+            self.received.extend(pairs)
+            return [(0.0, 0.0)] * len(pairs)
+
+    judge = Recording()
+    judge.pair_probabilities([("zeta: 2 + 2 = 4", "alpha: 4")])  # (earlier, later) sibling
+    assert judge.received == [("zeta: 2 + 2 = 4", "alpha: 4")]
+    judge.pair_probabilities([("alpha: 4", "zeta: 2 + 2 = 4")])
+    assert len(judge.received) == 1 and judge.stats.cache_hits == 1

@@ -190,18 +190,20 @@ def test_mcts_simulation_sequence_by_hand():
 
     async def work(_):
         await expand(ctx, [ctx.tree.root])
-        await simulate(ctx, ctx.tree.root)  # N(root)=0: pure Q -> a (0.9); first visit, backup 0.9
-        a, b = (by_text(ctx, t) for t in ("a", "b"))
+        await simulate(ctx, ctx.tree.root)  # N(root)=0: pure Q -> a (0.9), a new leaf:
+        a, b = (by_text(ctx, t) for t in ("a", "b"))  # expanded in this simulation, its 0.9 backed up
         assert (a.visits, a.value_sum, ctx.tree.root.visits) == (1, 0.9, 1)
-        assert not a.expanded
-        # second: a = 0.9 + 1.25*0.5*1/2 = 1.2125 ; b = 0.2 + 1.25*0.5*1/1 = 0.825 -> a, now expanded,
-        # then its children (N(a)=1): a1 = 0.4 + 1.25*0.5*1 = 1.025 ; a2 = 0.7 + 0.625 = 1.325 -> a2
+        assert a.expanded and not b.expanded
+        # second: a = 0.9 + 1.25*0.5*1/2 = 1.2125 ; b = 0.2 + 1.25*0.5*1/1 = 0.825 -> a;
+        # its children (N(a)=1): a1 = 0.4 + 1.25*0.5*1 = 1.025 ; a2 = 0.7 + 0.625 = 1.325 -> a2 (terminal)
         await simulate(ctx, ctx.tree.root)
-        a2 = by_text(ctx, "a2")
-        assert a.expanded and a2.visits == 1 and a.visits == 2
+        a1, a2 = by_text(ctx, "a1"), by_text(ctx, "a2")
+        assert a2.visits == 1 and a.visits == 2
         assert a.value_sum == pytest.approx(0.9 + 0.7) and ctx.tree.root.visits == 2
-        # third: a = 0.8 + 1.25*0.5*sqrt(2)/3 = 1.0946 ; b = 0.2 + 1.25*0.5*sqrt(2) = 1.0839 -> a
+        # third: a = 0.8 + 1.25*0.5*sqrt(2)/3 = 1.0946 ; b = 0.2 + 1.25*0.5*sqrt(2) = 1.0839 -> a;
+        # a1 = 0.4 + 0.625*sqrt(2) = 1.2839 ; a2 = 0.7 + 0.625*sqrt(2)/2 = 1.1419 -> a1
         await simulate(ctx, ctx.tree.root)
+        assert a1.visits == 1 and a.value_sum == pytest.approx(0.9 + 0.7 + 0.4)
         assert a.visits == 3 and b.visits == 0
 
     asyncio.run(run_workers(dispatcher, [0], work, 1))
@@ -245,13 +247,14 @@ def test_dfs_never_explores_a_pruned_class_and_collects_num_sequence():
     table = {
         (): [cand("A"), cand("so A"), cand("B")],
         ("A",): [cand("A x answer 1", finished=True), cand("A y answer 5", finished=True)],
-        ("so A",): [cand("never", finished=True)],
+        ("so A",): [cand("sA z answer 1", finished=True)],
         ("B",): [cand("B x answer 2", finished=True)],
     }
     values = {"A": 0.9, "so A": 0.99, "B": 0.5, "A x answer 1": 0.3, "A y answer 5": 0.4, "B x answer 2": 0.8}
     policy = TablePolicy(table)
     final, ctx = run_search(dfs, policy, TableReward(values), RestateJudge(), width=3, num_sequence=3)
-    assert [r.steps for r in policy.requests] == [(), ("A",), ("B",)]
+    # the class {A, so A} is kept by its higher-scoring member and explored once
+    assert [r.steps for r in policy.requests] == [(), ("so A",), ("B",)]
     assert ctx.tree.steps(final) == ("B", "B x answer 2")
     # unpruned, the equivalent sibling (valued highest) is explored first
     policy = TablePolicy(table)
@@ -318,3 +321,62 @@ def test_every_returned_token_is_counted(search, stage):
         assert sum(n.tokens for n in ctx.tree) == ctx.stats.generated_tokens
     # merged nodes are leaves
     assert all(not n.children for n in ctx.tree if n.merged_into is not None)
+
+
+# -- which value SBS / DFS / lookahead rank on ----------------------------------------------------
+@pytest.mark.parametrize("search", [sbs, dfs, lookahead])
+def test_chosen_path_values_are_each_steps_own_prm_score(search):
+    """A merged class is kept by its highest-scoring member, so the value ranked on and recorded
+    is the PRM score of the kept text, not one earned by a pruned sibling."""
+    table = {
+        (): [cand("A"), cand("so A"), cand("B")],
+        ("A",): [cand("A x answer 1", finished=True)],
+        ("so A",): [cand("sA x answer 1", finished=True)],
+        ("B",): [cand("B x answer 2", finished=True)],
+    }
+    values = {"A": 0.3, "so A": 0.9, "B": 0.6, "A x answer 1": 0.7, "sA x answer 1": 0.7, "B x answer 2": 0.7}
+    final, ctx = run_search(search, TablePolicy(table), TableReward(values), RestateJudge(), width=3, beam_size=1,
+                            num_sequence=1, lookahead_steps=0)
+    path = ctx.tree.ancestry(final)
+    assert [n.text for n in path] == ["so A", "sA x answer 1"]
+    assert [n.value for n in path] == [values[n.text] for n in path]
+    assert by_text(ctx, "A", 1).merged_into == by_text(ctx, "so A", 1).id
+
+
+# -- what the judge counters count --------------------------------------------------------------
+@pytest.mark.parametrize("learned, calls", [(True, 2), (False, 0)])
+def test_judge_calls_count_distinct_pairs_a_learned_judge_ran_on(learned, calls):
+    table = {
+        (): [cand("A"), cand("B")],
+        ("A",): [cand("x y", finished=True), cand("x z", finished=True)],
+        ("B",): [cand("x y", finished=True), cand("x z", finished=True)],  # the same pair again
+    }
+    dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge())
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=2, beam_size=2), SeedStream(0, "p"),
+                        Pruning(enabled=True, threshold=0.5, learned=learned))
+
+    async def work(_):
+        await sbs(ctx)
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    assert ctx.stats.judge_pairs == 3  # every sibling pair sent, the repeat included
+    assert ctx.stats.judge_calls == calls  # (A, B) and (x y, x z) once; none for a rule
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_exact_duplicates_dropped_and_renormalised_in_the_baseline_folded_when_pruning(prune):
+    table = {(): [cand("A", logprob=-1.0), cand("B", logprob=-2.0), cand("A", logprob=-1.0)]}
+    dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge() if prune else None)
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=3), SeedStream(0, "p"),
+                        Pruning(enabled=prune, threshold=0.5))
+
+    async def work(_):
+        await expand(ctx, [ctx.tree.root])
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    a, b = ctx.tree.live_children(ctx.tree.root)
+    assert ctx.tree[3].merged_into == a.id and ctx.stats.duplicates == 1
+    if prune:  # the paper's merge: the class carries both copies' prior
+        assert a.prior == pytest.approx(2 * sibling_priors(table[()])[0])
+    else:  # the reference: a softmax over the distinct steps
+        assert (a.prior, b.prior) == pytest.approx(tuple(sibling_priors(table[()][:2])))

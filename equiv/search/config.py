@@ -66,7 +66,9 @@ class DataConfig:
     """Which problems to solve."""
 
     dataset: str = "gsm8k"
-    """``math500``, ``gsm8k``, ``aime24`` or ``jsonl`` (any JSONL with a problem and an answer)."""
+    """``math500``, ``gsm8k``, ``aime24``, ``jsonl`` (any JSONL with a problem and an answer),
+    ``humaneval`` (code, graded by running its tests in a sandbox) or ``commonsense_qa``
+    (multiple choice)."""
     path: str | None = None
     """Local JSONL file; without it the benchmark is loaded from the Hugging Face Hub."""
     split: str | None = None
@@ -81,6 +83,14 @@ class DataConfig:
     """Last problem index (exclusive); None = to the end."""
     kind: str | None = None
     """Grader override: ``gsm8k`` (numeric) or ``math`` (math-verify); default per dataset."""
+    hub_id: str | None = None
+    """Hugging Face dataset id replacing the dataset's default (e.g. ``commonsense_qa``:
+    ``tau/commonsense_qa``); used when no local file is found."""
+    sample: int | None = None
+    """Keep a seeded random subset of this many problems (file order kept), before start/end;
+    the paper's "random 100" (CommonsenseQA, GSM8K with the 14B policy)."""
+    sample_seed: int = 0
+    """Seed of ``sample``: the same seed picks the same problems in every run."""
 
 
 @dataclass

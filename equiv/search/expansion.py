@@ -3,16 +3,22 @@
 Per expansion, data flows one way (DESIGN.md §3):
 
 1. one batched policy call for all ``parents`` (one StepRequest each, ``n = width``);
-2. every candidate becomes a node (its completion tokens are counted here, whatever happens to
-   it later); priors are a softmax over siblings of the mean token log-probability;
-3. exact duplicates (same text after whitespace normalisation) merge into the first occurrence;
+2. every candidate's completion tokens are counted here, whatever happens to it later; one cut
+   by the token limit (``Candidate.truncated``) is dropped, as the reference dropped it; the
+   rest become nodes, with priors a softmax over them of the mean token log-probability; a
+   parent left with none is a terminal dead end;
+3. exact duplicates (same text after whitespace normalisation) merge into the first occurrence
+   (pruned runs fold their prior in; the unpruned baseline renormalises over unique steps);
 4. equivalence classes: sibling pairs -> one batched judge call (the judge applies its own
    Levenshtein prefilter) -> grouping into classes with one representative each;
 5. PRM scores in one batched call — for every unique candidate (``after_prm``, paper-faithful)
    or for representatives only (``before_prm``, saves PRM work);
 6. merge bookkeeping: a pruned sibling gets ``merged_into`` and ``judge_prob``; the
-   representative's prior becomes the sum of its class's priors and its value the max of the
-   class's PRM values (the rule the reference meant to implement; DESIGN.md §2).
+   representative's prior becomes the sum of its class's priors. Its value depends on
+   ``SearchContext.class_value``: ``"max"`` (MCTS, the paper's rule; DESIGN.md §2) gives it the
+   max of the class's PRM values; ``"own"`` (SBS, DFS, lookahead, which rank on PRM values and
+   report the chosen path's value) keeps the highest-scoring member as representative when all
+   members are scored, so the value it is ranked on is the PRM score of its own text.
 
 Steps 4 and 5 swap order with ``prune_stage``. Each stage is a small function so it can be
 tested on its own; the algorithms only call :func:`expand`.
@@ -55,6 +61,7 @@ class Pruning:
     enabled: bool = False
     threshold: float = 0.5
     prefilter: float | None = None  # the judge's own prefilter; used only to count judge work
+    learned: bool = True  # the judge runs a model per new pair (counted in Stats.judge_calls)
     mode: str = "greedy"
     representative: str = "first"
     group_fn: Callable[..., Any] = _default_group_fn
@@ -68,11 +75,19 @@ class Stats:
     policy_requests: int = 0
     candidates: int = 0
     prm_calls: int = 0  # sequences sent to the PRM
-    judge_calls: int = 0  # pairs that needed the judge (not whitespace-equal, past the prefilter)
-    judge_pairs: int = 0  # all sibling pairs asked
+    # Pairs a learned judge (model, embedding) had to run on: distinct within this problem, not
+    # whitespace-equal, past the prefilter. 0 for rule-based strategies, which cost no forward.
+    # Per problem, so a pair another problem already put in the judge's cache still counts here
+    # (records must not depend on what else was in flight); the run's cache hits are in
+    # summary.json's judge_stats.
+    judge_calls: int = 0
+    judge_pairs: int = 0  # all sibling pairs sent to the judge, repeats and rule-decided included
     expanded: int = 0  # nodes expanded
     pruned: int = 0  # candidates merged into a representative by the judge
     duplicates: int = 0  # candidates merged as exact duplicates
+    truncated: int = 0  # candidates dropped for hitting the token limit (their tokens count)
+    truncated_tokens: int = 0  # their tokens (in generated_tokens, but on no tree node)
+    dead_ends: int = 0  # nodes made terminal because no usable candidate came back
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -107,6 +122,10 @@ class SearchContext:
     pruning: Pruning = field(default_factory=Pruning)
     tree: Tree = None  # type: ignore[assignment]
     stats: Stats = field(default_factory=Stats)
+    judged: set[tuple[str, str]] = field(default_factory=set)  # pair keys this problem has asked
+    class_value: str = "max"
+    """How a merged class is valued: ``"max"`` (MCTS) or ``"own"`` (the other algorithms set it;
+    see the module docstring, step 6)."""
     pair_log: list[dict[str, Any]] = field(default_factory=list)
     """Merged and near-threshold kept-apart sibling pairs (:mod:`equiv.search.pairlog`)."""
 
@@ -149,12 +168,20 @@ def exact_duplicate_of(texts: Sequence[str]) -> list[int | None]:
     return out
 
 
-def pairs_needing_judge(pairs: Sequence[tuple[str, str]], prefilter: float | None) -> int:
-    """How many pairs reach the judge's model: not whitespace-equal and past the prefilter."""
+def pairs_needing_judge(
+    pairs: Sequence[tuple[str, str]], prefilter: float | None, seen: set[tuple[str, str]] | None = None
+) -> int:
+    """How many pairs reach the judge's model: not whitespace-equal, past the prefilter, and
+    (given ``seen``, updated here) not already asked, in either order."""
     from rapidfuzz.distance import Levenshtein  # the paper's ratio: 1 - distance / max(len)
 
     count = 0
     for a, b in pairs:
+        if seen is not None:
+            key = (a, b) if a <= b else (b, a)
+            if key in seen:
+                continue
+            seen.add(key)
         if _norm(a) == _norm(b):
             continue
         if prefilter is not None and Levenshtein.normalized_similarity(a, b) <= prefilter:
@@ -168,18 +195,31 @@ def sibling_index_pairs(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(i + 1, n)]
 
 
-def merge_class(tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[float | None]) -> None:
-    """Fold ``members`` into ``rep``: summed prior, max PRM value, merge bookkeeping."""
+def merge_class(
+    tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[float | None], *, take_max: bool = True
+) -> None:
+    """Fold ``members`` into ``rep``: summed prior, merge bookkeeping, and (``take_max``) the
+    max of the class's PRM values as the representative's value."""
     for member, prob in zip(members, probs):
         member.merged_into = rep.id
         member.judge_prob = prob
         rep.prior += member.prior
-        if member.value is not None and (rep.value is None or member.value > rep.value):
+        if take_max and member.value is not None and (rep.value is None or member.value > rep.value):
             rep.value = member.value
 
 
 # -- the step -------------------------------------------------------------------------------------
 def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candidate]) -> list[Node]:
+    """Candidates -> child nodes. A truncated candidate (token limit hit, no clean stop) is
+    dropped as the reference dropped it, but its tokens count; priors are over the kept ones.
+    A parent left with no children (nothing sampled because the context is full, or every
+    candidate truncated) becomes a terminal dead end."""
+    for cand in candidates:
+        if cand.truncated:
+            ctx.stats.generated_tokens += int(cand.num_tokens)
+            ctx.stats.truncated += 1
+            ctx.stats.truncated_tokens += int(cand.num_tokens)
+    candidates = [c for c in candidates if not c.truncated]
     priors = sibling_priors(candidates)
     nodes = []
     for cand, prior in zip(candidates, priors):
@@ -199,10 +239,18 @@ def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candida
     parent.expanded = True
     if not nodes:
         parent.terminal = True  # the policy had nothing to add: a dead end
+        ctx.stats.dead_ends += 1
     return nodes
 
 
 def _drop_exact_duplicates(ctx: SearchContext, nodes: list[Node]) -> list[Node]:
+    """Merge whitespace-equal siblings into their first occurrence.
+
+    With pruning on, a duplicate is one more member of its class: its prior is folded into the
+    first copy (the paper's merge rule). The unpruned baseline does what the reference did (its
+    children were keyed by text): the duplicate is dropped and the priors are renormalised over
+    the unique steps, so the baseline's priors are a softmax over distinct steps.
+    """
     if not ctx.settings.dedupe_exact:
         return nodes
     dup_of = exact_duplicate_of([n.text for n in nodes])
@@ -210,9 +258,17 @@ def _drop_exact_duplicates(ctx: SearchContext, nodes: list[Node]) -> list[Node]:
     for node, first in zip(nodes, dup_of):
         if first is None:
             unique.append(node)
-        else:
+        elif ctx.pruning.enabled:
             merge_class(ctx.tree, nodes[first], [node], [1.0])
             ctx.stats.duplicates += 1
+        else:
+            node.merged_into = nodes[first].id
+            node.judge_prob = 1.0
+            ctx.stats.duplicates += 1
+    if not ctx.pruning.enabled and len(unique) < len(nodes):
+        total = sum(n.prior for n in unique)
+        for n in unique:
+            n.prior = n.prior / total if total > 0 else 1.0 / len(unique)
     return unique
 
 
@@ -239,7 +295,8 @@ async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> 
     if not texts:
         return
     ctx.stats.judge_pairs += len(texts)
-    ctx.stats.judge_calls += pairs_needing_judge(texts, ctx.pruning.prefilter)
+    if ctx.pruning.learned:
+        ctx.stats.judge_calls += pairs_needing_judge(texts, ctx.pruning.prefilter, ctx.judged)
     flat = await ctx.engines.judge(texts)
     pos = 0
     for family, pairs in zip(families, index_pairs):
@@ -250,12 +307,17 @@ async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> 
         if len(family) < 2:
             continue
         scored = all(n.value is not None for n in family)
+        representative = ctx.pruning.representative
+        if ctx.class_value == "own" and scored:
+            representative = "score"  # the kept text is the one that earned the class's best score
+        elif representative == "score" and not scored:
+            representative = "prior"
         grouping = ctx.pruning.group_fn(
             len(family),
             probs,
             ctx.pruning.threshold,
             mode=ctx.pruning.mode,
-            representative=ctx.pruning.representative if (scored or ctx.pruning.representative != "score") else "prior",
+            representative=representative,
             priors=[n.prior for n in family],
             scores=[n.value for n in family] if scored else None,
         )
@@ -265,7 +327,8 @@ async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> 
         for i, node in enumerate(family):
             rep_index = grouping.representative_of[i]
             if rep_index != i:
-                merge_class(ctx.tree, family[rep_index], [node], [grouping.prob_to_representative[i]])
+                merge_class(ctx.tree, family[rep_index], [node], [grouping.prob_to_representative[i]],
+                            take_max=ctx.class_value == "max")
                 ctx.stats.pruned += 1
 
 

@@ -20,6 +20,9 @@ thread. So math grading runs in one long-lived *worker process* (a plain subproc
 first use, so it is safe beside vLLM and CUDA and needs no ``__main__`` guard); a comparison that takes longer than
 ``timeout_s`` gets the worker killed and restarted and is graded False (logged as a warning).
 Grading never raises on model text.
+
+Kinds ``code`` (HumanEval: the program's tests run in a sandbox) and ``choice`` (a multiple-choice
+letter) are dispatched to :mod:`equiv.search.code_grading` and :mod:`equiv.search.choice_grading`.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Literal
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["gsm8k", "math"]
+Kind = Literal["gsm8k", "math", "code", "choice"]
 DEFAULT_TIMEOUT_S = 5.0
 MAX_PREDICTION_CHARS = 2000  # a longer "answer" is not an answer; do not feed it to sympy
 
@@ -88,6 +91,8 @@ def _strip_answer(text: str) -> str:
 
 def extract_answer(text: str | None, kind: Kind) -> str | None:
     """The final answer stated in ``text`` (see module docstring for the order), or None."""
+    if kind in ("code", "choice"):
+        return _other_kind(kind).extract(text)
     if not text:
         return None
     boxed = _last_braced(text)
@@ -113,14 +118,28 @@ def extract_answer(text: str | None, kind: Kind) -> str | None:
 # -- GSM8K: numbers -------------------------------------------------------------------------
 
 
+# ``\frac{a}{b}`` / ``\dfrac`` / ``\tfrac``, with an optional sign and whole part in front
+# (``-\frac{1}{2}``, ``2\frac{1}{2}`` = 5/2, a mixed number as GSM8K writes them).
+_FRACTION = re.compile(r"(-)?(\d+)?\s*\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}")
+
+
+def _fraction_as_ratio(match: re.Match) -> str:
+    """One LaTeX fraction, parsed in place, rewritten as a plain ``p/q`` the number regex reads."""
+    sign, whole, num, den = match.groups()
+    if int(den) == 0:
+        return f"{num}/0"
+    value = Fraction(int(num), int(den)) + int(whole or 0)
+    if sign:
+        value = -value
+    return f"{value.numerator}/{value.denominator}"
+
+
 def parse_number(text: str | None) -> Fraction | None:
     """The last number in ``text`` as an exact fraction (``$1,000.50`` -> 2001/2), or None."""
     if not text:
         return None
     text = text.replace("\\!", "").replace("{,}", ",").replace("\\$", "$")
-    frac = re.search(r"\\d?frac\{(-?\d+)\}\{(-?\d+)\}", text)
-    if frac:
-        text = f"{frac.group(1)}/{frac.group(2)}"
+    text = _FRACTION.sub(_fraction_as_ratio, text)
     numbers = _NUMBER.findall(text)
     if not numbers:
         return None
@@ -279,6 +298,24 @@ _WORKER = _MathWorker()
 atexit.register(_WORKER.close)
 
 
+class _OtherKind:
+    """Extract and grade of the non-math kinds (modules of their own, imported on first use)."""
+
+    def __init__(self, kind: str) -> None:
+        if kind == "code":
+            from equiv.search.code_grading import extract_program, grade_code
+
+            self.extract, self.grade = extract_program, grade_code
+        else:
+            from equiv.search.choice_grading import extract_choice, grade_choice
+
+            self.extract, self.grade = extract_choice, grade_choice
+
+
+def _other_kind(kind: str) -> _OtherKind:
+    return _OtherKind(kind)
+
+
 def warm_up() -> None:
     """Start the grading worker now (it takes ~1 s to import math-verify and sympy)."""
     grade("1", "1", "math", timeout_s=60)
@@ -289,6 +326,8 @@ def grade(prediction: str | None, answer: str, kind: Kind, *, timeout_s: float =
 
     Never raises on model text; a comparison running past ``timeout_s`` is False.
     """
+    if kind in ("code", "choice"):
+        return _other_kind(kind).grade(prediction, answer)
     if prediction is None or not str(prediction).strip():
         return False
     prediction = str(prediction)

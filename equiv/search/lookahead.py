@@ -46,8 +46,8 @@ async def rollout_values(ctx: SearchContext, nodes: list[Node]) -> dict[int, flo
             for cand in cands:
                 ctx.stats.generated_tokens += int(cand.num_tokens)
                 ctx.stats.candidates += 1
-            if not cands:
-                continue
+            if not cands or cands[0].truncated:
+                continue  # a runaway step ends the rollout; the value comes from the steps before
             paths[node.id].append(cands[0].text)
             depth = node.depth + len(paths[node.id]) - len(ctx.tree.steps(node))
             if not cands[0].finished and depth < ctx.settings.max_depth:
@@ -68,4 +68,5 @@ async def _top_k_by_rollout(ctx: SearchContext, pool: list[Node], k: int) -> lis
 
 
 async def lookahead(ctx: SearchContext) -> Node:
+    ctx.class_value = "own"  # rank and answer on scores the kept texts earned
     return await beam_loop(ctx, _top_k_by_rollout)

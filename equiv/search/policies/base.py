@@ -58,6 +58,7 @@ class StepPolicy:
     temperature: float
     top_p: float
     max_new_tokens: int
+    max_model_len: int | None = None
 
     def _configure(self, cfg: Any, tokenizer: Any) -> None:
         """Set what both backends take from a :class:`PolicyConfig`: prompt format and sampling."""
@@ -65,7 +66,12 @@ class StepPolicy:
 
         self.tokenizer = tokenizer
         self.fmt = resolve_format(
-            cfg.prompt_format, cfg.model, tokenizer, step_delimiter=cfg.step_delimiter, system_prompt=cfg.system_prompt
+            cfg.prompt_format,
+            cfg.model,
+            tokenizer,
+            step_delimiter=cfg.step_delimiter,
+            system_prompt=cfg.system_prompt,
+            end_at_answer=cfg.end_at_answer,
         )
         from equiv.search.policies.fewshot import with_exemplars  # base models: solved exemplars
 
@@ -73,6 +79,7 @@ class StepPolicy:
         self.temperature = cfg.temperature
         self.top_p = cfg.top_p
         self.max_new_tokens = cfg.max_new_tokens
+        self.max_model_len = cfg.max_model_len
 
     def _temperatures(self, temperatures: Sequence[float] | None, count: int) -> list[float]:
         """Per-prompt temperatures, the policy's own where none is given."""
@@ -125,16 +132,27 @@ class StepPolicy:
                 raise ValueError(f"StepRequest.temperature must be >= 0, got {req.temperature}")
         if not requests:
             return []
-        first = self._sample(
-            [self.prompt(r) for r in requests],
-            [r.n for r in requests],
-            [r.seed for r in requests],
+        prompts = [self.prompt(r) for r in requests]
+        # A prompt with no room left in the context is not sampled (the engine would refuse
+        # it): the request gets no candidates, which makes its node a dead end.
+        fits = self._fits(prompts)
+        live = [i for i, ok in enumerate(fits) if ok]
+        sampled = self._sample(
+            [prompts[i] for i in live],
+            [requests[i].n for i in live],
+            [requests[i].seed for i in live],
             self.fmt.step_delimiter,
-            [self._temperature(r) for r in requests],
-        )
-        # Per candidate: steps, tokens, logprob, finished, still running.
+            [self._temperature(requests[i]) for i in live],
+        ) if live else []
+        first: list[list[RawCompletion] | None] = [None] * len(requests)
+        for i, raws in zip(live, sampled):
+            first[i] = raws
+        # Per candidate: steps, tokens, logprob, finished, truncated, still running.
         states: list[list[dict]] = []
         for req, raws in zip(requests, first):
+            if raws is None:
+                states.append([])
+                continue
             if len(raws) != req.n:
                 raise RuntimeError(f"engine returned {len(raws)} completions, expected {req.n}")
             states.append([self._start(raw) for raw in raws])
@@ -147,6 +165,11 @@ class StepPolicy:
                 for j, st in enumerate(states[i])
                 if st["running"]
             ]
+            if todo:
+                prompts = [self.prompt(requests[i], states[i][j]["steps"]) for i, j in todo]
+                for (i, j), ok in zip(todo, self._fits(prompts)):
+                    states[i][j]["running"] = ok  # a rollout with no room left ends here
+                todo = [(i, j) for i, j in todo if states[i][j]["running"]]
             if not todo:
                 break
             raws = self._sample(
@@ -165,14 +188,22 @@ class StepPolicy:
                     num_tokens=st["tokens"],
                     logprob=st["logprob"],
                     finished=st["finished"],
+                    truncated=st["truncated"],
                 )
                 for st in row
             ]
             for row in states
         ]
 
+    def _fits(self, prompts: Sequence[str]) -> list[bool]:
+        """Does each prompt leave room for at least one generated token in ``max_model_len``?"""
+        if self.max_model_len is None or not prompts:
+            return [True] * len(prompts)
+        lengths = [len(ids) for ids in self.tokenizer(list(prompts))["input_ids"]]
+        return [n < self.max_model_len for n in lengths]
+
     def _start(self, raw: RawCompletion) -> dict:
-        st = {"steps": [], "tokens": 0, "logprob": 0.0, "finished": False, "running": True}
+        st = {"steps": [], "tokens": 0, "logprob": 0.0, "finished": False, "running": True, "truncated": False}
         self._extend(st, raw)
         return st
 
@@ -181,6 +212,9 @@ class StepPolicy:
         st["steps"].append(step)
         st["tokens"] += raw.num_tokens
         st["logprob"] += raw.logprob
-        st["finished"] = raw.eos or self.fmt.is_final(step)
+        # Neither EOS nor the delimiter: the token limit cut it. Such a step is incomplete (and
+        # may be a runaway), so the search drops it; a final-answer marker does not rescue it.
+        st["truncated"] = not (raw.eos or raw.stopped)
+        st["finished"] = raw.eos or (self.fmt.end_at_answer and self.fmt.is_final(step))
         # Continue a rollout only from a complete, non-final step.
         st["running"] = raw.stopped and not st["finished"]

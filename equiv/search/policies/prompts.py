@@ -4,13 +4,15 @@ Each format owns three conventions that must agree with how its policy was train
 
 - the *prompt* (chat template or raw text) followed by the steps already taken,
 - the *step delimiter*, the stop string that ends one step (the text before it is the step),
-- the *answer markers*, text that shows the solution reached its final answer.
+- the *answer markers*, text that shows the solution reached its final answer, and whether such
+  a step ends the solution (``end_at_answer``) or only EOS does.
 
 ``qwen25_math_chat``  Qwen2.5-Math-Instruct, OpenR-style step search. The tokenizer's own chat
     template renders ``[system, user]`` with ``add_generation_prompt=True``; the system prompt is
     Qwen's "Please reason step by step, and put your final answer within \\boxed{}.". Steps are
     separated by a blank line: the delimiter is ``"\\n\\n"`` and each step taken so far is
-    appended as ``step + "\\n\\n"``. Final answer: ``\\boxed{``.
+    appended as ``step + "\\n\\n"``. Final answer: ``\\boxed{``, but the solution ends only at
+    EOS (``end_at_answer`` off), as in the reference.
 ``mistral_sft``  Math-Shepherd's ``peiyi9979/mistral-7b-sft``: raw text ``question + " "`` and then
     ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
     ``ки`` is the delimiter. Final answer: ``The answer is``.
@@ -18,6 +20,8 @@ Each format owns three conventions that must agree with how its policy was train
 ``fewshot``  Base (pretrained, non-chat) models: solved exemplars, then ``Question: ...``
     ``Answer:`` and one step per line (delimiter ``"\\n"``); see :mod:`.fewshot`. Final answer:
     ``The answer is`` or ``####``.
+``code``  Python programs (HumanEval), :mod:`equiv.search.policies.code_format`: blank-line steps
+    that keep their indentation; final at EOS or a closing code fence.
 
 Steps are stored stripped of surrounding whitespace; the format re-adds its separators, so a
 step's text never carries the delimiter.
@@ -25,13 +29,14 @@ step's text never carries the delimiter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from equiv.errors import InputError
 
-FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "fewshot"]
-FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "fewshot")
+FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot"]
+FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot")
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 MATH_SHEPHERD_STEP_TAG = "ки"
@@ -47,8 +52,13 @@ class PromptFormat:
     step_suffix: str
     """Appended after each step already taken when building the prompt."""
     answer_markers: tuple[str, ...]
-    """A completion containing one of these has reached its final answer (``finished``)."""
+    """Text that states the final answer (see ``end_at_answer``)."""
     system_prompt: str | None = None
+    end_at_answer: bool = True
+    """Does a step stating the final answer end the solution (besides EOS)? Off for Qwen, as in
+    the reference (its MATH/GSM8K envs have no stop string: a solution ends only at EOS, and
+    Qwen2.5-Math emits EOS itself right after its ``\\boxed{}`` step); on for Math-Shepherd's
+    policy, whose reference config stops at ``"The answer is "``, and for ``plain``."""
     exemplars: tuple = ()
     """``fewshot``: the solved problems shown before the question (:class:`.fewshot.Exemplar`)."""
     shots: int = 0
@@ -111,6 +121,7 @@ FORMATS: dict[str, PromptFormat] = {
         step_suffix="\n\n",
         answer_markers=("\\boxed{", "\\boxed {"),
         system_prompt=QWEN_MATH_SYSTEM,
+        end_at_answer=False,
     ),
     "mistral_sft": PromptFormat(
         name="mistral_sft",
@@ -132,6 +143,11 @@ FORMATS: dict[str, PromptFormat] = {
     ),
 }
 
+# Code (HumanEval): its own module, registered here (steps keep their indentation).
+from equiv.search.policies.code_format import CODE_FORMAT  # noqa: E402
+
+FORMATS["code"] = CODE_FORMAT
+
 
 def resolve_format(
     name: str,
@@ -140,6 +156,7 @@ def resolve_format(
     *,
     step_delimiter: str | None = None,
     system_prompt: str | None = None,
+    end_at_answer: bool | None = None,
 ) -> PromptFormat:
     """Pick the format for a model; ``auto`` decides from the model name and tokenizer.
 
@@ -161,15 +178,18 @@ def resolve_format(
             field="policy.prompt_format",
         )
     fmt = FORMATS[name]
+    if end_at_answer is not None:
+        fmt = dataclasses.replace(fmt, end_at_answer=end_at_answer)
     if step_delimiter is not None or system_prompt is not None:
         if step_delimiter == "":
             raise InputError("the step delimiter must not be empty", field="policy.step_delimiter")
         delim = step_delimiter if step_delimiter is not None else fmt.step_delimiter
         suffix = fmt.step_suffix if step_delimiter is None else delim
-        fmt = replace(
+        fmt = dataclasses.replace(  # keeps the format's class (the code format's own step rules)
             fmt,
             step_delimiter=delim,
             step_suffix=suffix,
             system_prompt=system_prompt if system_prompt is not None else fmt.system_prompt,
+            end_at_answer=fmt.end_at_answer,
         )
     return fmt

@@ -1,0 +1,67 @@
+"""Runaway steps and a full context: the search drops the one and ends the path at the other,
+instead of keeping a cut-off step or turning the problem into an engine error."""
+
+from __future__ import annotations
+
+from equiv.search.mcts import mcts
+from equiv.search.sbs import sbs
+from equiv.search.types import StepRequest
+from tests.scripted import ScriptedEngine, TableReward, raw
+from tests.test_search_algorithms import run_search
+
+RUNAWAY = "let x be " + "x + " * 400
+
+
+def _script(prompt: str):
+    steps = prompt.count("\n\n")
+    if steps == 1:  # after the question
+        return [raw(RUNAWAY, tokens=1024, logprob=-10.0, end="length"), raw("add 2", tokens=4)]
+    return [raw("The answer is 3", tokens=6, end="eos")]
+
+
+def test_truncated_candidate_is_dropped_but_its_tokens_count():
+    engine = ScriptedEngine(_script)
+    (cands,) = engine.generate([StepRequest("q", (), n=2, seed=1)])
+    assert [c.truncated for c in cands] == [True, False]
+    values = {RUNAWAY.strip(): 0.99, "add 2": 0.4, "The answer is 3": 0.8}
+    for search in (mcts, sbs):
+        final, ctx = run_search(search, ScriptedEngine(_script), TableReward(values), prune=False, width=2,
+                                num_simulations=4, beam_size=1)
+        assert all(n.text != RUNAWAY.strip() for n in ctx.tree)
+        assert ctx.tree.steps(final) == ("add 2", "The answer is 3")
+        assert ctx.stats.truncated == 1
+        assert ctx.stats.generated_tokens == 1024 + 4 + 2 * 6  # the runaway's 1024 count
+        assert ctx.tree[1].prior == 1.0  # priors are over the kept candidates only
+
+
+def _long_steps(prompt: str):
+    return [raw("s" * 30, tokens=30)]
+
+
+def test_node_whose_prompt_would_not_fit_becomes_a_dead_end():
+    # question "q" + "\n\n" + (30 chars + "\n\n") per step: 35 tokens after one step, 67 after two
+    engine = ScriptedEngine(_long_steps, max_model_len=60)
+    final, ctx = run_search(mcts, engine, TableReward({}), prune=False, width=1, num_simulations=3)
+    assert ctx.tree.steps(final) == ("s" * 30, "s" * 30)
+    assert final.terminal and final.children == []
+    assert ctx.stats.dead_ends == 1
+    assert all(len(p) < 60 for p in engine.sampled)
+
+
+def _boxed_then_more(prompt: str):
+    if prompt.count("\n\n") == 1:
+        return [raw("so x = \\boxed{3}", tokens=8)]  # stopped on the delimiter, not EOS
+    return [raw("Check: 3 is right.", tokens=6, end="eos")]
+
+
+def test_a_step_with_the_answer_ends_the_solution_only_where_the_format_says_so():
+    from equiv.search.policies.prompts import FORMATS
+
+    assert FORMATS["qwen25_math_chat"].end_at_answer is False  # the reference: EOS only
+    request = [StepRequest("q", (), n=1, seed=1)]
+    (eos_only,) = ScriptedEngine(_boxed_then_more, end_at_answer=False).generate(request)
+    (at_answer,) = ScriptedEngine(_boxed_then_more, end_at_answer=True).generate(request)
+    assert [c.finished for c in eos_only] == [False] and [c.finished for c in at_answer] == [True]
+    final, ctx = run_search(sbs, ScriptedEngine(_boxed_then_more, end_at_answer=False), TableReward({}),
+                            prune=False, width=1, beam_size=1)
+    assert ctx.tree.steps(final) == ("so x = \\boxed{3}", "Check: 3 is right.")
