@@ -90,3 +90,37 @@ def test_bench_judge_quality_quick_runs_every_arm(tmp_path):
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and "exported judge" not in again.stdout
     assert json.loads(out.read_text())["table"]["finetuned"]["f1"] == figures["table"]["finetuned"]["f1"]
+
+
+def test_bench_real_lm_quick_with_tiny_models(tmp_path):
+    """The real-LM benchmark's whole path on tiny random-init models (the real gemma run is the
+    same script with its defaults): every strategy runs, the table and the last line are printed,
+    the run directories are left for compare / report, and the figures add up."""
+    from equiv.judge.tiny import build_tiny_longformer
+
+    judge = build_tiny_longformer(tmp_path / "judge")
+    out = tmp_path / "runs"
+    figures = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_real_lm.py"), "--quick", "--model", f"tiny:{tmp_path / 'tiny'}",
+         "--judge", str(judge), "--out", str(out), "--json", str(figures)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("token_ratio: ")
+    rows = json.loads(figures.read_text())["rows"]
+    assert set(rows) == {"none", "model", "levenshtein", "embedding", "formula"}
+    assert rows["none"]["judge_merge_share"] == 0 and rows["none"]["token_ratio"] == 1.0
+    for name, row in rows.items():
+        assert row["errors"] == 0 and row["problems"] == 1 and row["generation_seconds"] > 0
+        assert (out / ("unpruned" if name == "none" else name) / "results.jsonl").exists()
+    assert float(lines[-1].split()[-1]) == pytest.approx(rows["model"]["token_ratio"], abs=1e-4)
+
+
+def test_bench_real_lm_refuses_a_missing_judge(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_real_lm.py"), "--quick", "--model", f"tiny:{tmp_path / 'tiny'}",
+         "--judge", str(tmp_path / "nojudge")], capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2 and "trainer_cli.py fit --config configs/gsm8k_equiv.yaml" in proc.stderr

@@ -206,7 +206,9 @@ def test_recipe_parses(recipe):
     assert cfg.algo in ("mcts", "sbs", "dfs", "lookahead")
     init.search.validate()
     init.run.validate()
-    assert init.policy.model and init.reward.model
+    init.policy.validate()
+    init.reward.validate()  # a PRM model, unless the reward is the policy's own (likelihood)
+    assert init.policy.model
 
 
 def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):

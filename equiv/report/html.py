@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote
 
@@ -72,6 +73,28 @@ def plots_block(plots: dict[str, bytes | None], notes: dict[str, str]) -> str:
     return '<div class="plots">' + "".join(cells) + "</div>"
 
 
+def judge_pairs_link(run: Run) -> str:
+    """A link to the run's ``judge_pairs.jsonl`` (what the judge merged / kept apart near the
+    threshold, :mod:`equiv.search.pairlog`) with its counts; empty when the run has none."""
+    import json
+
+    from equiv.search.pairlog import PAIRS_FILE
+
+    path = Path(run.path) / PAIRS_FILE
+    if not path.is_file():
+        return ""
+    counts = {"merged": 0, "kept_apart": 0}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            kind = json.loads(line).get("kind")
+        except (ValueError, AttributeError):
+            continue  # a torn line: the link still leads to the file
+        if kind in counts:
+            counts[kind] += 1
+    return (f'<a href="{esc(path.resolve().as_uri())}">{PAIRS_FILE}</a>: {counts["merged"]} merged pair(s), '
+            f'{counts["kept_apart"]} kept apart near the threshold')
+
+
 def runs_block(runs: Sequence[Run]) -> str:
     parts = []
     for run in runs:
@@ -85,6 +108,9 @@ def runs_block(runs: Sequence[Run]) -> str:
             facts.append(f"seeds {sorted(run.seeds, key=str)}")
         if run.summary is None:
             facts.append("no summary.json (run unfinished?)")
+        pairs = judge_pairs_link(run)
+        if pairs:
+            facts.append(pairs)
         extra = ""
         if run.summary:
             extra += "<pre>" + esc(yaml.safe_dump(run.summary, sort_keys=False, allow_unicode=True)) + "</pre>"

@@ -75,26 +75,44 @@ def resolve_tiny(model: str, kind: str) -> str:
     return build_tiny_policy(directory) if kind == "policy" else build_tiny_prm(directory)
 
 
-def build_engines(init: Any) -> Engines:
-    """Load the policy, PRM and judge the configuration names (minutes for 7B models)."""
-    from equiv.prune import build_judge
-    from equiv.search.policies import build_policy
-    from equiv.search.rewards import build_reward_model
-
-    init.policy.model = resolve_tiny(init.policy.model, "policy")
-    init.reward.model = resolve_tiny(init.reward.model, "prm")
-    judge = build_judge(init.pruner)
-    pruning = Pruning(
+def pruning_for(judge: Any, pruner: Any) -> Pruning:
+    """How siblings are grouped with ``judge`` (None: no pruning) under the ``--pruner.*`` settings."""
+    return Pruning(
         enabled=judge is not None,
         threshold=float(judge.threshold) if judge is not None else 0.5,
         prefilter=getattr(judge, "prefilter", None),
         learned=bool(getattr(judge, "learned", True)),
-        mode=init.pruner.grouping,
-        representative=init.pruner.representative,
+        mode=pruner.grouping,
+        representative=pruner.representative,
     )
+
+
+def build_engines(init: Any) -> Engines:
+    """Load the policy, PRM and judge the configuration names (minutes for 7B models)."""
+    from equiv.prune import build_judge
+    from equiv.search.policies import build_policy
+    from equiv.search.rewards import bind_policy_reward
+
+    check_fewshot_source(init)
+    init.policy.model = resolve_tiny(init.policy.model, "policy")
+    init.reward.model = resolve_tiny(init.reward.model, "prm")
+    judge = build_judge(init.pruner)
+    pruning = pruning_for(judge, init.pruner)
     policy = build_policy(init.policy)
-    reward = build_reward_model(init.reward)
+    policy, reward = bind_policy_reward(policy, init.reward)  # likelihood: the policy scores itself
     return Engines(policy=policy, reward=reward, judge=judge, pruning=pruning)
+
+
+def check_fewshot_source(init: Any) -> None:
+    """Refuse few-shot exemplars taken from the file being evaluated (they would leak answers)."""
+    shots = getattr(init.policy, "fewshot_path", None)
+    if not shots or not init.data.path or init.policy.prompt_format != "fewshot":
+        return
+    if Path(shots).resolve() == Path(init.data.path).resolve():
+        raise InputError(
+            f"{shots} is also the evaluated data.path; take exemplars from a training split",
+            field="policy.fewshot_path",
+        )
 
 
 def load_data(data: DataConfig) -> list[Any]:
@@ -124,7 +142,8 @@ def load_data(data: DataConfig) -> list[Any]:
 RESULT_DEFINING = {
     "algo": None,
     "search": None,  # all of it
-    "policy": ("model", "prompt_format", "temperature", "top_p", "max_new_tokens", "step_delimiter", "system_prompt"),
+    "policy": ("model", "prompt_format", "temperature", "top_p", "max_new_tokens", "step_delimiter", "system_prompt",
+               "fewshot_path", "fewshot_count", "fewshot_seed"),
     "reward": ("kind", "model", "options"),
     "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative"),
 }

@@ -126,6 +126,8 @@ class SearchContext:
     class_value: str = "max"
     """How a merged class is valued: ``"max"`` (MCTS) or ``"own"`` (the other algorithms set it;
     see the module docstring, step 6)."""
+    pair_log: list[dict[str, Any]] = field(default_factory=list)
+    """Merged and near-threshold kept-apart sibling pairs (:mod:`equiv.search.pairlog`)."""
 
     def __post_init__(self) -> None:
         if self.tree is None:
@@ -319,6 +321,9 @@ async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> 
             priors=[n.prior for n in family],
             scores=[n.value for n in family] if scored else None,
         )
+        from equiv.search.pairlog import notable_pairs  # what a person reads to check the merges
+
+        ctx.pair_log.extend(notable_pairs(family, probs, grouping.representative_of, ctx.pruning.threshold))
         for i, node in enumerate(family):
             rep_index = grouping.representative_of[i]
             if rep_index != i:

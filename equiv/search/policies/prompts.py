@@ -17,6 +17,9 @@ Each format owns three conventions that must agree with how its policy was train
     ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
     ``ки`` is the delimiter. Final answer: ``The answer is``.
 ``plain``  Any base model: ``question + "\\n\\n"`` then steps separated by blank lines.
+``fewshot``  Base (pretrained, non-chat) models: solved exemplars, then ``Question: ...``
+    ``Answer:`` and one step per line (delimiter ``"\\n"``); see :mod:`.fewshot`. Final answer:
+    ``The answer is`` or ``####``.
 ``code``  Python programs (HumanEval), :mod:`equiv.search.policies.code_format`: blank-line steps
     that keep their indentation; final at EOS or a closing code fence.
 
@@ -32,8 +35,8 @@ from typing import Any, Literal, Sequence
 
 from equiv.errors import InputError
 
-FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "code"]
-FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "code")
+FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot"]
+FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot")
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 MATH_SHEPHERD_STEP_TAG = "ки"
@@ -56,6 +59,10 @@ class PromptFormat:
     the reference (its MATH/GSM8K envs have no stop string: a solution ends only at EOS, and
     Qwen2.5-Math emits EOS itself right after its ``\\boxed{}`` step); on for Math-Shepherd's
     policy, whose reference config stops at ``"The answer is "``, and for ``plain``."""
+    exemplars: tuple = ()
+    """``fewshot``: the solved problems shown before the question (:class:`.fewshot.Exemplar`)."""
+    shots: int = 0
+    """``fewshot``: how many of ``exemplars`` a prompt shows (one spare replaces the asked question)."""
 
     def build(self, question: str, steps: Sequence[str], tokenizer: Any | None = None) -> str:
         """The full prompt text for sampling the step after ``steps``."""
@@ -73,6 +80,10 @@ class PromptFormat:
             head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         elif self.name == "mistral_sft":
             head = question.strip() + " "
+        elif self.name == "fewshot":
+            from equiv.search.policies.fewshot import render_prompt
+
+            return render_prompt(self.exemplars, self.shots, question, steps, self.step_suffix)
         else:
             head = question.strip() + "\n\n"
         return head + "".join(step + self.step_suffix for step in steps)
@@ -96,7 +107,10 @@ class PromptFormat:
         return [part.strip() for part in text.split(self.step_delimiter)]
 
     def is_final(self, text: str) -> bool:
-        """Does this step text state the final answer?"""
+        """Does this step text state the final answer? (``fewshot``: a blank line also ends the
+        solution -- a base model that has finished leaves one before the next "Question:".)"""
+        if self.name == "fewshot" and not text.strip():
+            return True
         return any(marker in text for marker in self.answer_markers)
 
 
@@ -120,6 +134,12 @@ FORMATS: dict[str, PromptFormat] = {
         step_delimiter="\n\n",
         step_suffix="\n\n",
         answer_markers=("\\boxed{", "The answer is", "the answer is", "####"),
+    ),
+    "fewshot": PromptFormat(
+        name="fewshot",
+        step_delimiter="\n",
+        step_suffix="\n",
+        answer_markers=("The answer is", "the answer is", "####"),
     ),
 }
 

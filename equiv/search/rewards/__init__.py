@@ -6,8 +6,10 @@ steps are joined and tagged -- Math-Shepherd puts ``ки`` after each step and r
 the tags; Qwen2.5-Math-PRM separates steps with ``<extra_0>`` inside its chat template and reads
 a two-class head -- so the search never formats PRM input itself.
 
-Registered: ``math_shepherd`` (:mod:`.math_shepherd`) and ``qwen25_math_prm`` (:mod:`.qwen_prm`;
-the real checkpoint needs ``trust_remote_code: true``). Adding a PRM::
+Registered: ``math_shepherd`` (:mod:`.math_shepherd`), ``qwen25_math_prm`` (:mod:`.qwen_prm`;
+the real checkpoint needs ``trust_remote_code: true``) and ``likelihood`` (:mod:`.likelihood`: no
+PRM, the policy's own mean token log-probability -- a weak, cheap signal; it is bound to the
+policy by :func:`bind_policy_reward`, so ``reward.model`` is ignored). Adding a PRM::
 
     @register_reward_model("my_prm")
     def _build(cfg: RewardConfig) -> RewardModel:
@@ -31,7 +33,8 @@ class RewardConfig:
     """Which process reward model scores the steps, and how it runs."""
 
     kind: str = "math_shepherd"
-    """Registered PRM kind (``math_shepherd``, ``qwen25_math_prm``; see :func:`registered_reward_models`)."""
+    """Registered PRM kind (``math_shepherd``, ``qwen25_math_prm``, ``likelihood`` -- the policy's own
+    mean token log-probability, no weights; see :func:`registered_reward_models`)."""
     model: str = "peiyi9979/math-shepherd-mistral-7b-prm"
     """Hub id or local directory of the PRM checkpoint (the paper's PRM by default)."""
     dtype: str = "auto"
@@ -51,7 +54,8 @@ class RewardConfig:
     ``share_prefix`` -- run siblings' shared prefix once, default true; ``head_cache_size`` --
     LRU of questions' key/values, default 64; ``cache_children`` -- keep every scored child's too;
     ``candidate_head`` -- compute only the ``+``/``-`` rows of the LM head, default true;
-    Qwen2.5-Math-PRM: ``model_class``, ``step_sep``, ``system``)."""
+    Qwen2.5-Math-PRM: ``model_class``, ``step_sep``, ``system``; likelihood: ``scope`` -- ``path``
+    (default) or ``step``, ``transform`` -- ``prob`` (default, exp of the mean) or ``logprob``)."""
 
     def validate(self) -> None:
         if self.kind not in _REGISTRY:
@@ -59,7 +63,7 @@ class RewardConfig:
                 f"unknown reward model kind {self.kind!r}; choose from {', '.join(sorted(_REGISTRY))}",
                 field="reward.kind",
             )
-        if not self.model:
+        if not self.model and self.kind not in POLICY_BOUND:
             raise InputError("a reward model (hub id or directory) is required", field="reward.model")
         if self.batch_size < 1:
             raise InputError(f"must be >= 1, got {self.batch_size}", field="reward.batch_size")
@@ -68,6 +72,9 @@ class RewardConfig:
                 f"unknown dtype {self.dtype!r}; choose from auto, bfloat16, float16, float32", field="reward.dtype"
             )
 
+
+POLICY_BOUND = ("likelihood",)
+"""Kinds that score with the policy's own model: built with the policy (:func:`bind_policy_reward`)."""
 
 Builder = Callable[[RewardConfig], RewardModel]
 _REGISTRY: dict[str, Builder] = {}
@@ -102,6 +109,23 @@ def _build_math_shepherd(cfg: RewardConfig) -> RewardModel:
     return MathShepherdPRM.from_config(cfg)
 
 
+@register_reward_model("likelihood")
+def _build_likelihood(cfg: RewardConfig) -> RewardModel:
+    raise InputError("the likelihood reward scores with the policy's own model; build it with "
+                     "bind_policy_reward(policy, cfg)", field="reward.kind")
+
+
+def bind_policy_reward(policy: Any, cfg: RewardConfig) -> tuple[Any, RewardModel]:
+    """The (policy, reward) pair a run drives: for a policy-bound kind the policy wrapped so the
+    reward can read what it generated; otherwise ``policy`` unchanged and the PRM loaded."""
+    cfg.validate()
+    if cfg.kind == "likelihood":
+        from equiv.search.rewards.likelihood import bind_likelihood
+
+        return bind_likelihood(policy, cfg)
+    return policy, build_reward_model(cfg)
+
+
 @register_reward_model("qwen25_math_prm")
 def _build_qwen25_math_prm(cfg: RewardConfig) -> RewardModel:
     from equiv.search.rewards.qwen_prm import Qwen25MathPRM
@@ -109,4 +133,11 @@ def _build_qwen25_math_prm(cfg: RewardConfig) -> RewardModel:
     return Qwen25MathPRM.from_config(cfg)
 
 
-__all__ = ["RewardConfig", "build_reward_model", "register_reward_model", "registered_reward_models"]
+__all__ = [
+    "POLICY_BOUND",
+    "RewardConfig",
+    "bind_policy_reward",
+    "build_reward_model",
+    "register_reward_model",
+    "registered_reward_models",
+]
