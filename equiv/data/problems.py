@@ -94,7 +94,9 @@ def gsm8k_final_answer(text: str) -> str:
     return final
 
 
-def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+def read_jsonl_objects(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL file; a missing file, a directory,
+    malformed JSON or a non-object line is an InputError naming the file and line."""
     if not path.exists():
         raise InputError("file not found", path=path)
     if path.is_dir():
@@ -225,7 +227,7 @@ def load_problems(
     problems: list[Problem] = []
     if path is not None:
         path = Path(path)
-        rows = list(_read_jsonl(path))
+        rows = list(read_jsonl_objects(path))
         if kind is None and dataset == "jsonl":
             a_key = answer_field or spec.answer_field
             kind = "gsm8k" if rows and all("####" in str(o.get(a_key, "")) for _, o in rows) else "math"
@@ -279,7 +281,7 @@ def _load_commonsense_qa(path: str | Path | None, split: str | None, hub_id: str
 
     if path is not None:
         path = Path(path)
-        rows = [(obj, {"path": path, "line": lineno}) for lineno, obj in _read_jsonl(path)]
+        rows = [(obj, {"path": path, "line": lineno}) for lineno, obj in read_jsonl_objects(path)]
         name = path.stem
     else:
         spec = _Spec("choice", "", hub_id or DEFAULT_HUB_ID, None, split or DEFAULT_SPLIT, (), "", ())

@@ -26,13 +26,13 @@ the grader reads (``#### 72`` is recognised too).
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from equiv.data.problems import read_jsonl_objects
 from equiv.errors import InputError
 
 _CALC = re.compile(r"<<[^<>]*>>")
@@ -76,23 +76,14 @@ def load_exemplars(
         raise InputError(f"few-shot file {file} does not exist (a JSONL with '{question_field}' and "
                          f"'{answer_field}', e.g. GSM8K's train.jsonl)", field=field)
     rows: list[Exemplar] = []
-    with file.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"malformed JSON: {err.msg}", path=file, line=number) from None
-            if not isinstance(record, dict):
-                raise InputError("expected a JSON object", path=file, line=number)
-            for name in (question_field, answer_field):
-                if not isinstance(record.get(name), str) or not record[name].strip():
-                    raise InputError("missing or not a non-empty string", path=file, line=number, field=name)
-            steps = gsm8k_steps(record[answer_field])
-            if not steps:
-                raise InputError("the answer has no steps", path=file, line=number, field=answer_field)
-            rows.append(Exemplar(" ".join(record[question_field].split()), steps))
+    for number, record in read_jsonl_objects(file):
+        for name in (question_field, answer_field):
+            if not isinstance(record.get(name), str) or not record[name].strip():
+                raise InputError("missing or not a non-empty string", path=file, line=number, field=name)
+        steps = gsm8k_steps(record[answer_field])
+        if not steps:
+            raise InputError("the answer has no steps", path=file, line=number, field=answer_field)
+        rows.append(Exemplar(" ".join(record[question_field].split()), steps))
     if len(rows) < count + 1:
         raise InputError(f"holds {len(rows)} exemplars; {count} shots need at least {count + 1}", path=file)
     picked = random.Random(seed).sample(range(len(rows)), count + 1)
