@@ -11,7 +11,7 @@ when built.
 """
 
 from equiv.prune.grouping import Grouping, group_equivalent, group_siblings, sibling_pairs
-from equiv.prune.levenshtein import levenshtein_ratio, normalise_whitespace
+from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 from equiv.prune.strategies import (
     CachedJudge,
     EmbeddingJudge,

@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> tuple[list[tuple[str, str]], list[int], int, list[float]]:
     from equiv.data.records import read_pair_records
-    from equiv.prune.levenshtein import levenshtein_ratio
+    from equiv.text.levenshtein import levenshtein_ratio
 
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:

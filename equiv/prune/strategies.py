@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from equiv.errors import InputError
-from equiv.prune.formula import formulas_equivalent
-from equiv.prune.levenshtein import levenshtein_ratio, normalise_whitespace
+from equiv.text.formula import formulas_equivalent
+from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 
 Pair = tuple[str, str]
 STRATEGIES = ("none", "exact", "levenshtein", "embedding", "formula", "model")

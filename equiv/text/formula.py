@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from equiv.prune.levenshtein import normalise_whitespace
+from equiv.text.levenshtein import normalise_whitespace
 
 _CALC = re.compile(r"<<(.*?)>>", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
