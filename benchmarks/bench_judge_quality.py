@@ -7,9 +7,18 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
 - ``levenshtein`` -- ratio with its best-F1 threshold on the *calibration split*;
 - ``untuned`` -- the untrained encoder: cosine of the bundled all-MiniLM-L6-v2 sentence embeddings,
   threshold chosen the same way (the paper's "w/o fine-tuning" arm);
-- ``finetuned`` -- ``configs/gsm8k_equiv.yaml`` (the recommended recipe: cross-encoder fine-tuned
-  without EM), one fit per seed;
-- ``em`` -- the same recipe with ``configs/em.yaml`` (EM refinement of multi-sentence samples).
+- ``finetuned`` -- ``configs/gsm8k_equiv.yaml`` (cross-encoder fine-tuned without EM), one fit per
+  seed, scored as the plain classifier (:class:`~equiv.prune.strategies.ModelJudge`) at its own
+  calibrated ``decision_threshold``;
+- ``em`` -- the same recipe with ``configs/em.yaml`` (EM refinement of multi-sentence samples),
+  scored the same way;
+- ``hybrid`` -- the recommended recipe as it ships: the ``finetuned`` fit with its stored combiner
+  (model logit + formula/Levenshtein features, :mod:`equiv.judge.hybrid`), i.e. what
+  ``search_cli.py pairs --strategy model --model <its judge>`` uses;
+- ``em_hybrid`` -- the ``em`` fit with its combiner.
+
+The hybrid rows reuse the fits of the rows above (one fit per seed serves both); an export made
+before the recipe stored a combiner gets one attached here, exactly as ``fit --hybrid true`` does.
 
 The calibration split is the one the recipe holds out of ``train.jsonl`` + ``train_more.jsonl``
 (``data.calibration_fraction``: whole problems). Every threshold -- the baselines' and the trained
@@ -45,16 +54,19 @@ os.environ.setdefault("WANDB_MODE", "offline")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from equiv.data.datamodule import MathEquivDataModule  # noqa: E402
+from equiv.data.datamodule import MathEquivDataModule, problem_key  # noqa: E402
 from equiv.data.demo import DEMO_DIR  # noqa: E402
 from equiv.data.records import LabelMapping, PairRecord, read_pair_records  # noqa: E402
 from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
-from equiv.prune.strategies import PrunerConfig, build_judge  # noqa: E402
+from equiv.judge.hybrid import attach_combiner  # noqa: E402
+from equiv.prune.loading import stored_judge_kind  # noqa: E402
+from equiv.prune.strategies import CachedJudge, ModelJudge, PrunerConfig, build_judge  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
-TRAINED_ARMS = ("finetuned", "em")
+TRAINED_ARMS = ("finetuned", "em", "hybrid", "em_hybrid")
+FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em"}  # arm -> the fit it scores
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
 METRICS = ("precision", "recall", "f1", "accuracy")
 
@@ -65,18 +77,17 @@ def labelled(records: list[PairRecord], mapping: LabelMapping) -> tuple[list[tup
     return [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept]
 
 
-def calibration_pairs(train: Path, more: list[Path], fraction: float) -> tuple[list[tuple[str, str]], list[int]]:
-    """The recipe's calibration split (same problems the trained judges chose their threshold on)."""
+def calibration_split(train: Path, more: list[Path], fraction: float) -> tuple[list[tuple[str, str]], list[int], list[str]]:
+    """The recipe's calibration split: pairs, labels and problem keys (what every threshold is chosen on)."""
     dm = MathEquivDataModule(train=str(train), train_more=[str(p) for p in more], calibration_fraction=fraction)
     dm.setup("validate")
-    return labelled(dm.records["val"], dm.label_mapping)
+    kept = [(r, dm.label_mapping.label(r.result)) for r in dm.records["val"]]
+    kept = [(r, y) for r, y in kept if y is not None]
+    return [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept], [problem_key(r) for r, _ in kept]
 
 
-def score(strategy: str, pairs: list[tuple[str, str]], labels: list[int], *, model: str | None = None,
-          threshold: float | None = None) -> dict[str, float]:
-    """Metrics of one judge at its (given or stored) threshold, and seconds per 1k pairs."""
-    judge = build_judge(PrunerConfig(strategy=strategy, model=model, threshold=threshold))
-    assert judge is not None
+def measure(judge: CachedJudge, pairs: list[tuple[str, str]], labels: list[int]) -> dict[str, float]:
+    """Metrics of one judge at its own threshold, and seconds per 1k pairs (cache cleared)."""
     judge.clear_cache()
     start = time.perf_counter()
     probs = judge.pair_probabilities(pairs)
@@ -84,6 +95,25 @@ def score(strategy: str, pairs: list[tuple[str, str]], labels: list[int], *, mod
     m = binary_metrics([p >= judge.threshold for p in probs], labels)
     return {"precision": m.precision, "recall": m.recall, "f1": m.f1, "accuracy": m.accuracy,
             "threshold": judge.threshold, "s_per_1k": 1000 * seconds / max(1, len(pairs))}
+
+
+def score(strategy: str, pairs: list[tuple[str, str]], labels: list[int], *, model: str | None = None,
+          threshold: float | None = None) -> dict[str, float]:
+    """Metrics of the judge ``build_judge`` makes, as ``search_cli.py pairs`` would use it."""
+    judge = build_judge(PrunerConfig(strategy=strategy, model=model, threshold=threshold))
+    assert judge is not None
+    return measure(judge, pairs, labels)
+
+
+def score_trained(arm: str, judge_dir: Path, pairs: list[tuple[str, str]], labels: list[int],
+                  calibration: tuple[list[tuple[str, str]], list[int], list[str]]) -> dict[str, float]:
+    """A trained arm: the plain classifier (``finetuned``/``em``) or its hybrid (``*hybrid``)."""
+    if not arm.endswith("hybrid"):
+        return measure(ModelJudge(judge_dir), pairs, labels)
+    if stored_judge_kind(judge_dir) != "hybrid":
+        fit = attach_combiner(judge_dir, *calibration)
+        print(f"{arm}: attached a combiner to {judge_dir} (out-of-fold calibration F1 {fit.f1:.4f})", flush=True)
+    return score("hybrid", pairs, labels, model=str(judge_dir))
 
 
 def swept_threshold(strategy: str, cal_pairs: list[tuple[str, str]], cal_labels: list[int]) -> float:
@@ -99,7 +129,7 @@ def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) ->
     from equiv.judge.cli import main as trainer_main
 
     args = ["fit", "--config", str(RECIPE)]
-    if arm == "em":
+    if FIT_OF[arm] == "em":
         args += ["--config", str(EM_CONFIG)]
     args += [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.default_root_dir={out}",
              f"--export_dir={out / 'judge'}", "--trainer.logger=false", "--trainer.enable_progress_bar=false"]
@@ -163,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
 
     mapping = LabelMapping()
     eval_pairs, eval_labels = labelled(read_pair_records(str(args.eval))[0], mapping)
-    cal_pairs, cal_labels = calibration_pairs(args.train, args.train_more, args.calibration_fraction)
+    calibration = calibration_split(args.train, args.train_more, args.calibration_fraction)
+    cal_pairs, cal_labels, _ = calibration
     print(f"evaluation: {args.eval} ({len(eval_pairs)} pairs); calibration split: {len(cal_pairs)} pairs "
           f"of {args.train.name}{''.join(' + ' + p.name for p in args.train_more)}", flush=True)
 
@@ -178,11 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rows = []
             for seed in args.seeds:
-                out = args.runs / f"{arm}-s{seed}"
+                out = args.runs / f"{FIT_OF[arm]}-s{seed}"
                 judge_dir = out / "judge"
                 if not (judge_dir / "config.json").is_file():
                     judge_dir = train_judge(arm, seed, out, quick)
-                rows.append(dict(score("model", eval_pairs, eval_labels, model=str(judge_dir)), seed=seed))
+                rows.append(dict(score_trained(arm, judge_dir, eval_pairs, eval_labels, calibration), seed=seed))
         per_seed[arm] = rows
         table[arm] = aggregate(rows)
         print(f"{arm}: " + " ".join(f"{k}={v:.4f}" for k, v in table[arm].items() if k in METRICS), flush=True)

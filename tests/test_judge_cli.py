@@ -250,3 +250,28 @@ def test_threshold_from_calibration_split_is_exported_and_used_by_pairs(tiny_lon
     args = build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")])
     result = run_pairs(args)
     assert result["threshold"] == metrics["decision_threshold"] and result["threshold_source"] == "default"
+
+
+def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp_path: Path) -> None:
+    """fit --hybrid true fits the combiner on the calibration split; `--strategy model` then is hybrid."""
+    rows = separable_pairs(48, seed=4)
+    for i, row in enumerate(rows):
+        row["id"] = f"toy-{i // 2}-{i % 2}"
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "run"
+    assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
+                 f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
+                 "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
+                 "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
+                 f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
+    metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
+    settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
+    assert settings["hybrid"]["threshold"] == metrics["hybrid_threshold"]
+    assert settings["decision_threshold"] == metrics["decision_threshold"]  # the raw model's, kept
+    assert metrics["hybrid_calibration_pairs"] == metrics["calibration_pairs"]
+
+    from equiv.prune.cli import build_parser, run_pairs
+
+    args = build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")])
+    result = run_pairs(args)
+    assert result["strategy"] == "hybrid" and result["threshold"] == metrics["hybrid_threshold"]

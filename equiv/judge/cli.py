@@ -27,7 +27,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
 from equiv.errors import exit_on_input_error
-from equiv.judge.export import export_judge
+from equiv.judge.export import export_judge, export_metrics
 from equiv.judge.module import METRIC_NAMES, PairClassifier
 
 
@@ -75,6 +75,13 @@ class JudgeCLI(LightningCLI):
             help="with --threshold_from_val: the highest-recall threshold reaching this precision (default: best F1)",
         )
         parser.add_argument(
+            "--hybrid",
+            type=bool,
+            default=False,
+            help="after fit, fit the hybrid judge's combiner (model logit + formula/Levenshtein features) on the "
+            "validation (calibration) split and store it in the exported judge; `--strategy model` then uses it",
+        )
+        parser.add_argument(
             "--predictions_out",
             type=str | None,
             default=None,
@@ -104,6 +111,9 @@ class JudgeCLI(LightningCLI):
             metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, self._subcommand_value("threshold_target_precision")))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
+        if self._subcommand_value("hybrid"):
+            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, self._subcommand_value("threshold_target_precision")))
+            export_metrics(out, metrics)
         print(f"exported judge from {source}", flush=True)
         print(f"judge directory: {out}", flush=True)
         print(format_metrics("best validation epoch" if module.best_val_metrics else "validation", metrics), flush=True)
@@ -172,6 +182,24 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
         "calibration_recall": chosen.metrics.recall,
         "calibration_pairs": float(len(labels)),
     }
+
+
+def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None) -> dict[str, float]:
+    """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs."""
+    from equiv.data.datamodule import problem_key
+    from equiv.judge.hybrid import attach_combiner
+
+    mapping = datamodule.label_mapping
+    labelled = [(r, mapping.label(r.result)) for r in datamodule.records.get("val") or []]
+    labelled = [(r, y) for r, y in labelled if y is not None]
+    if not labelled:
+        print("hybrid: no labelled validation pairs; no combiner stored", flush=True)
+        return {}
+    fit = attach_combiner(judge_dir, [(r.sentence1, r.sentence2) for r, _ in labelled], [int(y) for _, y in labelled],
+                          [problem_key(r) for r, _ in labelled], target_precision=target_precision)
+    print(f"hybrid combiner fitted on {fit.pairs} validation pairs, threshold {fit.combiner.threshold} "
+          f"(out of fold: precision={fit.precision:.4f} recall={fit.recall:.4f} f1={fit.f1:.4f})", flush=True)
+    return fit.summary()
 
 
 def format_metrics(title: str, metrics: dict[str, float]) -> str:

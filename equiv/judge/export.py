@@ -37,8 +37,15 @@ def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] 
         model.train(was_training)
     module.tokenizer.save_pretrained(out)
     if metrics:
-        (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        export_metrics(out, metrics)
     return out
+
+
+def export_metrics(out_dir: str | Path, metrics: dict[str, float]) -> Path:
+    """Write (or rewrite) the exported judge's ``equiv_metrics.json``."""
+    path = Path(out_dir) / METRICS_FILE
+    path.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def _strip_prefix(state_dict: dict[str, torch.Tensor], prefix: str = "model.") -> dict[str, torch.Tensor]:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from equiv.errors import InputError, exit_on_input_error
 
-STRATEGY_CHOICES = ("exact", "levenshtein", "embedding", "formula", "model")
+STRATEGY_CHOICES = ("exact", "levenshtein", "embedding", "formula", "model", "hybrid")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ because search collects the sibling pairs of many problems and asks once. Each j
 - ``pair_probabilities(pairs)``: what grouping consumes. Rule-based strategies return 0.0/1.0
   (their own threshold is already applied, so any ``threshold`` in (0, 1] reads them right);
   ``embedding`` returns the cosine similarity clipped at 0; ``model`` the judge's probability;
+  ``hybrid`` the judge's logit combined with formula/Levenshtein features (:mod:`equiv.judge.hybrid`);
 - ``pair_scores(pairs)``: the continuous score a threshold is swept over (Levenshtein ratio,
   cosine, model probability; 0/1 for ``exact`` and ``formula``);
 - ``stats`` (:class:`JudgeStats`): pairs asked, cache hits, and how each new pair was decided,
@@ -34,7 +35,7 @@ from equiv.text.formula import formulas_equivalent
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 
 Pair = tuple[str, str]
-STRATEGIES = ("none", "exact", "levenshtein", "embedding", "formula", "model")
+STRATEGIES = ("none", "exact", "levenshtein", "embedding", "formula", "model", "hybrid")
 DEFAULT_LEVENSHTEIN_THRESHOLD = 0.95  # the paper's "Levenshtein ratio > 0.95" baseline
 DEFAULT_EMBEDDING_THRESHOLD = 0.9
 DEFAULT_MODEL_THRESHOLD = 0.5  # argmax of a two-class head, as the reference decides
@@ -367,9 +368,14 @@ class ModelJudge(CachedJudge):
             ).tolist()
             self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size)
-            for i, p in zip(to_score, probs):
-                out[i] = (float(p), float(p))
+            final = self._final_probabilities([pairs[i] for i in to_score], [float(p) for p in probs])
+            for i, p in zip(to_score, final):
+                out[i] = (p, p)
         return [o for o in out if o is not None]
+
+    def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
+        """What the classifier's probabilities become (themselves; the hybrid judge combines them)."""
+        return probs
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length}
@@ -380,8 +386,10 @@ class PrunerConfig:
     """How search (and ``pairs``) prunes equivalent siblings.
 
     Attributes:
-        strategy: which judge; ``none`` turns pruning off.
-        model: exported judge directory or Lightning checkpoint (``model``), or a
+        strategy: which judge; ``none`` turns pruning off. ``model`` uses the judge the export
+            describes: an export with a stored combiner (``fit --hybrid true``) is a ``hybrid``
+            judge, anything else the plain classifier; ``hybrid`` insists on the combiner.
+        model: exported judge directory or Lightning checkpoint (``model``, ``hybrid``), or a
             sentence-transformers model (``embedding``; default the bundled all-MiniLM-L6-v2).
         threshold: equivalent iff probability >= threshold; None = the strategy's default
             (levenshtein 0.95, embedding 0.9, model: the export's ``decision_threshold`` or 0.5).
@@ -395,7 +403,7 @@ class PrunerConfig:
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
     """
 
-    strategy: Literal["none", "exact", "levenshtein", "embedding", "formula", "model"] = "none"
+    strategy: Literal["none", "exact", "levenshtein", "embedding", "formula", "model", "hybrid"] = "none"
     model: str | None = None
     threshold: float | None = None
     prefilter: float | None = None
@@ -432,9 +440,9 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     s = cfg.strategy
     if s == "none":
         return None
-    if cfg.prefilter is not None and s != "model":
+    if cfg.prefilter is not None and s not in ("model", "hybrid"):
         raise InputError(f"only the model strategy has a prefilter (strategy is {s!r})", field="prefilter")
-    if cfg.model is not None and s not in ("model", "embedding"):
+    if cfg.model is not None and s not in ("model", "hybrid", "embedding"):
         raise InputError(f"strategy {s!r} takes no model", field="model")
     if cfg.threshold is not None and s in ("exact", "formula"):
         raise InputError(f"strategy {s!r} is a 0/1 rule and takes no threshold", field="threshold")
@@ -447,8 +455,16 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     if s == "embedding":
         return EmbeddingJudge(cfg.model, threshold=cfg.threshold, batch_size=cfg.batch_size, device=cfg.device)
     if cfg.model is None:
-        raise InputError("the model strategy needs a judge: an exported directory or a .ckpt file", field="model")
-    return ModelJudge(
+        raise InputError(f"the {s} strategy needs a judge: an exported directory or a .ckpt file", field="model")
+    from equiv.prune.loading import stored_judge_kind
+
+    kind = stored_judge_kind(cfg.model)
+    if s == "hybrid" and kind != "hybrid":
+        raise InputError(
+            "this judge has no hybrid combiner (equiv.hybrid in config.json); train it with --hybrid true "
+            "or use --strategy model", path=cfg.model, field="strategy")
+    judge_class = HybridJudge if kind == "hybrid" else ModelJudge
+    return judge_class(
         cfg.model,
         threshold=cfg.threshold,
         prefilter=cfg.prefilter,
@@ -467,3 +483,35 @@ def settings_from_config_json(path: str | Path) -> dict[str, Any]:
         raise InputError(f"cannot read the judge config: {err}", path=path, field="model") from None
     block = data.get("equiv") if isinstance(data, dict) else None
     return dict(block) if isinstance(block, dict) else {}
+
+
+class HybridJudge(ModelJudge):
+    """The classifier's logit and rule features combined by the export's stored combiner.
+
+    Same two-stage check, batching, caching and stats as :class:`ModelJudge`: whitespace-equal
+    pairs are equivalent and a ratio <= ``prefilter`` is not, for free; every other pair costs
+    one classifier forward, and its probability is then replaced by the combiner's
+    (:class:`equiv.judge.hybrid.Combiner`, fitted on the calibration split). ``threshold``
+    defaults to the combiner's own, not the raw model's ``decision_threshold``.
+    """
+
+    name = "hybrid"
+
+    def __init__(self, path: str | Path, *, threshold: float | None = None, **kwargs: Any) -> None:
+        from equiv.judge.hybrid import HYBRID_KEY, Combiner
+
+        super().__init__(path, threshold=threshold, **kwargs)
+        if HYBRID_KEY not in self.settings:
+            raise InputError("this judge has no hybrid combiner (equiv.hybrid in config.json)", path=path, field="model")
+        self.combiner = Combiner.from_dict(self.settings[HYBRID_KEY], source=str(Path(path) / "config.json"))
+        self.raw_threshold = self.threshold
+        self.threshold = _check_threshold(self.combiner.threshold if threshold is None else threshold, self.name)
+
+    def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
+        from equiv.judge.hybrid import pair_features
+
+        return self.combiner.probabilities([pair_features(a, b, p) for (a, b), p in zip(pairs, probs)])
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "raw_threshold": self.raw_threshold,
+                "combiner": dict(zip(self.combiner.features, self.combiner.weights), bias=self.combiner.bias)}
