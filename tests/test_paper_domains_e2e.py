@@ -20,7 +20,7 @@ from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.expansion import Pruning
 from equiv.search.policies.prompts import resolve_format
 from equiv.search.runner import Engines, run_eval
-from tests.scripted import TablePolicy, TableReward, cand
+from tests.helpers.scripted import TablePolicy, TableReward, cand
 
 CSQA = Path(__file__).parent / "data" / "commonsense_qa_synthetic.jsonl"
 
