@@ -76,6 +76,7 @@ class RuleScoredEM(EMRefinementCallback):
 
 
 def make_parts(train: Path, val: Path, seed: int = 0) -> tuple[PairClassifier, MathEquivDataModule]:
+    """A seeded tiny-BERT ``PairClassifier`` and its data module on ``train``/``val``."""
     L.seed_everything(seed, verbose=False)
     model = PairClassifier(model_name=BUNDLED_MINILM, pretrained=False, hf_config=TINY_BERT, max_length=64, learning_rate=1e-3)
     data = MathEquivDataModule(train=str(train), val=str(val), model_name=BUNDLED_MINILM, max_length=64, batch_size=4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Awaitable, Callable
 
 from equiv.search.config import SearchConfig
 from equiv.search.dispatch import Dispatcher, run_workers
@@ -11,8 +12,10 @@ from equiv.search.expansion import Pruning, SearchContext, SeedStream
 Q = "q"
 
 
-def run_search(search, policy, reward, judge=None, *, prune=True, **settings):
-    """Run one search through the real dispatcher; returns (final node, ctx)."""
+def run_search(search: Callable[[SearchContext], Awaitable[Any]], policy: Any, reward: Any, judge: Any = None, *,
+               prune: bool = True, **settings: Any) -> tuple[Any, SearchContext]:
+    """Run one search on the question ``Q`` (read at call time, so a caller may set it) through the
+    real dispatcher; returns (final node, ctx)."""
     dispatcher = Dispatcher(policy, reward, judge if prune else None)
     ctx = SearchContext(
         Q,
@@ -21,9 +24,9 @@ def run_search(search, policy, reward, judge=None, *, prune=True, **settings):
         SeedStream(0, "p"),
         Pruning(enabled=prune and judge is not None, threshold=0.5),
     )
-    out = {}
+    out: dict[str, Any] = {}
 
-    async def work(_job):
+    async def work(_job: int) -> None:
         out["final"] = await search(ctx)
 
     asyncio.run(run_workers(dispatcher, [0], work, 1))
