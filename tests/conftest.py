@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("EQUIV_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
 # Never reach for the hub, never open a browser for W&B.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

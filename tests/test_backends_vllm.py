@@ -84,6 +84,7 @@ def _run_script(tmp_path, repo_root):
     return json.loads(lines[-1][len("RESULT "):])
 
 
+@pytest.mark.timeout(1200)  # the vLLM script may take up to 900 s
 def test_vllm_policy_end_to_end(tmp_path, repo_root):
     out = _run_script(tmp_path, repo_root)
     batched, alone, again = out["batched"], out["alone"], out["again"]

@@ -16,6 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Each benchmark is a fresh interpreter running whole searches or fits: minutes, so ``-m slow``.
+pytestmark = pytest.mark.slow
+
 
 def test_bench_concurrency_small_run(tmp_path):
     out = tmp_path / "bench.json"
@@ -72,6 +75,7 @@ def test_bench_prm_prefix_quick_scores_match_the_plain_path():
     assert proc.stdout.strip().splitlines()[-1].startswith("speedup: ")
 
 
+@pytest.mark.timeout(1900)  # two runs of up to 900 s each
 def test_bench_judge_quality_quick_runs_every_arm(tmp_path):
     """The ablation command end to end, CI-sized: every arm gets a row; trained judges are exported
     with a calibrated threshold, and a second run loads them instead of training again."""

@@ -9,7 +9,7 @@ paths resolve exactly as they do for a user, and nothing is written into the rep
   (the default suite); run for real by the ``slow`` tour test.
 - ``search_cli.py pairs``, ``compare`` and ``report``: run for real, on a tiny random-init judge
   exported where the docs say the trained one lies, and on real run directories written by
-  ``search_cli.py eval`` with scripted engines (``tests/test_report_support.py``).
+  ``search_cli.py eval`` with scripted engines (``tests/helpers/runs.py``).
 - ``pip install -e ".[extra]"``: the extra exists in pyproject.toml; ``mkdocs``: mkdocs.yml exists
   (CI builds the site strictly); ``pytest``: this suite itself.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, SHARED_DATA
+from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
 DOCUMENTS = ("README.md", "docs/getting-started.md")
 LINKED = ("equiv", "configs", "trainer_cli.py", "search_cli.py", "pyproject.toml", "mkdocs.yml")
@@ -176,8 +176,8 @@ def workdir(tmp_path_factory) -> Path:
     """A scratch checkout holding what the documented commands expect to find: an exported judge
     at every ``--model`` path of a ``pairs`` command and a run directory at every path that
     ``compare``/``report`` read."""
-    from tests.test_prune_strategies import make_tiny_judge
-    from tests.test_report_support import runner_runs
+    from tests.helpers.judges import make_tiny_judge
+    from tests.helpers.runs import runner_runs
 
     work = make_workdir(tmp_path_factory.mktemp("docs"))
     for cmd in ALL_COMMANDS:
@@ -270,6 +270,7 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the demo fit and two searches, up to 1800 s each
 def test_readme_tour_runs_verbatim(tmp_path: Path, shared_data: Path):
     """The README's commands in order, for real, in a fresh scratch checkout: the demo fit exports
     the judge, ``pairs`` scores with it, both searches run (the pruned one on that judge),
@@ -341,7 +342,7 @@ PYTHON_EXAMPLES = [(doc, line, code) for doc in sorted(p.relative_to(REPO_ROOT).
 def test_python_example_runs(doc: str, line: int, code: str, tmp_path: Path, monkeypatch) -> None:
     """Each ``python`` block of the docs runs as written, from a scratch checkout where every
     judge directory it names holds a tiny random-init exported judge."""
-    from tests.test_prune_strategies import make_tiny_judge
+    from tests.helpers.judges import make_tiny_judge
 
     work = make_workdir(tmp_path)
     for path in re.findall(r'model="([^"]+)"', code):

@@ -27,7 +27,7 @@ def _worker(out: Path) -> None:
 
     from equiv.judge.em_callback import autocast_dtype_for
     from equiv.judge.inference import score_pairs
-    from tests.test_em_fit import RuleScoredEM, make_parts, write_tiny_data
+    from tests.helpers.em import RuleScoredEM, make_parts, write_tiny_data
 
     class CheckedEM(RuleScoredEM):
         """Also scores every sub-pair unsharded on this rank, to check the gathered order."""
@@ -80,6 +80,7 @@ def _worker(out: Path) -> None:
     trainer.fit(model, datamodule=data)
 
 
+@pytest.mark.slow
 def test_two_process_ddp_gives_the_same_refined_set_on_both_ranks(tmp_path: Path) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                PYTHONPATH=str(REPO), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29500 + os.getpid() % 1000))

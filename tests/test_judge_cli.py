@@ -1,4 +1,7 @@
-"""trainer_cli.py end to end: subprocess runs, W&B offline records, bad input, predict/validate/test."""
+"""trainer_cli.py end to end: one real process, W&B offline records, bad input, predict/validate/test.
+
+The CLI runs in this process (``main(argv)``) except in the smoke test, which starts the script
+itself, and the W&B test, whose offline run is finalised when its process exits."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pytest
 from equiv.data.demo import DEMO_DIR, MULTIPLY_SAME, _facts
 from equiv.judge.cli import main
 from equiv.judge.tiny import build_tiny_longformer
+from tests.helpers.cli import trainer_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,6 +92,7 @@ def test_fast_dev_run_subprocess_exports_a_judge(tiny_longformer: Path, tmp_path
     assert (tmp_path / "judge" / "config.json").exists() and (tmp_path / "judge" / "model.safetensors").exists()
 
 
+@pytest.mark.slow  # a real MiniLM epoch: about a minute on 2 cores
 def test_short_minilm_run_improves_f1_and_logs_to_wandb_offline(tmp_path: Path) -> None:
     import torch
     from lightning.pytorch import seed_everything
@@ -126,10 +131,10 @@ def test_short_minilm_run_improves_f1_and_logs_to_wandb_offline(tmp_path: Path) 
     assert f"best validation epoch: f1={max(val_f1):.4f}" in result.stdout
 
 
-def test_bad_data_subprocess_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_bad_data_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "result": 3}) + "\n" + json.dumps({"sentence1": "a", "result": 1}) + "\n")
-    result = run_cli("fit", "--config", "configs/demo.yaml", f"--data.train={bad}", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}")
+    result = trainer_cli("fit", "--config", "configs/demo.yaml", f"--data.train={bad}", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}")
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last == f"error: {bad}:2: field 'sentence2': is missing"
@@ -137,7 +142,7 @@ def test_bad_data_subprocess_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_unknown_option_exits_2() -> None:
-    result = run_cli("fit", "--config", "configs/demo.yaml", "--model.no_such_option=1")
+    result = trainer_cli("fit", "--config", "configs/demo.yaml", "--model.no_such_option=1")
     assert result.returncode == 2
     assert "no_such_option" in result.stderr
 

@@ -20,7 +20,7 @@ from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.expansion import Pruning
 from equiv.search.policies.prompts import resolve_format
 from equiv.search.runner import Engines, run_eval
-from tests.scripted import TablePolicy, TableReward, cand
+from tests.helpers.scripted import TablePolicy, TableReward, cand
 
 CSQA = Path(__file__).parent / "data" / "commonsense_qa_synthetic.jsonl"
 
@@ -76,7 +76,14 @@ def code_problem() -> Problem:
 
 
 @pytest.mark.parametrize("body, correct", [("    return a + b", True), ("    while True:\n        pass", False)])
-def test_runner_grades_the_searched_program_in_the_sandbox(tmp_path, body, correct):
+def test_runner_grades_the_searched_program_in_the_sandbox(tmp_path, monkeypatch, body, correct):
+    from functools import partial
+
+    from equiv.search import code_grading
+
+    # The hanging program runs into the sandbox's timeout: 1 s here rather than HumanEval's default.
+    quick = code_grading.SandboxLimits(timeout_s=1.0)
+    monkeypatch.setattr(code_grading, "grade_code", partial(code_grading.grade_code, limits=quick))
     first, last = "```python\ndef add(a, b):", body + "\n```"
     policy = TablePolicy({(): [cand(first)], (first,): [cand(last, finished=True)]})
     engines = Engines(policy, TableReward({}), None, Pruning(enabled=False))

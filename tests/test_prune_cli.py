@@ -1,17 +1,15 @@
-"""``search_cli.py pairs``: metrics, the final JSON line, sweeps, errors (real CLI in subprocess)."""
+"""``search_cli.py pairs``: metrics, the final JSON line, sweeps, errors (the real entry point, in process)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from equiv.prune.cli import pairs_main
-from tests.test_prune_strategies import make_tiny_judge
+from tests.helpers.cli import Result, search_cli
+from tests.helpers.judges import make_tiny_judge
 
 A = "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs a day."
 
@@ -37,11 +35,8 @@ def crafted(tmp_path) -> Path:
     return write_pairs(tmp_path / "pairs.jsonl", rows)
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    root = Path(__file__).resolve().parents[1]
-    return subprocess.run([sys.executable, str(root / "search_cli.py"), "pairs", *args],
-                          capture_output=True, text=True, cwd=root, env=env, timeout=300)
+def run_cli(*args: str) -> Result:
+    return search_cli("pairs", *args)
 
 
 def test_levenshtein_metrics_last_line_and_output_file(crafted, tmp_path):

@@ -22,46 +22,7 @@ from equiv.prune import (
     group_siblings,
 )
 from equiv.search.types import PairJudge
-
-SETTINGS = {
-    "label_mapping": {"equivalent": [3, 4], "not_equivalent": [0, 1]},
-    "max_length": 96,
-    "prefilter_threshold": 0.6,
-    "decision_threshold": 0.5,
-    "model_name": "tiny-bert",
-}
-
-
-def make_tiny_judge(out: Path, *, kind: str = "bert", settings: dict | None = SETTINGS, seed: int = 0) -> Path:
-    """A random-init 2-label classifier + the bundled MiniLM tokenizer, saved like an export."""
-    from transformers import (
-        AutoTokenizer,
-        BertConfig,
-        BertForSequenceClassification,
-        LongformerConfig,
-        LongformerForSequenceClassification,
-    )
-
-    from equiv.backbones import resolve_model_name
-
-    torch.manual_seed(seed)
-    tok = AutoTokenizer.from_pretrained(resolve_model_name("bundled:all-MiniLM-L6-v2"))
-    common = dict(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=64, num_labels=2, pad_token_id=0)
-    if kind == "bert":
-        model = BertForSequenceClassification(BertConfig(max_position_embeddings=128, **common))
-    else:
-        model = LongformerForSequenceClassification(
-            LongformerConfig(max_position_embeddings=258, attention_window=16, **common)
-        )
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    if settings is not None:
-        config = json.loads((out / "config.json").read_text())
-        config["equiv"] = settings
-        (out / "config.json").write_text(json.dumps(config))
-    return out
-
+from tests.helpers.judges import SETTINGS, make_tiny_judge
 
 @pytest.fixture(scope="module")
 def tiny_judge_dir(tmp_path_factory) -> Path:

@@ -1,5 +1,6 @@
-"""`search_cli.py report` end to end in a subprocess, on run directories written by the real
-evaluation runner (scripted engines) and on hand-written edge cases."""
+"""`search_cli.py report` end to end (the real entry point, in process; one real process for the
+exit status and the plotting backend), on run directories written by the real evaluation runner
+(scripted engines) and on hand-written edge cases."""
 
 from __future__ import annotations
 
@@ -14,15 +15,20 @@ import pytest
 
 from equiv.report.load import load_runs
 from equiv.report.stats import compare_rows
-from tests.test_report_support import NASTY, runner_runs, write_run
+from tests.helpers.cli import Result, search_cli
+from tests.helpers.runs import NASTY, runner_runs, write_run
 
 ALGOS = ("mcts", "sbs", "dfs", "lookahead")
 
 
-def report(repo_root: Path, *args: str) -> subprocess.CompletedProcess:
+def report_in_a_process(repo_root: Path, *args: object) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", MPLBACKEND="")  # Agg must be chosen by the code, not the env
     return subprocess.run([sys.executable, str(repo_root / "search_cli.py"), "report", *map(str, args)],
                           capture_output=True, text=True, cwd=repo_root, env=env, timeout=120)
+
+
+def report(*args: object) -> Result:
+    return search_cli("report", *args)
 
 
 def report_in_process(capsys, *args: str) -> tuple[int, str, str]:
@@ -41,7 +47,7 @@ def real_runs(tmp_path_factory) -> list[Path]:
 
 def test_report_on_runs_of_every_algorithm(repo_root: Path, real_runs: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "report"
-    res = report(repo_root, *real_runs, "--out", out)
+    res = report(*real_runs, "--out", out)
     assert res.returncode == 0, res.stderr
     page = (out / "index.html").read_text()
     for name in ("tokens_per_problem", "pruning_rate_by_depth", "accuracy_vs_tokens"):
@@ -69,7 +75,7 @@ def test_report_on_runs_of_every_algorithm(repo_root: Path, real_runs: list[Path
 def test_runs_without_trees_still_get_summary_and_plots(repo_root: Path, tmp_path: Path) -> None:
     runs = runner_runs(tmp_path / "runs", ("sbs",), trees=False)
     out = tmp_path / "report"
-    res = report(repo_root, *runs, "--out", out)
+    res = report(*runs, "--out", out)
     assert res.returncode == 0, res.stderr
     assert "skipped plot pruning_rate_by_depth" in res.stdout
     page = (out / "index.html").read_text()
@@ -82,7 +88,7 @@ def test_step_text_is_escaped_and_tree_selection(repo_root: Path, tmp_path: Path
     base = write_run(tmp_path / "base", pruned=False)
     pruned = write_run(tmp_path / "pruned", pruned=True)
     out = tmp_path / "report"
-    res = report(repo_root, base, pruned, "--out", out, "--problems", "7", "--title", "<T&>")
+    res = report(base, pruned, "--out", out, "--problems", "7", "--title", "<T&>")
     assert res.returncode == 0, res.stderr
     assert "embedded trees for 1 of 3 problem(s)" in res.stdout
     page = (out / "index.html").read_text()
@@ -136,17 +142,25 @@ def test_help(capsys) -> None:
     assert rc == 0 and "--max_trees" in out and "baseline" in out
 
 
-def test_bad_input_exit_code_from_a_real_process(repo_root: Path, tmp_path: Path) -> None:
-    res = report(repo_root, tmp_path / "nope", "--out", tmp_path / "out")
+def test_search_cli_in_a_real_process(repo_root: Path, tmp_path: Path) -> None:
+    """The one real-process test of ``search_cli.py`` in the default suite (``report`` imports no
+    torch, so it is cheap): the exit status on success and on bad input, and the plots written
+    with no plotting backend set in the environment."""
+    run = write_run(tmp_path / "run", pruned=True)
+    res = report_in_a_process(repo_root, run, "--out", tmp_path / "report")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "report" / "plots" / "tokens_per_problem.png").read_bytes().startswith(b"\x89PNG")
+    res = report_in_a_process(repo_root, tmp_path / "nope", "--out", tmp_path / "out")
     assert res.returncode == 2 and res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # two searches of up to 600 s each
 def test_report_on_the_cpu_demo(repo_root: Path, shared_data: Path, tmp_path: Path) -> None:
     """The README's commands: two `eval` runs of the CPU demo (tiny random-init policy and PRM,
     one GSM8K problem; the pruned run's judge is a tiny random-init one in place of the trained
     demo judge) and `report` on them, all in subprocesses."""
-    from tests.test_prune_strategies import make_tiny_judge
+    from tests.helpers.judges import make_tiny_judge
 
     judge = make_tiny_judge(tmp_path / "judge")
     env = dict(os.environ, HF_HUB_OFFLINE="1")
@@ -159,7 +173,7 @@ def test_report_on_the_cpu_demo(repo_root: Path, shared_data: Path, tmp_path: Pa
         res = subprocess.run(cmd, cwd=repo_root, env=env, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stderr[-3000:]
         runs.append(out)
-    res = report(repo_root, *runs, "--out", tmp_path / "report")
+    res = report_in_a_process(repo_root, *runs, "--out", tmp_path / "report")
     assert res.returncode == 0, res.stderr
     page = (tmp_path / "report" / "index.html").read_text()
     data = json.loads(re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1))

@@ -11,7 +11,7 @@ from equiv.errors import InputError
 from equiv.report.load import load_run, load_runs
 from equiv.report.stats import compare_rows, pruning_by_depth, shared_ids
 from equiv.report.tree_view import script_json, select_trees, tree_bytes, tree_payload
-from tests.test_report_support import NASTY, write_run
+from tests.helpers.runs import NASTY, write_run
 
 
 def test_loads_documented_run(tmp_path: Path) -> None:

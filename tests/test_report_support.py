@@ -1,78 +1,12 @@
-"""Hand-written run directories in the documented format (docs/ARCHITECTURE.md, "Run directory").
-
-Used by the report tests for what real runs rarely contain: step text with HTML and LaTeX,
-string ids with "/", a run without trees, an unfinished run without summary.json. The tests
-in this file check the writer itself against the documented schema, so the fixture cannot drift
-from the format the runner writes.
-"""
+"""The hand-written run directories of ``tests/helpers/runs.py`` follow the documented format
+(docs/ARCHITECTURE.md, "Run directory"), so that fixture cannot drift from what the runner writes."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-RESULT_KEYS = ("id", "question", "answer", "prediction", "correct", "generated_tokens", "prm_calls",
-               "judge_calls", "expanded", "pruned", "seconds", "path", "error", "algo", "seed", "pruner")
-NODE_KEYS = ("id", "parent", "depth", "text", "prior", "value", "visits", "tokens", "terminal",
-             "on_path", "merged_into", "judge_prob")
-NASTY = "Let $x<y$ & </script><b>bold</b> \\frac{1}{2}"
-
-
-def _node(i: int, parent: int | None, depth: int, text: str, **kw: Any) -> dict[str, Any]:
-    node = dict(id=i, parent=parent, depth=depth, text=text, prior=kw.pop("prior", 0.5), value=kw.pop("value", 0.5),
-                visits=kw.pop("visits", 1), tokens=kw.pop("tokens", 10), terminal=kw.pop("terminal", False),
-                on_path=kw.pop("on_path", False), merged_into=kw.pop("merged_into", None),
-                judge_prob=kw.pop("judge_prob", None))
-    assert not kw, kw
-    return node
-
-
-def tree_nodes(pruned: bool) -> list[dict[str, Any]]:
-    """Root, three first steps (two merged into the first when ``pruned``), and a second level."""
-    nodes = [_node(0, None, 0, "", on_path=True, prior=1.0, value=None, visits=8, tokens=0)]
-    nodes.append(_node(1, 0, 1, "Step 1: x = 2 + 3 = 5.", on_path=True, value=0.9, visits=5, tokens=12))
-    nodes.append(_node(2, 0, 1, "Step 1: 2 + 3 = 5, so x = 5.", value=0.85, visits=0 if pruned else 2, tokens=14,
-                       merged_into=1 if pruned else None, judge_prob=0.93 if pruned else None))
-    nodes.append(_node(3, 0, 1, NASTY, value=0.4, visits=0 if pruned else 1, tokens=20,
-                       merged_into=1 if pruned else None, judge_prob=0.81 if pruned else None))
-    nodes.append(_node(4, 1, 2, "Step 2: so the answer is 5. # Answer 5", on_path=True, terminal=True, value=0.95, tokens=9))
-    nodes.append(_node(5, 1, 2, "Step 2: double it: 10.", value=0.2, tokens=7, terminal=True))
-    if not pruned:
-        nodes.append(_node(6, 2, 2, "Step 2: the answer is 5.", value=0.9, tokens=8, terminal=True))
-    return nodes
-
-
-def write_run(root: Path, *, pruned: bool, trees: bool = True, summary: bool = True,
-              ids: tuple[Any, ...] = ("test/algebra/1.json", "test/algebra/2.json", 7),
-              tokens: tuple[int, ...] = (300, 120, 80), algo: str = "mcts") -> Path:
-    """A finished (or, with ``summary=False``, unfinished) run directory."""
-    root.mkdir(parents=True, exist_ok=True)
-    pruner = "model" if pruned else None
-    (root / "config.yaml").write_text(f"algo: {algo}\npruner: {pruner or 'null'}\nseed: 0\n")
-    records = []
-    for i, (pid, tok) in enumerate(zip(ids, tokens)):
-        records.append(dict(
-            id=pid, question=f"What is 2 + 3? ({pid})", answer="5", prediction="5" if i != 1 else "6",
-            correct=i != 1, generated_tokens=tok // (2 if pruned else 1), prm_calls=4, judge_calls=3 if pruned else 0,
-            expanded=2, pruned=2 if pruned else 0, seconds=0.1, path=["Step 1: x = 5.", "# Answer 5"], error=None,
-            algo=algo, seed=0, pruner=pruner))
-    with (root / "results.jsonl").open("w") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec) + "\n")
-    if summary:
-        n = len(records)
-        (root / "summary.json").write_text(json.dumps(dict(
-            accuracy=sum(r["correct"] for r in records) / n, mean_generated_tokens=sum(r["generated_tokens"] for r in records) / n,
-            problems=n, errors=0, pruned_per_expansion=1.0 if pruned else 0.0, algo=algo, pruner=pruner,
-            mean_prm_calls=4.0, mean_judge_calls=3.0 if pruned else 0.0, seconds=0.3)))
-    if trees:
-        (root / "trees").mkdir(exist_ok=True)
-        for k, rec in enumerate(records):
-            tree = {key: rec[key] for key in ("id", "question", "answer", "prediction", "correct", "algo")}
-            tree["nodes"] = tree_nodes(pruned)
-            (root / "trees" / f"{k}.json").write_text(json.dumps(tree))
-    return root
+from tests.helpers.runs import NODE_KEYS, RESULT_KEYS, write_run
 
 
 def test_writer_follows_documented_schema(tmp_path: Path) -> None:
@@ -84,33 +18,3 @@ def test_writer_follows_documented_schema(tmp_path: Path) -> None:
     merged = [n for n in tree["nodes"] if n["merged_into"] is not None]
     assert merged and all(n["judge_prob"] is not None for n in merged)
     assert not any(n["parent"] in {m["id"] for m in merged} for n in tree["nodes"]), "merged nodes have no children"
-
-
-def runner_runs(root: Path, algos: tuple[str, ...] = ("mcts",), *, trees: bool = True, n: int = 4) -> list[Path]:
-    """Real run directories from the real ``search_cli.py eval`` (jsonargparse, data loading, the
-    runner, config.yaml), driven by the search tests' scripted engines through its
-    ``engine_factory`` seam (deterministic, no model): for each algorithm an unpruned baseline and
-    a run whose judge merges restated steps. Returns [algo_base, algo_pruned, ...]."""
-    from equiv.search.cli import eval_main
-    from tests.scripted import problems, scripted_factory
-
-    root.mkdir(parents=True, exist_ok=True)
-    data = root / "problems.jsonl"
-    data.write_text("".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in problems(n)))
-    out = []
-    for algo in algos:
-        for pruned in (False, True):
-            path = root / f"{algo}_{'pruned' if pruned else 'base'}"
-            args = [
-                "--algo", algo, "--out", str(path),
-                "--data.dataset", "jsonl", "--data.path", str(data),
-                "--data.question_field", "question", "--data.answer_field", "answer",
-                "--policy.model", "scripted", "--reward.model", "scripted",
-                "--pruner.strategy", "exact" if pruned else "none",
-                "--search.width", "4", "--search.max_depth", "4", "--search.num_simulations", "4",
-                "--search.beam_size", "2", "--search.num_sequence", "2",
-                "--run.save_trees", "true" if trees else "false", "--run.progress", "false", "--run.concurrency", "2",
-            ]
-            assert eval_main(args, engine_factory=scripted_factory) == 0, f"eval failed for {path}"
-            out.append(path)
-    return out

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from equiv.search.cli import eval_main
-from tests.scripted import scripted_factory
-from tests.test_search_cli import base_args
+from tests.helpers.scripted import scripted_factory
+from tests.helpers.runs import base_args
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'equiv[ray]')")
 
@@ -49,7 +49,7 @@ def test_scale_options_parse_and_bad_values_exit_2(tmp_path, capsys):
 def test_killed_two_worker_cli_run_resumes_to_the_one_process_records(tmp_path):
     args = base_args(tmp_path, n=8) + ["--run.concurrency", "1", "--scale.workers", "2"]
     env = dict(os.environ, SCRIPTED_DELAY="0.1", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "tests.scripted", *args]
+    cmd = [sys.executable, "-m", "tests.helpers.scripted", *args]
     out = tmp_path / "run"
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True

@@ -1,6 +1,6 @@
 """Multi-worker search on a local Ray instance (CPU): same records as one process, resumable.
 
-Workers run the scripted engines of tests/scripted.py (outputs depend only on each request's
+Workers run the scripted engines of tests/helpers/scripted.py (outputs depend only on each request's
 content and seed), so any difference between one process and two workers would be a bug in
 sharding, merging or resume -- not noise.
 """
@@ -18,7 +18,7 @@ from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.distributed import ScaleConfig, ray_runtime_env, run_distributed, shard_paths
 from equiv.search.expansion import Pruning
 from equiv.search.runner import Engines, Grader, run_eval
-from tests.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
+from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'equiv[ray]')")
 

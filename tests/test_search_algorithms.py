@@ -16,29 +16,8 @@ from equiv.search.lookahead import lookahead
 from equiv.search.mcts import mcts, puct_score, select_child, simulate
 from equiv.search.sbs import sbs
 from equiv.search.tree import Tree
-from tests.scripted import RestateJudge, SeededPolicy, KeyedReward, TablePolicy, TableReward, cand
-
-Q = "q"
-
-
-def run_search(search, policy, reward, judge=None, *, prune=True, **settings):
-    """Run one search through the real dispatcher; returns (final node, ctx)."""
-    dispatcher = Dispatcher(policy, reward, judge if prune else None)
-    ctx = SearchContext(
-        Q,
-        dispatcher.handle(0),
-        SearchConfig(**settings),
-        SeedStream(0, "p"),
-        Pruning(enabled=prune and judge is not None, threshold=0.5),
-    )
-    out = {}
-
-    async def work(_job):
-        out["final"] = await search(ctx)
-
-    asyncio.run(run_workers(dispatcher, [0], work, 1))
-    return out["final"], ctx
-
+from tests.helpers.scripted import RestateJudge, SeededPolicy, KeyedReward, TablePolicy, TableReward, cand
+from tests.helpers.search import Q, run_search
 
 def by_text(ctx, text, depth=None):
     nodes = [n for n in ctx.tree if n.text == text and (depth is None or n.depth == depth)]

@@ -1,6 +1,6 @@
 """`search_cli.py eval` / `compare`: the real CLI (jsonargparse, data loading, run directory) with
-scripted engines through the ``engine_factory`` seam, a subprocess killed mid-run and resumed,
-bad input, and every recipe in configs/search parsing."""
+scripted engines through the ``engine_factory`` seam, a subprocess killed mid-run and resumed
+(``slow``), bad input, and every recipe in configs/search parsing."""
 
 from __future__ import annotations
 
@@ -18,31 +18,10 @@ from equiv.search.cli import compare_main, compare_rows, eval_main
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.expansion import Pruning
 from equiv.search.runner import Engines, Grader, run_eval
-from tests.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, scripted_factory, simple_extract, simple_grade
+from tests.helpers.runs import base_args, read_records
+from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, scripted_factory, simple_extract, simple_grade
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def write_problems(path: Path, n: int, *, fail: tuple[int, ...] = ()) -> Path:
-    with path.open("w") as f:
-        for p in problems(n, fail=fail):
-            f.write(json.dumps({"question": p.question, "answer": p.answer}) + "\n")
-    return path
-
-
-def base_args(tmp_path: Path, n: int = 4, **kw) -> list[str]:
-    data = write_problems(tmp_path / "problems.jsonl", n, **kw)
-    return [
-        "--algo", "sbs", "--out", str(tmp_path / "run"),
-        "--data.dataset", "jsonl", "--data.path", str(data),
-        "--data.question_field", "question", "--data.answer_field", "answer",
-        "--policy.model", "scripted", "--reward.model", "scripted",
-        "--search.width", "4", "--run.progress", "false", "--run.concurrency", "2",
-    ]
-
-
-def read_records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
 # -- eval through the real CLI -------------------------------------------------------------------
@@ -105,10 +84,11 @@ def test_policy_error_on_one_problem_is_recorded(tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["errors"] == 1
 
 
+@pytest.mark.slow
 def test_killed_subprocess_resumes_without_loss_or_duplicates(tmp_path):
     args = base_args(tmp_path, n=6) + ["--run.concurrency", "1"]
     env = dict(os.environ, SCRIPTED_DELAY="0.05", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "tests.scripted", *args]
+    cmd = [sys.executable, "-m", "tests.helpers.scripted", *args]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     results = tmp_path / "run" / "results.jsonl"
     deadline = time.time() + 60
@@ -160,9 +140,11 @@ def test_compare_table_on_shared_problems(tmp_path, capsys):
     assert rows[0]["token_ratio"] == pytest.approx(100.0)
     assert rows[1]["token_ratio"] == pytest.approx(100 * pruned_tokens / base_tokens)
     assert rows[1]["accuracy"] == pytest.approx(100 * sum(r["correct"] for r in pruned) / 3)
+    assert compare_main([str(tmp_path / "base"), str(tmp_path / "pruned"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == {"shared_problems": 3, "rows": json.loads(json.dumps(rows))}
     assert compare_main([str(tmp_path / "base"), str(tmp_path / "pruned")]) == 0
-    out = capsys.readouterr().out
-    assert "3 problems shared" in out and "ratio %" in out and "restate" in out
+    assert "3 problems shared" in capsys.readouterr().out  # the table form of the same rows
 
 
 def test_compare_bad_directory(tmp_path, capsys):
@@ -211,10 +193,11 @@ def test_recipe_parses(recipe):
     assert init.policy.model
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
     args = base_args(tmp_path, n=8)
     env = dict(os.environ, SCRIPTED_DELAY="0.2", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "tests.scripted", *args]
+    cmd = [sys.executable, "-m", "tests.helpers.scripted", *args]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = tmp_path / "run" / "results.jsonl"
     deadline = time.time() + 60

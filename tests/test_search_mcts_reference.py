@@ -20,8 +20,8 @@ import pytest
 from equiv.search.expansion import SeedStream
 from equiv.search.mcts import mcts
 from equiv.search.types import ScoreRequest, StepRequest
-from tests.scripted import KeyedReward, SeededPolicy
-from tests.test_search_algorithms import Q, run_search
+from tests.helpers.scripted import KeyedReward, SeededPolicy
+from tests.helpers.search import Q, run_search
 
 
 class _RefNode:

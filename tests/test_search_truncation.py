@@ -6,8 +6,8 @@ from __future__ import annotations
 from equiv.search.mcts import mcts
 from equiv.search.sbs import sbs
 from equiv.search.types import StepRequest
-from tests.scripted import ScriptedEngine, TableReward, raw
-from tests.test_search_algorithms import run_search
+from tests.helpers.scripted import ScriptedEngine, TableReward, raw
+from tests.helpers.search import run_search
 
 RUNAWAY = "let x be " + "x + " * 400
 

@@ -1,0 +1,52 @@
+"""Calling the command-line entry points in this process.
+
+A fresh interpreter pays the torch/transformers/Lightning imports again (seconds each on a small
+CPU), so the CLI tests call ``main(argv)`` directly and read what it printed and returned, exactly
+as a shell would see it: the exit status (``SystemExit`` from argparse or jsonargparse included),
+stdout and stderr. One real subprocess per entry script stays, in the smoke tests.
+"""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a shell sees of one command: the same fields as ``subprocess.CompletedProcess``."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke(main: Callable[[list[str]], int | None], argv: Sequence[object]) -> Result:
+    """``main(argv)`` with stdout/stderr captured and ``SystemExit`` turned into the exit status."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as exc:
+            if isinstance(exc.code, str):  # sys.exit("message"): printed to stderr, status 1
+                print(exc.code, file=err)
+                code = 1
+            else:
+                code = exc.code
+    return Result(int(code or 0), out.getvalue(), err.getvalue())
+
+
+def trainer_cli(*argv: object) -> Result:
+    """``python trainer_cli.py ARGV`` in this process."""
+    from equiv.judge.cli import main
+
+    return invoke(main, argv)
+
+
+def search_cli(*argv: object) -> Result:
+    """``python search_cli.py ARGV`` in this process (``ARGV[0]`` is the subcommand)."""
+    from search_cli import main
+
+    return invoke(main, argv)
