@@ -21,7 +21,7 @@ from equiv.judge.hybrid import (
 )
 from equiv.prune import HybridJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.prune.loading import stored_judge_kind
-from tests.test_prune_strategies import make_tiny_judge
+from tests.helpers.judges import make_tiny_judge
 
 AGREE = ("He pays 5*6 = <<5*6=30>>30 dollars.", "So the total is 6*5 = <<6*5=30>>30 dollars.")
 DISAGREE = ("He pays 5*6 = <<5*6=30>>30 dollars.", "He pays 5+6 = <<5+6=11>>11 dollars.")
