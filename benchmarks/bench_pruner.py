@@ -53,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from equiv.prune import ModelJudge, group_siblings, sibling_pairs  # noqa: E402
-from equiv.prune.formula import formulas_equivalent  # noqa: E402
-from equiv.prune.levenshtein import levenshtein_ratio  # noqa: E402
+from equiv.text.formula import formulas_equivalent  # noqa: E402
+from equiv.text.levenshtein import levenshtein_ratio  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "gsm8k" / "model_solutions.jsonl"
 SOLUTION_KEYS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rapidfuzz import fuzz
 
-from equiv.prune.formula import extract_formulas, formula_signature, formulas_equivalent, normalise_formula
-from equiv.prune.levenshtein import levenshtein_ratio, normalise_whitespace
+from equiv.text.formula import extract_formulas, formula_signature, formulas_equivalent, normalise_formula
+from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 
 
 def test_ratio_is_one_minus_distance_over_max_length():
