@@ -58,7 +58,7 @@ def build_eval_parser() -> Any:
     parser.add_class_arguments(PolicyConfig, "policy")
     parser.add_class_arguments(RewardConfig, "reward")
     parser.add_class_arguments(PrunerConfig, "pruner")
-    from equiv.search.distributed import ScaleConfig  # --scale.workers, --scale.ray_address (issue 7)
+    from equiv.search.distributed import ScaleConfig  # --scale.workers, --scale.ray_address
 
     parser.add_class_arguments(ScaleConfig, "scale")
     return parser

@@ -1,6 +1,6 @@
 """Search and run settings (jsonargparse argument groups).
 
-Defaults are the paper's (DESIGN.md §1): width 10, depth 50, MCTS 20 simulations per step with
+Defaults are the paper's (docs/design.md §1): width 10, depth 50, MCTS 20 simulations per step with
 PUCT constant 1.25, SBS beam 3, DFS ``num_sequence`` 3. Settings the paper leaves open carry a
 note saying what we chose and why.
 """

@@ -1,6 +1,6 @@
 """The expansion step every algorithm shares.
 
-Per expansion, data flows one way (DESIGN.md §3):
+Per expansion, data flows one way (docs/design.md §3):
 
 1. one batched policy call for all ``parents`` (one StepRequest each, ``n = width``);
 2. every candidate's completion tokens are counted here, whatever happens to it later; one cut
@@ -17,7 +17,7 @@ Per expansion, data flows one way (DESIGN.md §3):
    or for representatives only (``before_prm``, saves PRM work);
 6. merge bookkeeping: a pruned sibling gets ``merged_into`` and ``judge_prob``; the
    representative's prior becomes the sum of its class's priors. Its value depends on
-   ``SearchContext.class_value``: ``"max"`` (MCTS, the paper's rule; DESIGN.md §2) gives it the
+   ``SearchContext.class_value``: ``"max"`` (MCTS, the paper's rule; docs/design.md §2) gives it the
    max of the class's PRM values; ``"own"`` (SBS, DFS, lookahead, which rank on PRM values and
    report the chosen path's value) keeps the highest-scoring member as representative when all
    members are scored, so the value it is ranked on is the PRM score of its own text.
@@ -60,7 +60,7 @@ class AsyncEngines(Protocol):
 
 @dataclass
 class Stats:
-    """Per-problem work counters (DESIGN.md §2: every returned completion token counts)."""
+    """Per-problem work counters (docs/design.md §2: every returned completion token counts)."""
 
     generated_tokens: int = 0
     policy_requests: int = 0

@@ -36,7 +36,7 @@ class StepRequest:
 class Candidate:
     """One sampled continuation, as the policy returned it.
 
-    ``num_tokens`` counts every completion token the engine generated for it (DESIGN.md §2:
+    ``num_tokens`` counts every completion token the engine generated for it (docs/design.md §2:
     dropped and pruned candidates count too). ``finished`` means the solution ended (EOS or a
     final answer), not merely the step. ``truncated`` means the generation hit the token limit
     (``max_new_tokens`` or the context) without a clean stop: the search drops such a candidate

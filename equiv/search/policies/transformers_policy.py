@@ -20,7 +20,7 @@ Batching (``PolicyConfig.batch_requests``):
   last digits of a log-probability or, rarely, in a sampled token: the same trade vLLM makes
   on a GPU (its batches change with load too).
 
-Token accounting (DESIGN.md §2): a completion's ``num_tokens`` is every token generated for it,
+Token accounting (docs/design.md §2): a completion's ``num_tokens`` is every token generated for it,
 up to and including the token that completed the stop string or the EOS token (pad tokens that
 ``generate`` appends to rows that finished early are not generated tokens and are not counted).
 ``logprob`` sums the model's raw log-probabilities (before temperature / top-p, as vLLM's
