@@ -20,6 +20,7 @@ from equiv.prune.strategies import (
     JudgeStats,
     LevenshteinJudge,
     ModelJudge,
+    PairVerdict,
     PrunerConfig,
     build_judge,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "JudgeStats",
     "LevenshteinJudge",
     "ModelJudge",
+    "PairVerdict",
     "PrunerConfig",
     "build_judge",
     "group_equivalent",
