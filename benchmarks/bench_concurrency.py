@@ -142,7 +142,6 @@ def load(args: argparse.Namespace, n: int):
 
 def build(args: argparse.Namespace):
     from equiv.prune import PrunerConfig, build_judge
-    from equiv.search.expansion import Pruning
     from equiv.search.policies import PolicyConfig, build_policy
     from equiv.search.rewards import RewardConfig, build_reward_model
     from equiv.search.tiny import build_tiny_policy, build_tiny_prm
@@ -179,13 +178,12 @@ def build(args: argparse.Namespace):
 
     def judge_factory():
         if args.pruner == "none":
-            return None, Pruning(enabled=False)
+            return None, PrunerConfig()
         model = {"embedding": "bundled:all-MiniLM-L6-v2", "model": judge_model}.get(args.pruner)
         cfg = PrunerConfig(strategy=args.pruner, device=args.device, model=model,
                            prefilter=args.prefilter if args.pruner == "model" else None)
         judge = build_judge(cfg)
-        return judge, Pruning(enabled=True, threshold=float(judge.threshold),
-                              prefilter=getattr(judge, "prefilter", None))
+        return judge, cfg
 
     return policy, reward, judge_factory
 
@@ -280,14 +278,14 @@ def timed_run(args, concurrency, problems, policy, reward, judge, pruning, out: 
     reset_caches(policy, reward, judge)
     timed = {"policy": Timed(policy, "generate"), "prm": Timed(reward, "score")}
     if judge is not None:
-        timed["judge"] = Timed(judge, "pair_probabilities")
+        timed["judge"] = Timed(judge, "pair_verdicts")  # what the dispatcher calls
     gpu = GpuUtilisation(args.device)
     start = time.perf_counter()
     with gpu:
         summary = run_eval(
             algo=args.algo,
             problems=problems,
-            engines=Engines(policy=timed["policy"], reward=timed["prm"], judge=timed.get("judge"), pruning=pruning),
+            engines=Engines(policy=timed["policy"], reward=timed["prm"], judge=timed.get("judge"), pruner=pruning),
             out_dir=out,
             search=SearchConfig(width=args.width, beam_size=args.beam_size, max_depth=args.max_depth,
                                 num_simulations=3, num_sequence=2, dfs_max_expansions=8, lookahead_steps=1),

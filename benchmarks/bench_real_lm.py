@@ -82,7 +82,7 @@ class TimedPolicy:
 class TimedJudge:
     def __init__(self, judge: Any) -> None:
         self.judge = judge
-        self.pair_probabilities = Timed(judge.pair_probabilities)
+        self.pair_verdicts = Timed(judge.pair_verdicts)  # what the dispatcher calls
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.judge, name)
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
     from equiv.data.problems import load_problems
     from equiv.prune import PrunerConfig, build_judge
-    from equiv.search.cli import pruning_for, resolve_tiny
+    from equiv.search.cli import resolve_tiny
     from equiv.search.config import RunConfig, SearchConfig
     from equiv.search.policies import PolicyConfig, build_policy
     from equiv.search.rewards import RewardConfig, bind_policy_reward
@@ -198,14 +198,14 @@ def run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         run_eval(
             algo="mcts", problems=problems,
-            engines=Engines(policy=bound, reward=reward, judge=timed_judge, pruning=pruning_for(judge, pruner)),
+            engines=Engines(policy=bound, reward=reward, judge=timed_judge, pruner=pruner),
             out_dir=run_dir, search=search, run=RunConfig(seeds=seeds, concurrency=args.concurrency, save_trees=True,
                                                           progress=False),
             pruner=name,
         )
         wall = time.perf_counter() - start
         records, _ = read_results(run_dir / "results.jsonl")
-        judge_s = timed_judge.pair_probabilities.seconds if timed_judge is not None else 0.0
+        judge_s = timed_judge.pair_verdicts.seconds if timed_judge is not None else 0.0
         rows[name] = figures(records, timed_policy.generate.seconds, judge_s, wall)
         rows[name]["run_dir"] = str(run_dir)
         print(f"  {name}: done in {wall:.0f} s", flush=True)

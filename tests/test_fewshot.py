@@ -1,4 +1,4 @@
-"""Few-shot prompts for base models (issue 14): exemplars from a training file, never the asked
+"""Few-shot prompts for base models: exemplars from a training file, never the asked
 problem, bad files named by line and field, and the CLI refusing the evaluated file as exemplars."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GGUF policies (issue 14): spellings, errors that name the file and what to install, the
+"""GGUF policies: spellings, errors that name the file and what to install, the
 dequantized-directory cache, and -- marked ``gguf`` -- the real gemma-3-270m from its PyPI package
 through the policy, the likelihood reward and the search CLI."""
 

@@ -208,7 +208,7 @@ def test_predict_validate_and_test_subcommands(tiny_longformer: Path, tmp_path: 
 
 
 def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: Path, tmp_path: Path) -> None:
-    """Issue 18 item 4: after ``fit --ckpt_path`` the exported metrics are those of the best checkpoint.
+    """After ``fit --ckpt_path`` the exported metrics are those of the best checkpoint.
 
     With learning rate 0 every epoch scores the same F1, so the best checkpoint stays at epoch 0
     (ModelCheckpoint keeps the first of equal scores) while the resumed process validates epochs 1

@@ -1,4 +1,4 @@
-"""The ``likelihood`` reward (issue 14): the policy's own mean token log-probability, read from what
+"""The ``likelihood`` reward: the policy's own mean token log-probability, read from what
 the policy generated (no extra forward pass), a teacher-forced fallback, and a real-CLI MCTS run
 with a tiny real-architecture policy, the few-shot format and merged / kept-apart pair files."""
 

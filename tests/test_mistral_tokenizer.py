@@ -1,4 +1,4 @@
-"""Math-Shepherd's step tag and +/- ids on Mistral-7B's real tokenizer (issue 14).
+"""Math-Shepherd's step tag and +/- ids on Mistral-7B's real tokenizer.
 
 ``mistral-common`` ships Mistral-7B's original SentencePiece model (``tokenizer.model.v1``, 32000
 pieces), the tokenizer of ``peiyi9979/math-shepherd-mistral-7b-prm``. The reference hard-codes

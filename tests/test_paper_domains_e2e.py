@@ -17,7 +17,6 @@ import pytest
 from equiv.data.problems import Problem, load_problems
 from equiv.search.cli import eval_main
 from equiv.search.config import RunConfig, SearchConfig
-from equiv.search.expansion import Pruning
 from equiv.search.policies.prompts import resolve_format
 from equiv.search.runner import Engines, run_eval
 from tests.helpers.scripted import TablePolicy, TableReward, cand
@@ -86,7 +85,7 @@ def test_runner_grades_the_searched_program_in_the_sandbox(tmp_path, monkeypatch
     monkeypatch.setattr(code_grading, "grade_code", partial(code_grading.grade_code, limits=quick))
     first, last = "```python\ndef add(a, b):", body + "\n```"
     policy = TablePolicy({(): [cand(first)], (first,): [cand(last, finished=True)]})
-    engines = Engines(policy, TableReward({}), None, Pruning(enabled=False))
+    engines = Engines(policy, TableReward({}), None)
     summary = run_eval(algo="sbs", problems=[code_problem()], engines=engines, out_dir=tmp_path,
                        search=SearchConfig(width=1, beam_size=1), run=RunConfig(progress=False), pruner="none")
     (rec,) = read(tmp_path)

@@ -62,7 +62,7 @@ def test_common_prefix_len_leaves_every_sequence_a_token():
 
 
 def test_padded_rows_pads_on_either_side():
-    from equiv.search.rewards.batching import padded_rows
+    from equiv.devices import padded_rows
 
     ids, mask = padded_rows([[1, 2, 3], [4]], pad_id=0)
     assert ids.tolist() == [[1, 2, 3], [4, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]

@@ -136,6 +136,27 @@ def test_model_two_stage_check_and_cache(model_judge, tiny_judge_dir):
     assert probs[0] == pytest.approx(float(direct[0]), abs=1e-6)
 
 
+def test_verdicts_say_which_pairs_took_a_model_forward(model_judge):
+    """Search counts judge_calls from these flags, so only the judge applies its shortcuts."""
+    model_judge.clear_cache()
+    close = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs.", "Janet sells 16 - 7 = <<16-7=9>>9 eggs.")
+    far = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs.", "The robe needs 3 bolts.")
+    same = ("x =  5", "x = 5")
+    verdicts = model_judge.pair_verdicts([close, far, same])
+    assert [v.model_call for v in verdicts] == [True, False, False]  # scored, prefiltered, whitespace
+    assert [v.probability for v in verdicts] == model_judge.pair_probabilities([close, far, same])
+    # a cached pair keeps its flag, in either order
+    assert [v.model_call for v in model_judge.pair_verdicts([(close[1], close[0]), far])] == [True, False]
+    model_judge.clear_cache()
+    assert model_judge.pair_verdicts([far])[0].model_call is False
+
+
+def test_rule_verdicts_never_count_as_model_calls():
+    pairs = [("<<1+2=3>>", "<<2+1=3>>"), ("a", "b"), ("x", "x ")]
+    for judge in (ExactJudge(), FormulaJudge(), LevenshteinJudge()):
+        assert [v.model_call for v in judge.pair_verdicts(pairs)] == [False] * 3
+
+
 def test_model_overrides(tiny_judge_dir):
     j = ModelJudge(tiny_judge_dir, threshold=0.7, prefilter=0.0, batch_size=2, device="cpu", dtype="float32")
     assert (j.threshold, j.prefilter, j.batch_size) == (0.7, 0.0, 2)

@@ -16,7 +16,6 @@ import pytest
 
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.distributed import ScaleConfig, ray_runtime_env, run_distributed, shard_paths
-from equiv.search.expansion import Pruning
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
 
@@ -45,7 +44,7 @@ class CrashingPolicy(SeededPolicy):
 def scripted_engines(placement, crash_on: str | None = None) -> Engines:
     """Engine factory shipped to the workers (module level, so Ray can pickle it by reference)."""
     policy = CrashingPolicy(crash_on) if crash_on else SeededPolicy()
-    return Engines(policy, KeyedReward(), RestateJudge(), Pruning(enabled=True))
+    return Engines(policy, KeyedReward(), RestateJudge())
 
 
 @pytest.fixture(scope="module")

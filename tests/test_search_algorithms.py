@@ -8,10 +8,11 @@ import math
 
 import pytest
 
+from equiv.prune.strategies import CachedJudge
 from equiv.search.config import SearchConfig
 from equiv.search.dfs import dfs
 from equiv.search.dispatch import Dispatcher, run_workers
-from equiv.search.expansion import Pruning, SearchContext, SeedStream, expand, sibling_priors
+from equiv.search.expansion import SearchContext, SeedStream, expand, sibling_priors
 from equiv.search.lookahead import lookahead
 from equiv.search.mcts import mcts, puct_score, select_child, simulate
 from equiv.search.sbs import sbs
@@ -65,8 +66,7 @@ def test_expansion_merge_rules_and_accounting(stage):
     reward = TableReward({"A": 0.3, "so A": 0.8, "B": 0.5})
     judge = RestateJudge()
     dispatcher = Dispatcher(policy, reward, judge)
-    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=4, prune_stage=stage), SeedStream(0, "p"),
-                        Pruning(enabled=True, threshold=0.5))
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=4, prune_stage=stage), SeedStream(0, "p"))
     result = {}
 
     async def work(_):
@@ -102,7 +102,7 @@ def test_no_pruning_keeps_judged_equivalents_but_drops_exact_duplicates():
     policy = TablePolicy(_root_table())
     reward = TableReward({"A": 0.3, "so A": 0.8, "B": 0.5})
     dispatcher = Dispatcher(policy, reward, None)
-    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=4), SeedStream(0, "p"), Pruning(enabled=False))
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=4), SeedStream(0, "p"))
     result = {}
 
     async def work(_):
@@ -330,9 +330,8 @@ def test_judge_calls_count_distinct_pairs_a_learned_judge_ran_on(learned, calls)
         ("A",): [cand("x y", finished=True), cand("x z", finished=True)],
         ("B",): [cand("x y", finished=True), cand("x z", finished=True)],  # the same pair again
     }
-    dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge())
-    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=2, beam_size=2), SeedStream(0, "p"),
-                        Pruning(enabled=True, threshold=0.5, learned=learned))
+    dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge(learned=learned))
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=2, beam_size=2), SeedStream(0, "p"))
 
     async def work(_):
         await sbs(ctx)
@@ -342,12 +341,45 @@ def test_judge_calls_count_distinct_pairs_a_learned_judge_ran_on(learned, calls)
     assert ctx.stats.judge_calls == calls  # (A, B) and (x y, x z) once; none for a rule
 
 
+class _PrefilteringJudge(CachedJudge):
+    """A learned judge (as the model strategy) whose prefilter lets only pairs sharing a first
+    letter reach its "model"; equivalent when the texts end alike."""
+
+    name = "prefiltering"
+    learned = True
+
+    def needs_model(self, a: str, b: str) -> bool:
+        return a[:1] == b[:1]
+
+    def _judge_new(self, pairs):
+        return [(1.0, 1.0) if self.needs_model(a, b) and a[-1] == b[-1] else (0.0, 0.0) for a, b in pairs]
+
+
+def test_judge_calls_are_what_the_judge_reports_per_problem_not_its_cache():
+    """Two problems share one judge: the second finds the pairs cached, but its record must
+    count them as the first did (records do not depend on what else was in flight)."""
+    table = {(): [cand("x1"), cand("x 1"), cand("y1"), cand("x2")]}
+    judge = _PrefilteringJudge()
+    dispatcher = Dispatcher(TablePolicy(table), TableReward({}), judge)
+    ctxs = [SearchContext(Q, dispatcher.handle(k), SearchConfig(width=4), SeedStream(0, str(k))) for k in (0, 1)]
+
+    async def work(k):
+        await expand(ctxs[k], [ctxs[k].tree.root])
+
+    asyncio.run(run_workers(dispatcher, [0, 1], work, 1))
+    for ctx in ctxs:
+        assert ctx.stats.judge_pairs == 6
+        # model calls: (x1, x 1), (x1, x2), (x 1, x2); (y1, *) is prefiltered
+        assert ctx.stats.judge_calls == 3
+        assert ctx.tree[2].merged_into == ctx.tree[1].id  # "x 1" ends like "x1": merged
+    assert judge.stats.cache_hits == 6  # the second problem's pairs were all cached
+
+
 @pytest.mark.parametrize("prune", [False, True])
 def test_exact_duplicates_dropped_and_renormalised_in_the_baseline_folded_when_pruning(prune):
     table = {(): [cand("A", logprob=-1.0), cand("B", logprob=-2.0), cand("A", logprob=-1.0)]}
     dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge() if prune else None)
-    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=3), SeedStream(0, "p"),
-                        Pruning(enabled=prune, threshold=0.5))
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=3), SeedStream(0, "p"))
 
     async def work(_):
         await expand(ctx, [ctx.tree.root])

@@ -16,7 +16,6 @@ import pytest
 
 from equiv.search.cli import compare_main, compare_rows, eval_main
 from equiv.search.config import RunConfig, SearchConfig
-from equiv.search.expansion import Pruning
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.runs import base_args, read_records
 from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, scripted_factory, simple_extract, simple_grade
@@ -118,7 +117,7 @@ def _run(out: Path, n: int, prune: bool) -> None:
     run_eval(
         algo="sbs",
         problems=problems(n),
-        engines=Engines(SeededPolicy(), KeyedReward(), RestateJudge() if prune else None, Pruning(enabled=prune)),
+        engines=Engines(SeededPolicy(), KeyedReward(), RestateJudge() if prune else None),
         out_dir=out,
         search=SearchConfig(width=4),
         run=RunConfig(progress=False),

@@ -9,7 +9,6 @@ import pytest
 
 from equiv.errors import InputError
 from equiv.search.config import RunConfig, SearchConfig
-from equiv.search.expansion import Pruning
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
 
@@ -18,7 +17,7 @@ TIMING = {"seconds", "tree"}
 
 
 def engines(**policy_kw):
-    return Engines(SeededPolicy(**policy_kw), KeyedReward(), RestateJudge(), Pruning(enabled=True))
+    return Engines(SeededPolicy(**policy_kw), KeyedReward(), RestateJudge())
 
 
 def evaluate(out, algo="sbs", n=6, concurrency=1, fail=(), eng=None, seeds=(0,), **run_kw):
@@ -114,7 +113,7 @@ def test_resume_after_interrupt_loses_and_duplicates_nothing(tmp_path):
     assert summary["complete"] is True
     # a third run has nothing to do and changes nothing
     policy = SeededPolicy()
-    evaluate(out, eng=Engines(policy, KeyedReward(), RestateJudge(), Pruning(enabled=True)))
+    evaluate(out, eng=Engines(policy, KeyedReward(), RestateJudge()))
     assert policy.calls == 0 and len(records(out)) == 6
 
 
@@ -189,7 +188,7 @@ class TemperatureLog(SeededPolicy):
 
 def test_greedy_rollouts_and_sampled_expansions_share_batches(tmp_path):
     policy = TemperatureLog()
-    eng = Engines(policy, KeyedReward(), RestateJudge(), Pruning(enabled=True))
+    eng = Engines(policy, KeyedReward(), RestateJudge())
     from tests.helpers.scripted import Problem
 
     # a deeper problem and more problems than workers: problems fall out of lockstep

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import random
 import sys
-from types import SimpleNamespace
 from typing import Any, Iterator, Sequence
 
 import lightning as L
@@ -32,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records
 from equiv.errors import InputError
-from equiv.judge.inference import pad_multiple_for, tokenize_pairs
+from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
 
 
 class PairDataset(Dataset):
@@ -279,7 +278,7 @@ class MathEquivDataModule(L.LightningDataModule):
                     config = AutoConfig.from_pretrained(resolve_model_name(self.model_name))
                 except (OSError, ValueError):
                     config = None
-                self._pad_to_multiple_of = pad_multiple_for(SimpleNamespace(config=config)) if config else None
+                self._pad_to_multiple_of = pad_multiple_for(config) if config else None
             self._pad_resolved = True
         return self._pad_to_multiple_of
 

@@ -1,17 +1,18 @@
 """Benchmark problem sets: MATH-500, GSM8K test, AIME 2024, or any JSONL.
 
-``load_problems("gsm8k")`` reads ``../shared/data/gsm8k/test.jsonl`` when it exists (the shared
-copy beside the repository, or ``$EQUIV_SHARED_DATA``), else the Hugging Face Hub through
-``datasets.load_dataset``:
+Where problems come from is always explicit: ``path=`` names a local JSONL file (a missing
+one is an error naming it, never a silent fall-back), and without it the benchmark is loaded
+from the Hugging Face Hub through ``datasets.load_dataset``. The library never looks for data
+outside the repository on its own; configs and tests name their files.
 
-========  ==============================  ===========  =========================
-dataset   hub id (config)                 local file   fields (question, answer)
-========  ==============================  ===========  =========================
-math500   HuggingFaceH4/MATH-500          math500/     problem, answer
-gsm8k     openai/gsm8k (main)             gsm8k/       question, answer after ####
-aime24    HuggingFaceH4/aime_2024         aime24/      problem, answer
-jsonl     (needs ``path``)                             question or problem, answer
-========  ==============================  ===========  =========================
+========  ==============================  =========================
+dataset   hub id (config)                 fields (question, answer)
+========  ==============================  =========================
+math500   HuggingFaceH4/MATH-500          problem, answer
+gsm8k     openai/gsm8k (main)             question, answer after ####
+aime24    HuggingFaceH4/aime_2024         problem, answer
+jsonl     (needs ``path``)                question or problem, answer
+========  ==============================  =========================
 
 Two more domains (paper Table 6), each with its own loader and grader:
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +44,6 @@ from equiv.errors import InputError
 Kind = Literal["gsm8k", "math", "code", "choice"]
 KINDS = ("gsm8k", "math", "code", "choice")
 DATASETS = ("math500", "gsm8k", "aime24", "jsonl", "humaneval", "commonsense_qa")
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,6 @@ class Problem:
 @dataclass(frozen=True)
 class _Spec:
     kind: Kind
-    local_dir: str
     hub_id: str
     hub_config: str | None
     hub_split: str
@@ -72,16 +69,11 @@ class _Spec:
 
 
 SPECS: dict[str, _Spec] = {
-    "math500": _Spec("math", "math500", "HuggingFaceH4/MATH-500", None, "test", ("problem",), "answer", ("unique_id", "id")),
-    "gsm8k": _Spec("gsm8k", "gsm8k", "openai/gsm8k", "main", "test", ("question",), "answer", ("id",)),
-    "aime24": _Spec("math", "aime24", "HuggingFaceH4/aime_2024", None, "train", ("problem", "question"), "answer", ("id",)),
-    "jsonl": _Spec("math", "", "", None, "", ("question", "problem"), "answer", ("id", "unique_id")),
+    "math500": _Spec("math", "HuggingFaceH4/MATH-500", None, "test", ("problem",), "answer", ("unique_id", "id")),
+    "gsm8k": _Spec("gsm8k", "openai/gsm8k", "main", "test", ("question",), "answer", ("id",)),
+    "aime24": _Spec("math", "HuggingFaceH4/aime_2024", None, "train", ("problem", "question"), "answer", ("id",)),
+    "jsonl": _Spec("math", "", None, "", ("question", "problem"), "answer", ("id", "unique_id")),
 }
-
-
-def shared_data_dir() -> Path:
-    """``$EQUIV_SHARED_DATA`` or ``../shared/data`` relative to the repository."""
-    return Path(os.environ.get("EQUIV_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
 def gsm8k_final_answer(text: str) -> str:
@@ -187,7 +179,8 @@ def load_problems(
 ) -> list[Problem]:
     """Load a benchmark (see module docstring). ``start``/``end`` slice the loaded list.
 
-    ``split`` picks the hub split, or the local file ``<dir>/<split>.jsonl`` (default ``test``).
+    ``path`` is the local JSONL file to read; without it the hub is used and ``split`` picks
+    its split.
     ``kind`` overrides the grader (``jsonl`` defaults to ``gsm8k`` when its answers use
     ``####``, else ``math``). ``hub_id`` replaces the dataset's hub id (and its config).
     ``sample``/``sample_seed``: a seeded random subset (module docstring). Bad input raises
@@ -217,16 +210,14 @@ def load_problems(
     spec = SPECS[dataset]
     if hub_id:
         spec = dataclasses.replace(spec, hub_id=hub_id, hub_config=None)
-    if path is None and dataset != "jsonl":
-        local = shared_data_dir() / spec.local_dir / f"{split or 'test'}.jsonl"
-        if local.exists():
-            path = local
     if dataset == "jsonl" and path is None:
         raise InputError("dataset 'jsonl' needs a path", field="data.path")
 
     problems: list[Problem] = []
     if path is not None:
         path = Path(path)
+        if not path.exists():
+            raise InputError("file not found (the local copy named by path)", path=path, field="data.path")
         rows = list(read_jsonl_objects(path))
         if kind is None and dataset == "jsonl":
             a_key = answer_field or spec.answer_field
@@ -284,7 +275,7 @@ def _load_commonsense_qa(path: str | Path | None, split: str | None, hub_id: str
         rows = [(obj, {"path": path, "line": lineno}) for lineno, obj in read_jsonl_objects(path)]
         name = path.stem
     else:
-        spec = _Spec("choice", "", hub_id or DEFAULT_HUB_ID, None, split or DEFAULT_SPLIT, (), "", ())
+        spec = _Spec("choice", hub_id or DEFAULT_HUB_ID, None, split or DEFAULT_SPLIT, (), "", ())
         loaded = _load_hub(spec, "commonsense_qa", split or DEFAULT_SPLIT)
         where = f"{spec.hub_id}[{split or DEFAULT_SPLIT}]"
         rows = [(obj, {"path": where, "line": i + 1}) for i, obj in enumerate(loaded)]

@@ -5,14 +5,14 @@ equivalent on their own, and those shared parts blur what the label is about. Be
 current judge scores sentence sub-pairs of each training sample; sub-pairs it calls equivalent
 with probability above a threshold are removed from the sample, and the next epoch trains on what
 is left (the M-step). The paper leaves four choices open; ours, with the reasons, are in
-docs/training.md ("EM refinement") and in :class:`EMSettings`.
+docs/training.md ("EM refinement") and in :class:`EMConfig`.
 
 Everything here is deterministic given the scorer's probabilities (ties broken by sentence
 position), which is what makes the refined set identical on every DDP rank and after a resume.
 
 The flow is ``plan_samples`` (split, choose which sub-pairs to score) -> one flat list of
 sub-pairs -> ``scorer`` (one batched call) -> ``apply_scores`` (match, remove, rejoin) ->
-``summarize``. :func:`e_step` runs all of it.
+``summarise``. :func:`e_step` runs all of it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ SKIPPED_LONG = "skipped_long"  # more sentences on a side than max_sentences
 
 
 @dataclass(frozen=True)
-class EMSettings:
+class EMConfig:
     """How the E-step refines a training sample.
 
     Attributes:
@@ -147,7 +147,7 @@ class EStepResult:
 def plan_samples(
     pairs: Sequence[Pair],
     labels: Sequence[int | None],
-    settings: EMSettings,
+    settings: EMConfig,
     split: Splitter | None = None,
 ) -> list[SamplePlan]:
     """Split each sample and decide which sentence sub-pairs to score."""
@@ -212,7 +212,7 @@ def apply_scores(
     plans: Sequence[SamplePlan],
     pairs: Sequence[Pair],
     probabilities: Sequence[float],
-    settings: EMSettings,
+    settings: EMConfig,
 ) -> list[SampleOutcome]:
     """Remove each sample's matched sub-pairs, given probabilities in :func:`subpair_texts` order."""
     expected = sum(len(p.cells) for p in plans)
@@ -255,7 +255,7 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def summarize(outcomes: Sequence[SampleOutcome], probabilities: Sequence[float], threshold: float) -> dict[str, float]:
+def summarise(outcomes: Sequence[SampleOutcome], probabilities: Sequence[float], threshold: float) -> dict[str, float]:
     """Per-E-step statistics, keyed as logged (without the ``em/`` prefix)."""
     probs = sorted(float(p) for p in probabilities)
     stats: dict[str, float] = {
@@ -284,7 +284,7 @@ def e_step(
     pairs: Sequence[Pair],
     labels: Sequence[int | None],
     scorer: Scorer,
-    settings: EMSettings,
+    settings: EMConfig,
     split: Splitter | None = None,
 ) -> EStepResult:
     """Refine ``pairs`` (binary ``labels``) with one batched ``scorer`` call over all sub-pairs."""
@@ -292,7 +292,7 @@ def e_step(
     texts = subpair_texts(plans)
     probabilities = [float(p) for p in scorer(texts)] if texts else []
     outcomes = apply_scores(plans, pairs, probabilities, settings)
-    return EStepResult(outcomes, probabilities, summarize(outcomes, probabilities, settings.threshold))
+    return EStepResult(outcomes, probabilities, summarise(outcomes, probabilities, settings.threshold))
 
 
 # --- Refinement state: overrides relative to the original training records -------------------

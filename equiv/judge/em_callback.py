@@ -37,7 +37,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from equiv.errors import InputError
 from equiv.judge import em
-from equiv.judge.em import EMSettings
+from equiv.judge.em import EMConfig
 from equiv.judge.inference import score_pairs
 
 STATE_VERSION = 1
@@ -97,7 +97,7 @@ class EMRefinementCallback(L.Callback):
         log_histogram: bool = True,
     ) -> None:
         super().__init__()
-        self.settings = EMSettings(
+        self.settings = EMConfig(
             threshold=threshold,
             pairing=pairing,
             max_sentences=max_sentences,

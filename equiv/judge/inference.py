@@ -4,7 +4,9 @@ One function serves every caller that asks "how likely are these pairs equivalen
 E-step inside ``fit``, the ``model`` pruning strategy during search and the speed benchmark. The
 reference implementation sent one pair per request padded to 2048 tokens; here pairs are sorted by
 length so each batch pads only to its own longest member (to a multiple of Longformer's attention
-window when the model needs it), scored without gradients, and returned in input order.
+window when the model needs it), scored without gradients, and returned in input order. The
+tokenisation is the training collator's (:mod:`equiv.data.tokenize`), so the judge sees at
+inference exactly what it was trained on.
 """
 
 from __future__ import annotations
@@ -15,51 +17,12 @@ from typing import Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-Pair = tuple[str, str]
+from equiv.data.tokenize import Pair, length_order, pad_multiple_for, tokenize_pairs
 
 # No natural token averages 16 characters, so cutting a text to max_length * 16 characters keeps
 # every token the model would see, while sparing the tokenizer's pair truncation, which is very
-# slow on huge inputs (a 40k-character step took 7.5 s to truncate).
+# slow on huge inputs (seconds for a single step of tens of thousands of characters).
 CHARS_PER_TOKEN_CAP = 16
-
-
-def pad_multiple_for(model: PreTrainedModel) -> int | None:
-    """Longformer (and friends) need inputs padded to a multiple of the attention window."""
-    window = getattr(model.config, "attention_window", None)
-    if window is None:
-        return None
-    if isinstance(window, (list, tuple)):
-        window = max(window)
-    return int(window)
-
-
-def tokenize_pairs(
-    tokenizer: PreTrainedTokenizerBase,
-    pairs: Sequence[Pair],
-    *,
-    max_length: int,
-    pad_to_multiple_of: int | None = None,
-) -> dict[str, torch.Tensor]:
-    """Tokenise pairs as one padded batch, truncating the longer side first."""
-    return tokenizer(
-        [a for a, _ in pairs],
-        [b for _, b in pairs],
-        truncation="longest_first",
-        max_length=max_length,
-        padding=True,
-        pad_to_multiple_of=pad_to_multiple_of,
-        return_tensors="pt",
-    )
-
-
-def length_order(tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair]) -> list[int]:
-    """Indices of ``pairs`` from longest to shortest (in tokens), so batches pad little."""
-    if not pairs:
-        return []
-    firsts = tokenizer([a for a, _ in pairs], add_special_tokens=False)["input_ids"]
-    seconds = tokenizer([b for _, b in pairs], add_special_tokens=False)["input_ids"]
-    lengths = [len(x) + len(y) for x, y in zip(firsts, seconds)]
-    return sorted(range(len(pairs)), key=lambda i: -lengths[i])
 
 
 @torch.no_grad()
@@ -86,7 +49,7 @@ def score_pairs(
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    pad_multiple = pad_multiple_for(model)
+    pad_multiple = pad_multiple_for(model.config)
     order = length_order(tokenizer, pairs)
     probs = torch.empty(len(pairs))
     autocast = (

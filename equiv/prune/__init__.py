@@ -21,6 +21,7 @@ from equiv.prune.strategies import (
     LevenshteinJudge,
     HybridJudge,
     ModelJudge,
+    PairVerdict,
     PrunerConfig,
     build_judge,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "LevenshteinJudge",
     "HybridJudge",
     "ModelJudge",
+    "PairVerdict",
     "PrunerConfig",
     "build_judge",
     "group_equivalent",

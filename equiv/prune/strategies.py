@@ -10,6 +10,9 @@ because search collects the sibling pairs of many problems and asks once. Each j
   ``hybrid`` the judge's logit combined with formula/Levenshtein features (:mod:`equiv.judge.hybrid`);
 - ``pair_scores(pairs)``: the continuous score a threshold is swept over (Levenshtein ratio,
   cosine, model probability; 0/1 for ``exact`` and ``formula``);
+- ``pair_verdicts(pairs)``: the probability and whether deciding the pair takes a learned
+  model's forward (not a free rule, the whitespace shortcut or the prefilter) -- what search
+  counts as a problem's ``judge_calls``, so the judge alone says what its work was;
 - ``stats`` (:class:`JudgeStats`): pairs asked, cache hits, and how each new pair was decided,
   so search can report judge work apart from PRM work.
 
@@ -22,14 +25,14 @@ batched, length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
+from equiv.devices import resolve_autocast_dtype, resolve_device
 from equiv.errors import InputError
 from equiv.text.formula import formulas_equivalent
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
@@ -66,7 +69,15 @@ class JudgeStats:
         return asdict(self)
 
 
-def _pair_key(a: str, b: str) -> Pair:
+class PairVerdict(NamedTuple):
+    """What a judge says about one pair: its probability and whether it took a model forward."""
+
+    probability: float
+    model_call: bool
+
+
+def pair_key(a: str, b: str) -> Pair:
+    """The order-insensitive identity of a pair (the judge's cache key)."""
     return (a, b) if a <= b else (b, a)
 
 
@@ -96,13 +107,23 @@ class CachedJudge:
     def __init__(self) -> None:
         self.stats = JudgeStats()
         self._cache: dict[Pair, tuple[float, float]] = {}
+        self._model_calls: set[Pair] = set()  # cached pairs whose decision took a model forward
 
     def clear_cache(self) -> None:
         """Forget judged pairs (benchmarks; a new search over unrelated problems)."""
         self._cache.clear()
+        self._model_calls.clear()
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         raise NotImplementedError
+
+    def needs_model(self, a: str, b: str) -> bool:
+        """Whether a new, not whitespace-equal pair costs a forward of a learned model.
+
+        Rules cost none; a learned judge overrides this where it decides some pairs for free
+        (the model strategy's Levenshtein prefilter).
+        """
+        return self.learned
 
     def pair_results(self, pairs: Sequence[Pair]) -> list[tuple[float, float]]:
         """``(probability, score)`` per pair in one pass (``pairs`` needs both without double counting)."""
@@ -111,7 +132,7 @@ class CachedJudge:
         for i, pair in enumerate(pairs):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
-            keys.append(_pair_key(pair[0], pair[1]))
+            keys.append(pair_key(pair[0], pair[1]))
         self.stats.pairs += len(keys)
         new: list[Pair] = []
         asked: list[Pair] = []  # the new pairs as asked, not as keyed
@@ -128,10 +149,20 @@ class CachedJudge:
                 new.append(key)
                 asked.append((pair[0], pair[1]))
         if new:
-            for key, result in zip(new, self._judge_new(asked)):
+            for key, pair, result in zip(new, asked, self._judge_new(asked)):
                 self._cache[key] = result
+                if self.needs_model(*pair):
+                    self._model_calls.add(key)
         self.stats.seconds += time.perf_counter() - start
         return [self._cache[key] for key in keys]
+
+    def pair_verdicts(self, pairs: Sequence[Pair]) -> list[PairVerdict]:
+        """Probability and model-forward flag per pair, in order; a cached pair keeps its flag,
+        so a count over distinct pairs does not depend on what was asked before."""
+        results = self.pair_results(pairs)
+        return [
+            PairVerdict(prob, pair_key(a, b) in self._model_calls) for (prob, _), (a, b) in zip(results, pairs)
+        ]
 
     def pair_probabilities(self, pairs: Sequence[Pair]) -> list[float]:
         """Equivalence probability per pair, in order (``>= threshold`` means equivalent)."""
@@ -196,34 +227,6 @@ class FormulaJudge(CachedJudge):
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         self.stats.scored += len(pairs)
         return [(1.0, 1.0) if formulas_equivalent(a, b) else (0.0, 0.0) for a, b in pairs]
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; anything else is checked."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise InputError(f"unknown device {device!r} (use auto, cpu, cuda, cuda:N)", field="device") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"device {device!r} requested but no CUDA GPU is visible", field="device")
-    return device
-
-
-def resolve_autocast_dtype(dtype: str, device: str) -> Any:
-    """``auto`` -> bf16 autocast on CUDA and none (fp32) on CPU; explicit names are honoured."""
-    import torch
-
-    names = {"float32": None, "fp32": None, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else None
-    if dtype not in names:
-        raise InputError(f"unknown dtype {dtype!r} (use auto, float32, bfloat16, float16)", field="dtype")
-    return names[dtype]
 
 
 class EmbeddingJudge(CachedJudge):
@@ -351,7 +354,7 @@ class ModelJudge(CachedJudge):
         out: list[tuple[float, float] | None] = [None] * len(pairs)
         to_score: list[int] = []
         for i, (a, b) in enumerate(pairs):
-            if levenshtein_ratio(a, b) <= self.prefilter:
+            if not self.needs_model(a, b):
                 out[i] = (0.0, 0.0)
                 self.stats.prefiltered += 1
             else:
@@ -376,6 +379,10 @@ class ModelJudge(CachedJudge):
     def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
         """What the classifier's probabilities become (themselves; the hybrid judge combines them)."""
         return probs
+
+    def needs_model(self, a: str, b: str) -> bool:
+        """The paper's prefilter: a Levenshtein ratio <= ``prefilter`` is "not equivalent" for free."""
+        return levenshtein_ratio(a, b) > self.prefilter
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length}
@@ -473,16 +480,6 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
         device=cfg.device,
         dtype=cfg.dtype,
     )
-
-
-def settings_from_config_json(path: str | Path) -> dict[str, Any]:
-    """The ``equiv`` block of an exported judge's ``config.json`` ({} when absent)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"cannot read the judge config: {err}", path=path, field="model") from None
-    block = data.get("equiv") if isinstance(data, dict) else None
-    return dict(block) if isinstance(block, dict) else {}
 
 
 class HybridJudge(ModelJudge):

@@ -19,7 +19,6 @@ from typing import Any, Callable, Sequence
 
 from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
 from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, SearchConfig
-from equiv.search.expansion import Pruning
 from equiv.search.runner import RESULTS, Engines, read_results, run_eval
 
 TINY_PREFIX = "tiny:"
@@ -59,7 +58,7 @@ def build_eval_parser() -> Any:
     parser.add_class_arguments(PolicyConfig, "policy")
     parser.add_class_arguments(RewardConfig, "reward")
     parser.add_class_arguments(PrunerConfig, "pruner")
-    from equiv.search.distributed import ScaleConfig  # --scale.workers, --scale.ray_address (issue 7)
+    from equiv.search.distributed import ScaleConfig  # --scale.workers, --scale.ray_address
 
     parser.add_class_arguments(ScaleConfig, "scale")
     return parser
@@ -75,18 +74,6 @@ def resolve_tiny(model: str, kind: str) -> str:
     return build_tiny_policy(directory) if kind == "policy" else build_tiny_prm(directory)
 
 
-def pruning_for(judge: Any, pruner: Any) -> Pruning:
-    """How siblings are grouped with ``judge`` (None: no pruning) under the ``--pruner.*`` settings."""
-    return Pruning(
-        enabled=judge is not None,
-        threshold=float(judge.threshold) if judge is not None else 0.5,
-        prefilter=getattr(judge, "prefilter", None),
-        learned=bool(getattr(judge, "learned", True)),
-        mode=pruner.grouping,
-        representative=pruner.representative,
-    )
-
-
 def build_engines(init: Any) -> Engines:
     """Load the policy, PRM and judge the configuration names (minutes for 7B models)."""
     from equiv.prune import build_judge
@@ -97,10 +84,9 @@ def build_engines(init: Any) -> Engines:
     init.policy.model = resolve_tiny(init.policy.model, "policy")
     init.reward.model = resolve_tiny(init.reward.model, "prm")
     judge = build_judge(init.pruner)
-    pruning = pruning_for(judge, init.pruner)
     policy = build_policy(init.policy)
     policy, reward = bind_policy_reward(policy, init.reward)  # likelihood: the policy scores itself
-    return Engines(policy=policy, reward=reward, judge=judge, pruning=pruning)
+    return Engines(policy=policy, reward=reward, judge=judge, pruner=init.pruner)
 
 
 def check_fewshot_source(init: Any) -> None:

@@ -1,6 +1,6 @@
 """Search and run settings (jsonargparse argument groups).
 
-Defaults are the paper's (DESIGN.md §1): width 10, depth 50, MCTS 20 simulations per step with
+Defaults are the paper's (docs/design.md §1): width 10, depth 50, MCTS 20 simulations per step with
 PUCT constant 1.25, SBS beam 3, DFS ``num_sequence`` 3. Settings the paper leaves open carry a
 note saying what we chose and why.
 """
@@ -85,7 +85,7 @@ class DataConfig:
     """Grader override: ``gsm8k`` (numeric) or ``math`` (math-verify); default per dataset."""
     hub_id: str | None = None
     """Hugging Face dataset id replacing the dataset's default (e.g. ``commonsense_qa``:
-    ``tau/commonsense_qa``); used when no local file is found."""
+    ``tau/commonsense_qa``); used when no ``path`` is given."""
     sample: int | None = None
     """Keep a seeded random subset of this many problems (file order kept), before start/end;
     the paper's "random 100" (CommonsenseQA, GSM8K with the 14B policy)."""

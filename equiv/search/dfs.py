@@ -4,7 +4,7 @@ Children are visited best-first (highest PRM value, ties to the earliest), depth
 ``num_sequence`` complete solutions are found or the ``dfs_max_expansions`` budget is spent;
 the answer is the found solution with the highest PRM value. Children valued below
 ``dfs_min_value`` are skipped. A sibling merged into its class representative is never
-visited, so each equivalence class's subtree is explored once (DESIGN.md §1).
+visited, so each equivalence class's subtree is explored once (docs/design.md §1).
 """
 
 from __future__ import annotations

@@ -57,8 +57,9 @@ class Dispatcher:
         self.engines: dict[str, Callable[[Sequence], list]] = {"generate": policy.generate}
         if reward is not None:
             self.engines["score"] = reward.score
+        self.judge = judge
         if judge is not None:
-            self.engines["judge"] = judge.pair_probabilities
+            self.engines["judge"] = judge_verdicts(judge)
         self.queues: dict[str, list[_Parked]] = {k: [] for k in KINDS}
         self.live = 0
         self.parked = 0
@@ -147,6 +148,21 @@ def _fail(entry: _Parked, err: BaseException) -> None:
         entry.future.set_exception(err)
 
 
+def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str]]], list[tuple[float, bool]]]:
+    """The judge's ``(probability, model_call)`` per pair: its own ``pair_verdicts`` when it has
+    one (every :mod:`equiv.prune` strategy); otherwise every pair is a model call exactly when
+    the judge says it is ``learned`` (default True), since such a judge has no free shortcuts."""
+    verdicts = getattr(judge, "pair_verdicts", None)
+    if verdicts is not None:
+        return verdicts
+    learned = bool(getattr(judge, "learned", True))
+
+    def from_probabilities(pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        return [(float(p), learned) for p in judge.pair_probabilities(pairs)]
+
+    return from_probabilities
+
+
 class ProblemEngines:
     """The async engine facade one problem's search sees."""
 
@@ -164,7 +180,15 @@ class ProblemEngines:
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         return await self._dispatcher.submit("score", self.key, list(requests))
 
-    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+    @property
+    def judge_threshold(self) -> float:
+        """The judge's decision threshold (``prob >= threshold`` means equivalent)."""
+        if self._dispatcher.judge is None:
+            raise RuntimeError("no judge configured")
+        return float(self._dispatcher.judge.threshold)
+
+    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """``(probability, model_call)`` per pair (see :func:`judge_verdicts`)."""
         return await self._dispatcher.submit("judge", self.key, list(pairs))
 
 

@@ -1,6 +1,6 @@
 """Data parallelism over problems: Ray workers, shard files, merge and resume.
 
-Why this shape (DESIGN.md §3): one process per GPU (or per tensor-parallel group) holding one
+Why this shape (docs/design.md §3): one process per GPU (or per tensor-parallel group) holding one
 engine set -- policy, PRM, judge -- each running its share of the problems through the *same*
 runner code as a single-process run, with its own in-process cross-problem batching
 (``run.concurrency``). Ray places and starts those processes, on one node or a cluster; there is

@@ -1,6 +1,6 @@
 """The expansion step every algorithm shares.
 
-Per expansion, data flows one way (DESIGN.md §3):
+Per expansion, data flows one way (docs/design.md §3):
 
 1. one batched policy call for all ``parents`` (one StepRequest each, ``n = width``);
 2. every candidate's completion tokens are counted here, whatever happens to it later; one cut
@@ -10,12 +10,14 @@ Per expansion, data flows one way (DESIGN.md §3):
 3. exact duplicates (same text after whitespace normalisation) merge into the first occurrence
    (pruned runs fold their prior in; the unpruned baseline renormalises over unique steps);
 4. equivalence classes: sibling pairs -> one batched judge call (the judge applies its own
-   Levenshtein prefilter) -> grouping into classes with one representative each;
+   shortcuts and prefilter, and says which pairs took a model forward: ``judge_calls``) ->
+   grouping into classes with one representative each (``PrunerConfig.grouping`` and
+   ``representative``);
 5. PRM scores in one batched call — for every unique candidate (``after_prm``, paper-faithful)
    or for representatives only (``before_prm``, saves PRM work);
 6. merge bookkeeping: a pruned sibling gets ``merged_into`` and ``judge_prob``; the
    representative's prior becomes the sum of its class's priors. Its value depends on
-   ``SearchContext.class_value``: ``"max"`` (MCTS, the paper's rule; DESIGN.md §2) gives it the
+   ``SearchContext.class_value``: ``"max"`` (MCTS, the paper's rule; docs/design.md §2) gives it the
    max of the class's PRM values; ``"own"`` (SBS, DFS, lookahead, which rank on PRM values and
    report the chosen path's value) keeps the highest-scoring member as representative when all
    members are scored, so the value it is ranked on is the PRM score of its own text.
@@ -29,54 +31,44 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
+from equiv.prune.grouping import group_equivalent, sibling_pairs
+from equiv.prune.strategies import PrunerConfig, pair_key
 from equiv.search.config import SearchConfig
+from equiv.search.pairlog import notable_pairs
 from equiv.search.tree import Node, Tree
 from equiv.search.types import Candidate, ScoreRequest, StepRequest
+from equiv.text.levenshtein import normalise_whitespace
 
 
 class AsyncEngines(Protocol):
     """What a search awaits (implemented by :class:`equiv.search.dispatch.ProblemEngines`)."""
 
     has_judge: bool
+    judge_threshold: float
 
     async def generate(self, requests: Sequence[StepRequest]) -> list[list[Candidate]]: ...
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
 
-    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[float]: ...
-
-
-def _default_group_fn(*args: Any, **kwargs: Any) -> Any:
-    from equiv.prune.grouping import group_equivalent
-
-    return group_equivalent(*args, **kwargs)
-
-
-@dataclass
-class Pruning:
-    """How siblings are grouped. ``enabled`` is False for the unpruned baseline (no judge)."""
-
-    enabled: bool = False
-    threshold: float = 0.5
-    prefilter: float | None = None  # the judge's own prefilter; used only to count judge work
-    learned: bool = True  # the judge runs a model per new pair (counted in Stats.judge_calls)
-    mode: str = "greedy"
-    representative: str = "first"
-    group_fn: Callable[..., Any] = _default_group_fn
+    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """``(probability, model_call)`` per pair: the judge's answer and whether it took a
+        learned model's forward."""
+        ...
 
 
 @dataclass
 class Stats:
-    """Per-problem work counters (DESIGN.md §2: every returned completion token counts)."""
+    """Per-problem work counters (docs/design.md §2: every returned completion token counts)."""
 
     generated_tokens: int = 0
     policy_requests: int = 0
     candidates: int = 0
     prm_calls: int = 0  # sequences sent to the PRM
-    # Pairs a learned judge (model, embedding) had to run on: distinct within this problem, not
-    # whitespace-equal, past the prefilter. 0 for rule-based strategies, which cost no forward.
+    # Pairs a learned judge (model, embedding) had to run on, as the judge reports it: distinct
+    # within this problem, not settled by its free shortcuts (whitespace, the model's prefilter).
+    # 0 for rule-based strategies, which cost no forward.
     # Per problem, so a pair another problem already put in the judge's cache still counts here
     # (records must not depend on what else was in flight); the run's cache hits are in
     # summary.json's judge_stats.
@@ -113,13 +105,17 @@ class SeedStream:
 
 @dataclass
 class SearchContext:
-    """Everything one problem's search needs; algorithms are functions of it."""
+    """Everything one problem's search needs; algorithms are functions of it.
+
+    Pruning is on when ``engines`` has a judge; ``pruner`` says how its verdicts become classes
+    (``grouping``, ``representative``); the threshold is the judge's own.
+    """
 
     question: str
     engines: AsyncEngines
     settings: SearchConfig
     seeds: SeedStream
-    pruning: Pruning = field(default_factory=Pruning)
+    pruner: PrunerConfig = field(default_factory=PrunerConfig)
     tree: Tree = None  # type: ignore[assignment]
     stats: Stats = field(default_factory=Stats)
     judged: set[tuple[str, str]] = field(default_factory=set)  # pair keys this problem has asked
@@ -150,49 +146,18 @@ def sibling_priors(candidates: Sequence[Candidate]) -> list[float]:
     return [w / total for w in weights]
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
 def exact_duplicate_of(texts: Sequence[str]) -> list[int | None]:
     """For each text the index of its first whitespace-equal occurrence, None for firsts."""
     first: dict[str, int] = {}
     out: list[int | None] = []
     for i, text in enumerate(texts):
-        key = _norm(text)
+        key = normalise_whitespace(text)
         if key in first:
             out.append(first[key])
         else:
             first[key] = i
             out.append(None)
     return out
-
-
-def pairs_needing_judge(
-    pairs: Sequence[tuple[str, str]], prefilter: float | None, seen: set[tuple[str, str]] | None = None
-) -> int:
-    """How many pairs reach the judge's model: not whitespace-equal, past the prefilter, and
-    (given ``seen``, updated here) not already asked, in either order."""
-    from rapidfuzz.distance import Levenshtein  # the paper's ratio: 1 - distance / max(len)
-
-    count = 0
-    for a, b in pairs:
-        if seen is not None:
-            key = (a, b) if a <= b else (b, a)
-            if key in seen:
-                continue
-            seen.add(key)
-        if _norm(a) == _norm(b):
-            continue
-        if prefilter is not None and Levenshtein.normalized_similarity(a, b) <= prefilter:
-            continue
-        count += 1
-    return count
-
-
-def sibling_index_pairs(n: int) -> list[tuple[int, int]]:
-    """All (i, j) with i < j < n, in a fixed order."""
-    return [(i, j) for i in range(n) for j in range(i + 1, n)]
 
 
 def merge_class(
@@ -258,14 +223,14 @@ def _drop_exact_duplicates(ctx: SearchContext, nodes: list[Node]) -> list[Node]:
     for node, first in zip(nodes, dup_of):
         if first is None:
             unique.append(node)
-        elif ctx.pruning.enabled:
+        elif ctx.engines.has_judge:
             merge_class(ctx.tree, nodes[first], [node], [1.0])
             ctx.stats.duplicates += 1
         else:
             node.merged_into = nodes[first].id
             node.judge_prob = 1.0
             ctx.stats.duplicates += 1
-    if not ctx.pruning.enabled and len(unique) < len(nodes):
+    if not ctx.engines.has_judge and len(unique) < len(nodes):
         total = sum(n.prior for n in unique)
         for n in unique:
             n.prior = n.prior / total if total > 0 else 1.0 / len(unique)
@@ -286,44 +251,53 @@ async def score_nodes(ctx: SearchContext, nodes: Sequence[Node]) -> None:
         node.own_value = node.value
 
 
-async def group_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> None:
+def count_model_calls(judged: set[tuple[str, str]], pairs: Sequence[tuple[str, str]], model_calls: Sequence[bool]) -> int:
+    """Pairs new to ``judged`` (updated here, either order) whose verdict took a model forward."""
+    count = 0
+    for (a, b), model_call in zip(pairs, model_calls):
+        key = pair_key(a, b)
+        if key not in judged:
+            judged.add(key)
+            count += bool(model_call)
+    return count
+
+
+async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> None:
     """Judge all sibling pairs of every family in one call, then merge each class."""
-    if not ctx.pruning.enabled or not ctx.engines.has_judge:
+    if not ctx.engines.has_judge:
         return
-    index_pairs = [sibling_index_pairs(len(f)) for f in families]
+    index_pairs = [sibling_pairs(len(f)) for f in families]
     texts = [(f[i].text, f[j].text) for f, ps in zip(families, index_pairs) for i, j in ps]
     if not texts:
         return
     ctx.stats.judge_pairs += len(texts)
-    if ctx.pruning.learned:
-        ctx.stats.judge_calls += pairs_needing_judge(texts, ctx.pruning.prefilter, ctx.judged)
-    flat = await ctx.engines.judge(texts)
+    verdicts = await ctx.engines.judge(texts)
+    ctx.stats.judge_calls += count_model_calls(ctx.judged, texts, [model_call for _, model_call in verdicts])
+    threshold = ctx.engines.judge_threshold
     pos = 0
     for family, pairs in zip(families, index_pairs):
         probs: dict[tuple[int, int], float] = {}
         for pair in pairs:
-            probs[pair] = float(flat[pos])
+            probs[pair] = float(verdicts[pos][0])
             pos += 1
         if len(family) < 2:
             continue
         scored = all(n.value is not None for n in family)
-        representative = ctx.pruning.representative
+        representative: str = ctx.pruner.representative
         if ctx.class_value == "own" and scored:
             representative = "score"  # the kept text is the one that earned the class's best score
         elif representative == "score" and not scored:
             representative = "prior"
-        grouping = ctx.pruning.group_fn(
+        grouping = group_equivalent(
             len(family),
             probs,
-            ctx.pruning.threshold,
-            mode=ctx.pruning.mode,
-            representative=representative,
+            threshold,
+            mode=ctx.pruner.grouping,
+            representative=representative,  # type: ignore[arg-type]
             priors=[n.prior for n in family],
             scores=[n.value for n in family] if scored else None,
         )
-        from equiv.search.pairlog import notable_pairs  # what a person reads to check the merges
-
-        ctx.pair_log.extend(notable_pairs(family, probs, grouping.representative_of, ctx.pruning.threshold))
+        ctx.pair_log.extend(notable_pairs(family, probs, grouping.representative_of, threshold))
         for i, node in enumerate(family):
             rep_index = grouping.representative_of[i]
             if rep_index != i:
@@ -346,11 +320,11 @@ async def expand(ctx: SearchContext, parents: Sequence[Node], *, n: int | None =
         _drop_exact_duplicates(ctx, _add_children(ctx, parent, cands)) for parent, cands in zip(parents, outputs)
     ]
     if ctx.settings.prune_stage == "before_prm":
-        await group_siblings(ctx, families)
+        await merge_equivalent_siblings(ctx, families)
         await score_nodes(ctx, [node for f in families for node in f if node.merged_into is None])
     else:
         await score_nodes(ctx, [node for f in families for node in f])
-        await group_siblings(ctx, families)
+        await merge_equivalent_siblings(ctx, families)
     return [ctx.tree.live_children(p) for p in parents]
 
 

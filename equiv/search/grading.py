@@ -316,11 +316,6 @@ def _other_kind(kind: str) -> _OtherKind:
     return _OtherKind(kind)
 
 
-def warm_up() -> None:
-    """Start the grading worker now (it takes ~1 s to import math-verify and sympy)."""
-    grade("1", "1", "math", timeout_s=60)
-
-
 def grade(prediction: str | None, answer: str, kind: Kind, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """Is ``prediction`` (an extracted answer) equal to the reference ``answer``?
 

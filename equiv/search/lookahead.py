@@ -1,7 +1,7 @@
 """Lookahead search (Snell et al. 2024): beam search valued by k-step greedy rollouts.
 
 Like SBS, each round expands all beams in one batched call and groups siblings into
-equivalence classes first. Pruning happens *before* the rollouts (DESIGN.md §1): only class
+equivalence classes first. Pruning happens *before* the rollouts (docs/design.md §1): only class
 representatives are rolled out, which is where pruning saves work here. Each non-terminal
 representative is continued for up to ``lookahead_steps`` steps at ``lookahead_temperature``
 (greedy by default), one batched policy call per lookahead step for all rollouts; the PRM score

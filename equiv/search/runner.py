@@ -29,7 +29,8 @@ from equiv.errors import InputError
 from equiv.search.config import ALGORITHMS, RunConfig, SearchConfig
 from equiv.search.dfs import dfs
 from equiv.search.dispatch import Dispatcher, run_workers
-from equiv.search.expansion import Pruning, SearchContext, SeedStream
+from equiv.prune.strategies import PrunerConfig
+from equiv.search.expansion import SearchContext, SeedStream
 from equiv.search.lookahead import lookahead
 from equiv.search.mcts import mcts
 from equiv.search.pairlog import PAIRS_FILE
@@ -52,12 +53,16 @@ TREES = "trees"
 
 @dataclass
 class Engines:
-    """The synchronous engines a run drives (built by the CLI, or scripted in tests)."""
+    """The synchronous engines a run drives (built by the CLI, or scripted in tests).
+
+    Pruning is on iff ``judge`` is set; ``pruner`` (the ``--pruner.*`` settings) says how its
+    verdicts are grouped into classes.
+    """
 
     policy: Policy
     reward: RewardModel
     judge: PairJudge | None = None
-    pruning: Pruning = field(default_factory=Pruning)
+    pruner: PrunerConfig = field(default_factory=PrunerConfig)
 
 
 @dataclass
@@ -221,13 +226,13 @@ async def solve_problem(
     algo: str,
     engines: Any,
     search: SearchConfig,
-    pruning: Pruning,
+    pruner_config: PrunerConfig,
     grader: Grader,
     pruner: str,
 ) -> tuple[dict[str, Any], SearchContext]:
     """Search one problem and build its record; a failure becomes the record's ``error``."""
     start = time.perf_counter()
-    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruning)
+    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruner_config)
     prediction: str | None = None
     correct = False
     error: str | None = None
@@ -388,7 +393,7 @@ def run_eval(
     if run.save_trees:
         (out / TREES).mkdir(exist_ok=True)
     many_seeds = len(run.seeds) > 1
-    dispatcher = Dispatcher(engines.policy, engines.reward, engines.judge if engines.pruning.enabled else None)
+    dispatcher = Dispatcher(engines.policy, engines.reward, engines.judge)
     summary: dict[str, Any] | None = None
     started = time.perf_counter()
     with open(out / RESULTS, "a", encoding="utf-8") as sink:
@@ -397,7 +402,7 @@ def run_eval(
             problem, seed = job
             handle = dispatcher.handle(order[(str(problem.id), int(seed))])
             record, ctx = await solve_problem(
-                problem, seed, algo=algo, engines=handle, search=search, pruning=engines.pruning,
+                problem, seed, algo=algo, engines=handle, search=search, pruner_config=engines.pruner,
                 grader=grader, pruner=pruner,
             )
             if run.save_trees:

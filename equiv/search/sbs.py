@@ -2,7 +2,7 @@
 
 Each round expands every beam in one batched policy call (``width`` candidates each). Siblings
 are grouped into equivalence classes *before* the top-k, so the beam holds distinct candidates
-instead of several copies of the same step (DESIGN.md §1). The pool of surviving
+instead of several copies of the same step (docs/design.md §1). The pool of surviving
 representatives across all beams is ranked by PRM value and the best ``beam_size - finished``
 are kept; a selected terminal candidate is a finished solution and shrinks the beam, as in the
 reference. The answer is the finished solution with the highest PRM value.

@@ -18,7 +18,7 @@ PRM is initialised with a larger weight scale (0.2) so its layers mix the contex
 the steps, instead of sitting at 0.5 or saturating. Byte tokens that would decode to control characters or broken UTF-8
 get a large negative bias, so sampled text is printable.
 
-Built deterministically (fixed corpus, ``torch.manual_seed``) in well under 5 s, and cached: a
+Built deterministically (fixed corpus, ``torch.manual_seed``) in seconds on a CPU, and cached: a
 directory holding a complete build with the same version stamp is reused.
 
 ``shape="qwen2.5-0.5b"`` builds the same thing at a real model's size (Qwen2.5-0.5B's

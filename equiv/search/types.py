@@ -36,7 +36,7 @@ class StepRequest:
 class Candidate:
     """One sampled continuation, as the policy returned it.
 
-    ``num_tokens`` counts every completion token the engine generated for it (DESIGN.md §2:
+    ``num_tokens`` counts every completion token the engine generated for it (docs/design.md §2:
     dropped and pruned candidates count too). ``finished`` means the solution ended (EOS or a
     final answer), not merely the step. ``truncated`` means the generation hit the token limit
     (``max_new_tokens`` or the context) without a clean stop: the search drops such a candidate
@@ -77,7 +77,10 @@ class PairJudge(Protocol):
     """Probability that each pair of steps is equivalent (0/1 for rule-based strategies).
 
     Implemented by every strategy in :mod:`equiv.prune`; ``threshold`` turns a probability into
-    a decision (``prob >= threshold`` means equivalent).
+    a decision (``prob >= threshold`` means equivalent). Those strategies also say, per pair,
+    whether deciding it took a learned model's forward (``pair_verdicts``), which search counts
+    as ``judge_calls``; a judge without it counts every pair when its ``learned`` attribute is
+    true (the default) and none otherwise (:func:`equiv.search.dispatch.judge_verdicts`).
     """
 
     name: str

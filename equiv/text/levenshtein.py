@@ -10,8 +10,6 @@ when the ratio is > 0.95.
 from __future__ import annotations
 
 import re
-from typing import Sequence
-
 from rapidfuzz.distance import Levenshtein
 
 _WS = re.compile(r"\s+")
@@ -30,7 +28,3 @@ def levenshtein_ratio(a: str, b: str) -> float:
     """``1 - distance / max(len(a), len(b))``; 1.0 for two empty strings."""
     return float(Levenshtein.normalized_similarity(a, b))
 
-
-def levenshtein_ratios(pairs: Sequence[tuple[str, str]]) -> list[float]:
-    """:func:`levenshtein_ratio` for each pair, in order."""
-    return [levenshtein_ratio(a, b) for a, b in pairs]

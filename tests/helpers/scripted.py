@@ -127,6 +127,7 @@ class RestateJudge:
 
     name: str = "restate"
     threshold: float = 0.5
+    learned: bool = True  # count its pairs as model calls (judge_calls), as a trained judge's
     pairs_seen: list[tuple[str, str]] = field(default_factory=list)
 
     def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
@@ -182,13 +183,12 @@ def scripted_factory(init):
     """Engines for ``equiv.search.cli.eval_main(..., engine_factory=...)``: scripted, no model."""
     import os
 
-    from equiv.search.expansion import Pruning
     from equiv.search.runner import Engines
 
     delay = float(os.environ.get("SCRIPTED_DELAY", "0"))
     policy = SlowPolicy(delay) if delay else SeededPolicy()
     prune = init.pruner.strategy != "none"
-    return Engines(policy, KeyedReward(), RestateJudge() if prune else None, Pruning(enabled=prune))
+    return Engines(policy, KeyedReward(), RestateJudge() if prune else None)
 
 
 if __name__ == "__main__":

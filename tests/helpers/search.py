@@ -7,7 +7,7 @@ from typing import Any, Awaitable, Callable
 
 from equiv.search.config import SearchConfig
 from equiv.search.dispatch import Dispatcher, run_workers
-from equiv.search.expansion import Pruning, SearchContext, SeedStream
+from equiv.search.expansion import SearchContext, SeedStream
 
 Q = "q"
 
@@ -22,7 +22,6 @@ def run_search(search: Callable[[SearchContext], Awaitable[Any]], policy: Any, r
         dispatcher.handle(0),
         SearchConfig(**settings),
         SeedStream(0, "p"),
-        Pruning(enabled=prune and judge is not None, threshold=0.5),
     )
     out: dict[str, Any] = {}
 

@@ -87,9 +87,9 @@ class PolicyConfig:
     """Allow model code from the checkpoint (both backends)."""
     attn_implementation: str | None = None
     """transformers: the attention kernel for ``from_pretrained`` (``eager``, ``sdpa``,
-    ``flash_attention_2``...); None = transformers' default (sdpa). On the H100s here (torch
-    2.11) sdpa went through cuDNN attention and a decode step of a 0.5B model took 80-160 ms,
-    against 23-40 ms with ``eager`` (docs/results.md, "Concurrency on a GPU"): measure on your GPU."""
+    ``flash_attention_2``...); None = transformers' default (sdpa). sdpa may dispatch to a kernel
+    that is slower than ``eager`` for small decode batches (docs/results.md, "Concurrency on a
+    GPU", has a measurement): measure on your GPU."""
     batch_requests: bool = False
     """transformers: generate all requests of a call in left-padded batches instead of one
     ``generate`` per request -- far fewer forward passes with ``run.concurrency > 1`` (keeps a

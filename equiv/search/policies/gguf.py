@@ -2,8 +2,8 @@
 
 GGUF is how many people keep local models (llama.cpp, Ollama, LM Studio). transformers reads
 it (``from_pretrained(dir, gguf_file=...)``, needs the ``gguf`` package) by *dequantizing* every
-tensor to a float dtype, which for gemma-3-270m took about 40 s for the weights and 25 s for the
-tokenizer on this 2-core machine -- every run. So we do it once: the first use writes the
+tensor to a float dtype, which takes tens of seconds on a CPU even for a small model (weights and
+tokenizer) -- every run. So we do it once: the first use writes the
 dequantized model and its tokenizer as an ordinary Hugging Face directory in the cache, keyed by
 the file's SHA-256, and every later run (and the vLLM backend, whose own GGUF loader is GPU-only)
 loads that directory in seconds. The weights are saved in float32, the exact dequantized

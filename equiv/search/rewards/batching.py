@@ -3,7 +3,7 @@
 Both PRMs here score every step of many solutions in one call: sequences are sorted by length so
 each batch pads little, right padding keeps real tokens at their positions in a causal model, and
 each caller reads its tag positions from the row's own ids, restoring request order itself.
-:func:`padded_rows` also left-pads, for the transformers policy's batched generation.
+The padding itself is :func:`equiv.devices.padded_rows`, shared with the transformers policy.
 """
 
 from __future__ import annotations
@@ -12,27 +12,9 @@ from typing import Iterator, Sequence
 
 import torch
 
+from equiv.devices import padded_rows
+
 Encoded = tuple[int, list[int]]  # (request index, token ids)
-
-
-def padded_rows(
-    rows: Sequence[Sequence[int]], pad_id: int, *, side: str = "right"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)`` of ``rows`` padded to the longest (CPU tensors).
-
-    ``right`` for scoring (a causal model's real positions are unaffected), ``left`` for
-    generation (new tokens are appended after every row's last real token).
-    """
-    if side not in ("right", "left"):
-        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for row, tokens in enumerate(rows):
-        span = slice(0, len(tokens)) if side == "right" else slice(width - len(tokens), width)
-        ids[row, span] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, span] = 1
-    return ids, mask
 
 
 def padded_batches(

@@ -147,11 +147,11 @@ class MathShepherdPRM:
     def from_config(cls, cfg) -> "MathShepherdPRM":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from equiv.search.policies.transformers_policy import resolve_device, resolve_dtype
+        from equiv.devices import resolve_device, resolve_load_dtype
 
         path = resolve_model_name(cfg.model)
-        device = resolve_device(cfg.device)
-        dtype = resolve_dtype(cfg.dtype, device)
+        device = torch.device(resolve_device(cfg.device, field="reward.device"))
+        dtype = resolve_load_dtype(cfg.dtype, device, field="reward.dtype")
         if dtype == "auto":
             dtype = torch.bfloat16  # the 7B PRM in bf16 fits beside a policy; fp32 does not help
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)

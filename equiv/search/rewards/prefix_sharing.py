@@ -34,7 +34,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from equiv.search.rewards.batching import padded_rows
+from equiv.devices import padded_rows
 
 Select = Callable[[torch.Tensor], torch.Tensor]  # the model's (batch, length, k) logits -> what is kept
 

@@ -50,7 +50,7 @@ class Qwen25MathPRM:
         from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
         from equiv.errors import InputError
-        from equiv.search.policies.transformers_policy import resolve_device, resolve_dtype
+        from equiv.devices import resolve_device, resolve_load_dtype
 
         options = dict(cfg.options)
         model_class = options.pop("model_class", "auto")
@@ -62,8 +62,8 @@ class Qwen25MathPRM:
                 field="reward.options",
             )
         path = resolve_model_name(cfg.model)
-        device = resolve_device(cfg.device)
-        dtype = resolve_dtype(cfg.dtype, device)
+        device = torch.device(resolve_device(cfg.device, field="reward.device"))
+        dtype = resolve_load_dtype(cfg.dtype, device, field="reward.dtype")
         if dtype == "auto":
             dtype = torch.bfloat16
         loader = AutoModel if model_class == "auto" else AutoModelForTokenClassification

@@ -1,0 +1,57 @@
+"""Pair tokenisation and padding: one way to turn step pairs into a model batch.
+
+Training (the DataModule's collator) and inference (:func:`equiv.judge.inference.score_pairs`)
+must feed the classifier identical inputs, so both tokenise here: the two steps as one
+sequence pair, the longer side truncated first, padded per batch to its own longest member
+(to a multiple of the attention window for models that need it, such as Longformer).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+Pair = tuple[str, str]
+
+
+def pad_multiple_for(config: Any) -> int | None:
+    """The multiple a model config needs inputs padded to: its attention window (Longformer
+    and friends), or None when any length works."""
+    window = getattr(config, "attention_window", None)
+    if window is None:
+        return None
+    if isinstance(window, (list, tuple)):
+        window = max(window)
+    return int(window)
+
+
+def tokenize_pairs(
+    tokenizer: "PreTrainedTokenizerBase",
+    pairs: Sequence[Pair],
+    *,
+    max_length: int,
+    pad_to_multiple_of: int | None = None,
+) -> dict[str, "torch.Tensor"]:
+    """Tokenise pairs as one padded batch, truncating the longer side first."""
+    return tokenizer(
+        [a for a, _ in pairs],
+        [b for _, b in pairs],
+        truncation="longest_first",
+        max_length=max_length,
+        padding=True,
+        pad_to_multiple_of=pad_to_multiple_of,
+        return_tensors="pt",
+    )
+
+
+def length_order(tokenizer: "PreTrainedTokenizerBase", pairs: Sequence[Pair]) -> list[int]:
+    """Indices of ``pairs`` from longest to shortest (in tokens), so batches pad little."""
+    if not pairs:
+        return []
+    firsts = tokenizer([a for a, _ in pairs], add_special_tokens=False)["input_ids"]
+    seconds = tokenizer([b for _, b in pairs], add_special_tokens=False)["input_ids"]
+    lengths = [len(x) + len(y) for x, y in zip(firsts, seconds)]
+    return sorted(range(len(pairs)), key=lambda i: -lengths[i])

@@ -1,0 +1,81 @@
+"""equiv.devices: one meaning for ``device``/``dtype`` settings, clear errors; and the layering
+rule that lower layers never import higher ones."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from equiv.devices import padded_rows, resolve_autocast_dtype, resolve_device, resolve_load_dtype
+from equiv.errors import InputError
+
+PACKAGE = Path(__file__).resolve().parents[1] / "equiv"
+
+
+def test_resolve_device():
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(InputError, match="field 'policy.device': unknown device 'gpu0'"):
+        resolve_device("gpu0", field="policy.device")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
+def test_cuda_without_a_gpu_is_an_input_error():
+    with pytest.raises(InputError, match="field 'reward.device'.*no CUDA GPU is visible"):
+        resolve_device("cuda:0", field="reward.device")
+
+
+def test_load_dtype():
+    assert resolve_load_dtype("auto", "cpu") is torch.float32
+    assert resolve_load_dtype("auto", torch.device("cpu")) is torch.float32
+    assert resolve_load_dtype("auto", "cuda") == "auto"  # the checkpoint's own dtype
+    assert resolve_load_dtype("bfloat16", "cpu") is torch.bfloat16
+    assert resolve_load_dtype("fp16", "cpu") is torch.float16
+    with pytest.raises(InputError, match="field 'policy.dtype': unknown dtype 'half'"):
+        resolve_load_dtype("half", "cpu", field="policy.dtype")
+
+
+def test_autocast_dtype():
+    assert resolve_autocast_dtype("auto", "cpu") is None
+    assert resolve_autocast_dtype("auto", "cuda:1") is torch.bfloat16
+    assert resolve_autocast_dtype("float32", "cuda") is None
+    assert resolve_autocast_dtype("bf16", "cpu") is torch.bfloat16
+    with pytest.raises(InputError, match="field 'dtype'"):
+        resolve_autocast_dtype("int8", "cpu")
+
+
+def test_padded_rows_pads_on_either_side():
+    ids, mask = padded_rows([[1, 2, 3], [4]], pad_id=0)
+    assert ids.tolist() == [[1, 2, 3], [4, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    ids, mask = padded_rows([[1, 2, 3], [4]], pad_id=9, side="left")
+    assert ids.tolist() == [[1, 2, 3], [9, 9, 4]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+
+
+# Lower layers never import higher ones (the search CLI's report import is a CLI-level exception
+# and not checked here).
+LAYERS = {
+    "errors": 0, "backbones": 0, "devices": 0, "text": 0, "data": 0,
+    "judge": 1, "prune": 2, "search": 3, "report": 4,
+}
+
+
+def _imported_packages(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        found |= {n.split(".")[1] for n in names if n.startswith("equiv.") and n.count(".") >= 1}
+    return found
+
+
+@pytest.mark.parametrize("layer", ["errors", "backbones", "devices", "text", "data", "judge", "prune"])
+def test_lower_layers_do_not_import_higher_ones(layer):
+    root = PACKAGE / layer
+    files = sorted(root.rglob("*.py")) if root.is_dir() else [PACKAGE / f"{layer}.py"]
+    for path in files:
+        above = {p for p in _imported_packages(path) if LAYERS.get(p, -1) > LAYERS[layer]}
+        assert not above, f"{path.relative_to(PACKAGE)} imports {sorted(above)}"
