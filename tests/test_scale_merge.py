@@ -1,4 +1,5 @@
-"""Shard merge, resume bookkeeping and placement plans of equiv.search.distributed (no Ray needed)."""
+"""Shard merge and resume bookkeeping (equiv.rundir) and placement plans (equiv.search.placement);
+no Ray needed."""
 
 from __future__ import annotations
 
@@ -8,17 +9,14 @@ from pathlib import Path
 import pytest
 
 from equiv.errors import InputError
-from equiv.search.distributed import (
-    ScaleConfig,
-    assign_round_robin,
-    finished_keys,
-    merge_records,
-    merge_run_dir,
-    plan_placement,
-    read_records,
-    shard_path,
-    shard_paths,
-)
+from equiv.rundir import finished_keys, merge_records, merge_run_dir, shard_path, shard_paths
+from equiv.rundir import read_records as read_records_and_torn
+from equiv.search.config import ScaleConfig
+from equiv.search.placement import assign_round_robin, plan_placement
+
+
+def read_records(path: Path) -> list[dict]:
+    return read_records_and_torn(path)[0]
 
 
 def rec(pid: str, seed: int = 0, error: str | None = None, **extra) -> dict:
@@ -143,7 +141,7 @@ def test_scale_config_validation_and_placement():
 def test_placed_engines_applies_the_gpu_split_only_on_gpu_workers():
     from types import SimpleNamespace
 
-    from equiv.search.distributed import placed_engines
+    from equiv.search.placement import placed_engines
 
     def init():
         return SimpleNamespace(policy=SimpleNamespace(gpu_memory_utilization=0.9, tensor_parallel_size=1, engine_kwargs={}))
