@@ -14,7 +14,8 @@ The runner keys records by (id, seed), and ``compare`` pairs runs by (id, seed).
 runs used the same single seed, problems are keyed by id alone (shorter labels, same pairing);
 otherwise every key becomes ``"<id> seed=<seed>"`` (see :func:`load_runs`). A torn final line (the
 runner died mid-write; it drops such a line on resume too) is left out and counted in
-:attr:`Run.torn`, which the report shows; any other malformed line is an error.
+:attr:`Run.torn`, which the report shows; any other malformed line is an error. The files are read
+through :mod:`equiv.rundir`, the same reader the runner and ``compare`` use.
 """
 
 from __future__ import annotations
