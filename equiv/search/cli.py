@@ -3,10 +3,13 @@
 ``eval`` is a jsonargparse parser over dataclass groups (``--search.*``, ``--data.*``,
 ``--run.*``, ``--policy.*``, ``--reward.*``, ``--pruner.*``); ``--config`` files compose
 (later ones and later flags override earlier ones) and ``--print_config`` shows the resolved
-configuration. The resolved configuration is saved as ``config.yaml`` in ``--out``.
+configuration. The resolved configuration is saved as ``config.yaml`` in ``--out``. ``tiny:``
+models are built once here; then the run goes through one process (:mod:`equiv.search.runner`)
+or Ray workers (``--scale.*``, :mod:`equiv.search.distributed`), with the same Ctrl-C handling.
 
 ``compare`` prints the paper-style table of several run directories on the problems they all
-share: accuracy, mean generated tokens, and the token ratio against the first run.
+share: accuracy, mean generated tokens, and the token ratio against the first run
+(:func:`equiv.rundir.compare_rows`, the same rows the report shows).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
-from equiv.rundir import RESULTS, count_records, load_records
+from equiv.rundir import CONFIG, RESULTS, count_records, load_records, write_atomic
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, ScaleConfig, SearchConfig
 from equiv.search.expansion import Pruning
@@ -162,7 +165,7 @@ def check_resume_config(out: Path, config_text: str) -> None:
     """Refuse to resume a run directory with different result-defining settings."""
     import yaml
 
-    old_path = out / "config.yaml"
+    old_path = out / CONFIG
     if not old_path.exists() or count_records(out) == 0:
         return
     try:
@@ -205,7 +208,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         out.mkdir(parents=True, exist_ok=True)
         config_text = parser.dump(cfg, skip_none=False)
         check_resume_config(out, config_text)
-        (out / "config.yaml").write_text(config_text, encoding="utf-8")
+        write_atomic(out / CONFIG, config_text)
         resolve_tiny_models(init)
         factory = engine_factory or build_engines
         config = json.loads(json.dumps(cfg.as_dict(), default=str))
