@@ -102,9 +102,11 @@ def read_json_file(path: str | Path) -> Any:
         raise InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=err.lineno) from None
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (JSON ``true`` parses to a Python int subclass)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def is_finite_number(value: Any) -> bool:
+    """An int or float, not a bool, not NaN or infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypedDict
 
 from equiv.errors import InputError
-from equiv.rundir.io import _is_int, _is_number, read_json_lines, write_jsonl_atomic
+from equiv.rundir.io import is_int, is_finite_number, read_json_lines, write_jsonl_atomic
 from equiv.rundir.layout import PAIRS, RESULTS, TREES, WORKERS, RecordKey, shard_paths
 
 NUMBER_FIELDS = ("prm_calls", "judge_calls", "expanded", "pruned", "seconds")
@@ -60,7 +60,7 @@ def record_key(record: Mapping[str, Any], *, path: str | Path | None = None, lin
     seed = record.get("seed", 0)
     if seed is None:
         seed = 0
-    if not _is_int(seed):
+    if not is_int(seed):
         raise InputError(f"must be an integer, got {seed!r}", path=path, line=line, field="seed")
     return (str(pid), seed)
 
@@ -77,13 +77,13 @@ def check_record(
         raise InputError(f"must be true or false, got {record['correct']!r}", path=path, line=line, field="correct")
     if "generated_tokens" in record:
         tokens = record["generated_tokens"]
-        if not _is_number(tokens) or not float(tokens).is_integer():
+        if not is_finite_number(tokens) or not float(tokens).is_integer():
             raise InputError(f"must be an integer, got {tokens!r}", path=path, line=line, field="generated_tokens")
         if tokens < 0:
             raise InputError("must be >= 0", path=path, line=line, field="generated_tokens")
     for name in NUMBER_FIELDS:
         value = record.get(name)
-        if value is not None and not _is_number(value):
+        if value is not None and not is_finite_number(value):
             raise InputError(f"must be a finite number or null, got {value!r}", path=path, line=line, field=name)
     return key
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from equiv.errors import InputError
-from equiv.rundir.io import _is_int, _is_number, read_json_file
+from equiv.rundir.io import is_int, is_finite_number, read_json_file
 
 REQUIRED_NODE_FIELDS = ("id", "parent", "depth", "text")
 
@@ -48,7 +48,7 @@ class TreeNode:
             value = raw.get(name)
             if value is None and optional:
                 return None
-            ok = _is_number(value) and (not integer or float(value).is_integer())
+            ok = is_finite_number(value) and (not integer or float(value).is_integer())
             if not ok:
                 kind = "an integer" if integer else "a finite number"
                 raise InputError(
@@ -158,7 +158,7 @@ def read_tree(path: str | Path) -> TreeFile:
     correct = data.get("correct")
     seed = data.get("seed")
     return TreeFile(
-        seed=seed if _is_int(seed) else None,
+        seed=seed if is_int(seed) else None,
         id=str(data["id"]),
         nodes=nodes,
         question=str(data.get("question") or ""),

@@ -209,6 +209,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         config_text = parser.dump(cfg, skip_none=False)
         check_resume_config(out, config_text)
         write_atomic(out / CONFIG, config_text)
+        check_fewshot_source(init)  # refused before any model is built
         resolve_tiny_models(init)
         factory = engine_factory or build_engines
         config = json.loads(json.dumps(cfg.as_dict(), default=str))
