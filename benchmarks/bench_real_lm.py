@@ -147,11 +147,12 @@ def run(args: argparse.Namespace) -> int:
 
     from equiv.data.problems import load_problems
     from equiv.prune import PrunerConfig, build_judge
-    from equiv.search.cli import resolve_tiny
+    from equiv.search.tiny import resolve_tiny
     from equiv.search.config import RunConfig, SearchConfig
     from equiv.search.policies import PolicyConfig, build_policy
     from equiv.search.rewards import RewardConfig, bind_policy_reward
-    from equiv.search.runner import Engines, read_results, run_eval
+    from equiv.rundir import read_records
+    from equiv.search.runner import Engines, run_eval
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
             pruner=name,
         )
         wall = time.perf_counter() - start
-        records, _ = read_results(run_dir / "results.jsonl")
+        records, _ = read_records(run_dir / "results.jsonl")
         judge_s = timed_judge.pair_verdicts.seconds if timed_judge is not None else 0.0
         rows[name] = figures(records, timed_policy.generate.seconds, judge_s, wall)
         rows[name]["run_dir"] = str(run_dir)

@@ -83,3 +83,34 @@ def test_killed_two_worker_cli_run_resumes_to_the_one_process_records(tmp_path):
     assert eval_main(single, engine_factory=scripted_factory) == 0
     assert records(out) == records(fresh)
     assert list(records(out)) == [f"problems-{i}" for i in range(8)]  # merged in problem order
+
+
+def test_ctrl_c_on_a_two_worker_run_is_one_line_and_resumable(tmp_path):
+    """SIGINT to the driver: what the workers finished is merged, ``summary.json`` says
+    ``complete: false``, one line (no traceback) and exit 130 -- as a one-process run."""
+    args = base_args(tmp_path, n=8) + ["--run.concurrency", "1", "--scale.workers", "2"]
+    env = dict(os.environ, SCRIPTED_DELAY="0.2", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "tests.helpers.scripted", *args]
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and not ((out / "workers").is_dir() and shard_lines(out) >= 2):
+        if proc.poll() is not None:
+            pytest.fail(f"finished before it could be interrupted: {proc.stderr.read()[-800:]}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # the driver only, as a terminal's Ctrl-C reaches it first
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-1500:]
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["problems"] >= 2 and not (out / "workers").exists()
+    done = subprocess.run(cmd, cwd=REPO, env=dict(env, SCRIPTED_DELAY="0"), capture_output=True, text=True,
+                          timeout=180, start_new_session=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert len(records(out)) == 8

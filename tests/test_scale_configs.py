@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from equiv.search.distributed import plan_placement
+from equiv.search.placement import plan_placement
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "configs" / "search").glob("ray_*.yaml"))

@@ -1,4 +1,5 @@
-"""Shard merge, resume bookkeeping and placement plans of equiv.search.distributed (no Ray needed)."""
+"""Shard merge and resume bookkeeping (equiv.rundir) and placement plans (equiv.search.placement);
+no Ray needed."""
 
 from __future__ import annotations
 
@@ -8,17 +9,14 @@ from pathlib import Path
 import pytest
 
 from equiv.errors import InputError
-from equiv.search.distributed import (
-    ScaleConfig,
-    assign_round_robin,
-    finished_keys,
-    merge_records,
-    merge_run_dir,
-    plan_placement,
-    read_records,
-    shard_path,
-    shard_paths,
-)
+from equiv.rundir import finished_keys, merge_records, merge_run_dir, shard_path, shard_paths
+from equiv.rundir import read_records as read_records_and_torn
+from equiv.search.config import ScaleConfig
+from equiv.search.placement import assign_round_robin, plan_placement
+
+
+def read_records(path: Path) -> list[dict]:
+    return read_records_and_torn(path)[0]
 
 
 def rec(pid: str, seed: int = 0, error: str | None = None, **extra) -> dict:
@@ -143,7 +141,7 @@ def test_scale_config_validation_and_placement():
 def test_placed_engines_applies_the_gpu_split_only_on_gpu_workers():
     from types import SimpleNamespace
 
-    from equiv.search.distributed import placed_engines
+    from equiv.search.placement import placed_engines
 
     def init():
         return SimpleNamespace(policy=SimpleNamespace(gpu_memory_utilization=0.9, tensor_parallel_size=1, engine_kwargs={}))
@@ -156,3 +154,45 @@ def test_placed_engines_applies_the_gpu_split_only_on_gpu_workers():
     assert built.policy.gpu_memory_utilization == 0.5 and built.policy.tensor_parallel_size == 4
     assert built.policy.engine_kwargs == {"distributed_executor_backend": "mp"}
     assert original.policy.gpu_memory_utilization == 0.9  # the caller's config is not mutated
+
+
+# -- Ctrl-C: the same handling on the single-process and the Ray path ------------------------------
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_is_one_message_and_exit_130_on_both_paths(tmp_path: Path, capsys, monkeypatch, workers: int):
+    import equiv.search.cli as cli
+    import equiv.search.distributed as distributed
+    from tests.helpers.scripted import scripted_factory
+    from tests.helpers.runs import base_args
+
+    def interrupted(**_: object) -> dict:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_eval", interrupted)
+    monkeypatch.setattr(distributed, "run_distributed", interrupted)
+    code = cli.eval_main(base_args(tmp_path) + ["--scale.workers", str(workers)], engine_factory=scripted_factory)
+    assert code == 130
+    err = capsys.readouterr().err
+    assert "interrupted: 0 record(s) kept" in err and "rerun the same command to resume" in err and "Traceback" not in err
+
+
+def test_interrupted_ray_driver_still_finishes_the_run(tmp_path: Path, monkeypatch):
+    """An interrupt while workers run: the driver merges what they wrote and writes the summary
+    (``complete``: false), as run_eval does, then lets the interrupt through to the CLI."""
+    import equiv.search.distributed as distributed
+    from equiv.search.config import RunConfig
+    from tests.helpers.scripted import problems
+
+    def workers_then_ctrl_c(*, out: Path, order, **_: object) -> list:
+        write(shard_path(out, 0), [rec("p0", algo="sbs", pruner="none", generated_tokens=5)])
+        merge_run_dir(out, order)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "_run_workers", workers_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        distributed.run_distributed(
+            algo="sbs", problems=problems(3), engine_factory=lambda placement: None, out_dir=tmp_path,
+            scale=ScaleConfig(workers=2), run=RunConfig(progress=False),
+        )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["complete"] is False and summary["problems"] == 1 and summary["workers"] == 2
+    assert not (tmp_path / "workers").exists()

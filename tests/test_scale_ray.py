@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from equiv.search.config import RunConfig, SearchConfig
-from equiv.search.distributed import ScaleConfig, ray_runtime_env, run_distributed, shard_paths
+from equiv.rundir import shard_paths
+from equiv.search.config import RunConfig, ScaleConfig, SearchConfig
+from equiv.search.distributed import ray_runtime_env, run_distributed
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
 

@@ -211,7 +211,7 @@ def test_wandb_offline_logging(tmp_path, monkeypatch):
 
 
 def test_tree_file_names_are_safe_and_distinct():
-    from equiv.search.runner import safe_name
+    from equiv.rundir import safe_name
 
     assert safe_name("p0") == "p0"
     a, b = safe_name("test/precalculus/807.json"), safe_name("test_precalculus_807.json")

@@ -235,5 +235,7 @@ def correlations_html(name: str, pts: Sequence[Point], corr: Sequence[Correlatio
 
 
 def record_map(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], Mapping[str, Any]]:
-    """Records keyed by ``(id, seed)`` (the last one wins), as ``compare`` keys them."""
-    return {(str(r["id"]), int(r.get("seed") or 0)): r for r in records}
+    """Records keyed by ``(id, seed)`` as ``compare`` keys them (:func:`equiv.rundir.keyed`)."""
+    from equiv.rundir import keyed
+
+    return dict(keyed(dict(r) for r in records))

@@ -78,7 +78,7 @@ def judge_pairs_link(run: Run) -> str:
     threshold, :mod:`equiv.search.pairlog`) with its counts; empty when the run has none."""
     import json
 
-    from equiv.search.pairlog import PAIRS_FILE
+    from equiv.rundir import PAIRS as PAIRS_FILE
 
     path = Path(run.path) / PAIRS_FILE
     if not path.is_file():

@@ -1,6 +1,6 @@
 """Numbers behind the report: the compare table and per-depth pruning rates (pure functions).
 
-The compare table is ``search_cli.py compare``'s (its function is reused): each run's accuracy and mean generated
+The compare table is ``search_cli.py compare``'s (:func:`equiv.rundir.compare_rows`): each run's accuracy and mean generated
 tokens are taken on the problems *all* runs share, and the token ratio is against the FIRST run
 (the baseline), as in the paper's "(51.89%)" column. Comparing on the shared problems is what
 makes a partly finished run comparable with a complete one.
@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from equiv.report.load import Run, Tree
+from equiv.report.load import Run
+from equiv.rundir import TreeFile, keyed
+from equiv.rundir import compare_rows as rundir_compare_rows
 
 
 @dataclass(frozen=True)
@@ -45,40 +47,31 @@ def shared_ids(runs: Sequence[Run]) -> list[str]:
 def compare_rows(runs: Sequence[Run]) -> list[CompareRow]:
     """The compare table: one row per run, computed on the problems all runs share.
 
-    Accuracy, mean tokens, token ratio, errors and mean PRM / judge calls come from
-    :func:`equiv.search.cli.compare_rows` (the function behind ``search_cli.py compare``), so
-    the report and ``compare`` can never disagree; the report adds the pruning rate and the
-    run's total problem count.
+    The numbers come from :func:`equiv.rundir.compare_rows` -- the function behind
+    ``search_cli.py compare`` -- over the records the report loaded, paired by (id, seed), so
+    the report and ``compare`` can never disagree.
     """
-    from equiv.search.cli import compare_rows as search_compare_rows  # light: no torch, no engines
-
-    table, _ = search_compare_rows([run.path for run in runs])
-    ids = shared_ids(runs)
-    rows: list[CompareRow] = []
-    for run, row in zip(runs, table):
-        recs = [run.results[pid] for pid in ids]
-        expanded = sum(r.get("expanded") or 0 for r in recs)
-        pruned = sum(r.get("pruned") or 0 for r in recs)
-        rows.append(
-            CompareRow(
-                name=run.name,
-                algo=run.algo,
-                pruner=run.pruner,
-                problems=int(row["problems"]),
-                accuracy=float(row["accuracy"]),
-                mean_tokens=float(row["mean_generated_tokens"]),
-                token_ratio=None if row["token_ratio"] is None else float(row["token_ratio"]),
-                errors=int(row["errors"]),
-                mean_prm_calls=float(row["mean_prm_calls"]),
-                mean_judge_calls=float(row["mean_judge_calls"]),
-                pruned_per_expansion=pruned / expanded if expanded else None,
-                total_problems=len(run.results),
-            )
+    table, _ = rundir_compare_rows([(run.name, keyed(run.records)) for run in runs])
+    return [
+        CompareRow(
+            name=run.name,
+            algo=run.algo,
+            pruner=run.pruner,
+            problems=int(row["problems"]),
+            accuracy=float(row["accuracy"]),
+            mean_tokens=float(row["mean_generated_tokens"]),
+            token_ratio=None if row["token_ratio"] is None else float(row["token_ratio"]),
+            errors=int(row["errors"]),
+            mean_prm_calls=float(row["mean_prm_calls"]),
+            mean_judge_calls=float(row["mean_judge_calls"]),
+            pruned_per_expansion=row["pruned_per_expansion"],
+            total_problems=int(row["total_problems"]),
         )
-    return rows
+        for run, row in zip(runs, table)
+    ]
 
 
-def pruning_by_depth(trees: Sequence[Tree]) -> dict[int, tuple[int, int]]:
+def pruning_by_depth(trees: Sequence[TreeFile]) -> dict[int, tuple[int, int]]:
     """depth -> (children merged by the judge, all children generated at that depth).
 
     A child at depth d is any node with a parent. It counts as merged when it has

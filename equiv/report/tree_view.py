@@ -7,7 +7,7 @@ always keeps the same problems for every run so the trees can be compared side b
 page says how many were left out and how to ask for specific problems (``--problems``).
 
 ``duplicate`` is not in the tree file: it marks a merged node whose text equals its
-representative's (an exact duplicate folded before judging, see :meth:`Tree.is_duplicate`).
+representative's (an exact duplicate folded before judging, see :meth:`equiv.rundir.TreeFile.is_duplicate`).
 
 Nodes are sent as arrays (:data:`NODE_FIELDS` order) rather than objects, which roughly halves
 the embedded JSON for large trees; the page's script reads them by the same field list.
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from equiv.errors import InputError
-from equiv.report.load import Run, Tree
+from equiv.report.load import Run
+from equiv.rundir import TreeFile
 
 NODE_FIELDS = (
     "id", "parent", "depth", "text", "prior", "value", "visits", "tokens",
@@ -96,7 +97,7 @@ def select_trees(
     return TreeSelection(ids=kept, available=len(order), over_budget=over)
 
 
-def tree_payload(tree: Tree, record: dict[str, Any] | None) -> dict[str, Any]:
+def tree_payload(tree: TreeFile, record: dict[str, Any] | None) -> dict[str, Any]:
     """The viewer's JSON for one tree; record fields fill what the tree file leaves out."""
     record = record or {}
 

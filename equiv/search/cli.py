@@ -3,33 +3,31 @@
 ``eval`` is a jsonargparse parser over dataclass groups (``--search.*``, ``--data.*``,
 ``--run.*``, ``--policy.*``, ``--reward.*``, ``--pruner.*``); ``--config`` files compose
 (later ones and later flags override earlier ones) and ``--print_config`` shows the resolved
-configuration. The resolved configuration is saved as ``config.yaml`` in ``--out``.
+configuration. The resolved configuration is saved as ``config.yaml`` in ``--out``. ``tiny:``
+models are built once here; then the run goes through one process (:mod:`equiv.search.runner`)
+or Ray workers (``--scale.*``, :mod:`equiv.search.distributed`), with the same Ctrl-C handling.
 
 ``compare`` prints the paper-style table of several run directories on the problems they all
-share: accuracy, mean generated tokens, and the token ratio against the first run.
+share: accuracy, mean generated tokens, and the token ratio against the first run
+(:func:`equiv.rundir.compare_rows`, the same rows the report shows).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
-from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, SearchConfig
-from equiv.search.runner import RESULTS, Engines, read_results, run_eval
+from equiv.rundir import CONFIG, RESULTS, count_records, load_records, write_atomic
+from equiv.rundir import compare_rows as rundir_compare_rows
+from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, ScaleConfig, SearchConfig
+from equiv.search.runner import Engines, run_eval
 
-TINY_PREFIX = "tiny:"
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
-
-
-def _count_records(out: Path) -> int:
-    try:
-        return len(read_results(out / RESULTS)[0])
-    except InputError:
-        return 0
 
 
 def _one_line(text: str) -> str:
@@ -58,31 +56,28 @@ def build_eval_parser() -> Any:
     parser.add_class_arguments(PolicyConfig, "policy")
     parser.add_class_arguments(RewardConfig, "reward")
     parser.add_class_arguments(PrunerConfig, "pruner")
-    from equiv.search.distributed import ScaleConfig  # --scale.workers, --scale.ray_address
-
     parser.add_class_arguments(ScaleConfig, "scale")
     return parser
 
 
-def resolve_tiny(model: str, kind: str) -> str:
-    """``tiny:DIR`` -> build (or reuse) a tiny random-init model in DIR (CPU demo, tests)."""
-    if not model.startswith(TINY_PREFIX):
-        return model
-    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
+def resolve_tiny_models(init: Any) -> None:
+    """Build ``tiny:`` policy / PRM models once, in this process, before any engine is built
+    (Ray workers would otherwise race to build them)."""
+    from equiv.search.tiny import resolve_tiny
 
-    directory = model[len(TINY_PREFIX) :] or f".cache/tiny/{kind}"
-    return build_tiny_policy(directory) if kind == "policy" else build_tiny_prm(directory)
+    init.policy.model = resolve_tiny(init.policy.model, "policy")
+    init.reward.model = resolve_tiny(init.reward.model, "prm")
 
 
 def build_engines(init: Any) -> Engines:
-    """Load the policy, PRM and judge the configuration names (minutes for 7B models)."""
+    """Load the policy, PRM and judge the configuration names (minutes for 7B models).
+
+    ``tiny:`` model names must already be resolved (:func:`resolve_tiny_models`)."""
     from equiv.prune import build_judge
     from equiv.search.policies import build_policy
     from equiv.search.rewards import bind_policy_reward
 
     check_fewshot_source(init)
-    init.policy.model = resolve_tiny(init.policy.model, "policy")
-    init.reward.model = resolve_tiny(init.reward.model, "prm")
     judge = build_judge(init.pruner)
     policy = build_policy(init.policy)
     policy, reward = bind_policy_reward(policy, init.reward)  # likelihood: the policy scores itself
@@ -156,8 +151,8 @@ def check_resume_config(out: Path, config_text: str) -> None:
     """Refuse to resume a run directory with different result-defining settings."""
     import yaml
 
-    old_path = out / "config.yaml"
-    if not old_path.exists() or _count_records(out) == 0:
+    old_path = out / CONFIG
+    if not old_path.exists() or count_records(out) == 0:
         return
     try:
         old = yaml.safe_load(old_path.read_text(encoding="utf-8")) or {}
@@ -199,31 +194,20 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         out.mkdir(parents=True, exist_ok=True)
         config_text = parser.dump(cfg, skip_none=False)
         check_resume_config(out, config_text)
-        (out / "config.yaml").write_text(config_text, encoding="utf-8")
-        if init.scale.distributed:  # Ray workers, one engine set each (equiv.search.distributed)
-            from equiv.search.distributed import eval_distributed
-
-            summary = eval_distributed(cfg.algo, init, problems, out, engine_factory or build_engines)
-        else:
-            engines = engine_factory(init) if engine_factory is not None else build_engines(init)
-            try:
-                summary = run_eval(
-                    algo=cfg.algo,
-                    problems=problems,
-                    engines=engines,
-                    out_dir=out,
-                    search=init.search,
-                    run=init.run,
-                    pruner=init.pruner.strategy,
-                    config=json.loads(json.dumps(cfg.as_dict(), default=str)),
-                )
-            except KeyboardInterrupt:
-                done = _count_records(out)
-                print(
-                    f"interrupted: {done} record(s) kept in {out / RESULTS}; rerun the same command to resume",
-                    file=sys.stderr,
-                )
-                return EXIT_INTERRUPTED
+        write_atomic(out / CONFIG, config_text)
+        check_fewshot_source(init)  # refused before any model is built
+        resolve_tiny_models(init)
+        factory = engine_factory or build_engines
+        config = json.loads(json.dumps(cfg.as_dict(), default=str))
+        try:
+            summary = _evaluate(cfg.algo, init, problems, out, factory, config)
+        except KeyboardInterrupt:
+            print(
+                f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
+                "rerun the same command to resume",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "
@@ -232,49 +216,43 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
     return 0
 
 
-# -- compare ----------------------------------------------------------------------------------------
-def load_run_records(directory: str | Path) -> dict[tuple[str, int], dict[str, Any]]:
-    path = Path(directory) / RESULTS
-    if not path.exists():
-        raise InputError("no results.jsonl here; is this a run directory of `search_cli.py eval`?", path=directory)
-    records, _ = read_results(path)
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in records:
-        out[(str(r["id"]), int(r["seed"]))] = r
-    return out
-
-
-def compare_rows(dirs: Sequence[str | Path]) -> tuple[list[dict[str, Any]], int]:
-    """One row per run on the (id, seed) keys all runs share; ratio vs the first run."""
-    runs = [load_run_records(d) for d in dirs]
-    shared = set(runs[0])
-    for r in runs[1:]:
-        shared &= set(r)
-    if not shared:
-        raise InputError("the runs share no problems (same ids and seeds); nothing to compare")
-    keys = sorted(shared)
-    rows = []
-    for directory, recs in zip(dirs, runs):
-        sel = [recs[k] for k in keys]
-        n = len(sel)
-        first = sel[0]
-        rows.append(
-            {
-                "run": str(directory),
-                "algo": first.get("algo", "?"),
-                "pruner": first.get("pruner", "?"),
-                "problems": n,
-                "accuracy": 100.0 * sum(bool(r.get("correct")) for r in sel) / n,
-                "mean_generated_tokens": sum(float(r.get("generated_tokens") or 0) for r in sel) / n,
-                "mean_prm_calls": sum(float(r.get("prm_calls") or 0) for r in sel) / n,
-                "mean_judge_calls": sum(float(r.get("judge_calls") or 0) for r in sel) / n,
-                "errors": sum(1 for r in sel if r.get("error")),
-            }
+def _evaluate(
+    algo: str, init: Any, problems: Sequence[Any], out: Path, factory: Callable[[Any], Engines], config: dict[str, Any]
+) -> dict[str, Any]:
+    """One process, or Ray workers (``--scale.workers N`` / ``--scale.ray_address``), each
+    with one engine set; both finish the run the same way (equiv.search.progress.finish_run)."""
+    if not init.scale.distributed:
+        return run_eval(
+            algo=algo,
+            problems=problems,
+            engines=factory(init),
+            out_dir=out,
+            search=init.search,
+            run=init.run,
+            pruner=init.pruner.strategy,
+            config=config,
         )
-    base = rows[0]["mean_generated_tokens"]
-    for row in rows:
-        row["token_ratio"] = 100.0 * row["mean_generated_tokens"] / base if base else None
-    return rows, len(keys)
+    from equiv.search.distributed import run_distributed
+    from equiv.search.placement import placed_engines
+
+    return run_distributed(
+        algo=algo,
+        problems=problems,
+        engine_factory=functools.partial(placed_engines, factory, init),
+        out_dir=out,
+        scale=init.scale,
+        search=init.search,
+        run=init.run,
+        pruner=init.pruner.strategy,
+        tensor_parallel_size=int(getattr(init.policy, "tensor_parallel_size", 1) or 1),
+        config=config,
+    )
+
+
+# -- compare ----------------------------------------------------------------------------------------
+def compare_rows(dirs: Sequence[str | Path]) -> tuple[list[dict[str, Any]], int]:
+    """The compare table of run directories (:func:`equiv.rundir.compare_rows`), named by path."""
+    return rundir_compare_rows([(str(d), load_records(d)) for d in dirs])
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -341,9 +319,9 @@ def _analyses(dirs: Sequence[str]) -> list[tuple[str, dict[str, Any], str]]:
 
     if len(dirs) < 2:
         raise InputError("--analysis needs a baseline run and at least one pruned run")
-    base = load_run_records(dirs[0])
+    base = load_records(dirs[0])
     out = []
     for directory in dirs[1:]:
-        pts, corr = analyse_runs(dirs[0], base, directory, load_run_records(directory))
+        pts, corr = analyse_runs(dirs[0], base, directory, load_records(directory))
         out.append((str(directory), correlations_json(pts, corr), format_correlations(str(directory), pts, corr)))
     return out

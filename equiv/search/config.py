@@ -1,4 +1,4 @@
-"""Search and run settings (jsonargparse argument groups).
+"""Search, run and scale-out settings (jsonargparse argument groups).
 
 Defaults are the paper's (docs/design.md §1): width 10, depth 50, MCTS 20 simulations per step with
 PUCT constant 1.25, SBS beam 3, DFS ``num_sequence`` 3. Settings the paper leaves open carry a
@@ -120,3 +120,55 @@ class RunConfig:
             raise InputError("needs at least one seed", field="run.seeds")
         if len(set(self.seeds)) != len(self.seeds):
             raise InputError(f"duplicate seeds in {self.seeds}", field="run.seeds")
+
+
+@dataclass
+class ScaleConfig:
+    """How an evaluation run is spread over processes, GPUs and nodes.
+
+    ``workers=1`` without ``ray_address`` is the plain single-process run (nothing here is used).
+    Otherwise Ray starts ``workers`` actors; each reserves ``gpus_per_worker`` GPUs (0 on a CPU
+    machine), builds its own engines from the resolved config and runs its shard of problems.
+    """
+
+    workers: int = 1
+    """Worker processes (engine sets). On a GPU node: GPUs / ``policy.tensor_parallel_size``."""
+    ray_address: str | None = None
+    """Ray cluster to join (``auto``, ``ray://host:10001`` or ``host:6379``); None starts a local
+    Ray instance on this machine when ``workers`` > 1."""
+    gpus_per_worker: float | None = None
+    """GPUs reserved per worker; None = ``policy.tensor_parallel_size`` if Ray sees GPUs, else 0."""
+    cpus_per_worker: float = 1.0
+    """CPUs reserved per worker (Ray scheduling only; the engines use what they need)."""
+    policy_gpu_memory_utilization: float = 0.6
+    """Share of each of a GPU worker's GPUs the vLLM policy may take (weights + KV cache); in
+    multi-worker GPU runs it replaces ``policy.gpu_memory_utilization``."""
+    prm_gpu_memory_fraction: float = 0.2
+    """Share of the worker's first GPU for the PRM (co-located with the policy; enough for a
+    7B PRM in bf16 on an 80 GB GPU)."""
+    judge_gpu_memory_fraction: float = 0.1
+    """Share of the worker's first GPU for the pruning judge (a small encoder needs far less)."""
+
+    def validate(self) -> None:
+        if self.workers < 1:
+            raise InputError(f"must be >= 1, got {self.workers}", field="scale.workers")
+        if self.cpus_per_worker < 0:
+            raise InputError(f"must be >= 0, got {self.cpus_per_worker}", field="scale.cpus_per_worker")
+        if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
+            raise InputError(f"must be >= 0, got {self.gpus_per_worker}", field="scale.gpus_per_worker")
+        for name in ("policy_gpu_memory_utilization", "prm_gpu_memory_fraction", "judge_gpu_memory_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise InputError(f"must be in [0, 1], got {value}", field=f"scale.{name}")
+        total = self.policy_gpu_memory_utilization + self.prm_gpu_memory_fraction + self.judge_gpu_memory_fraction
+        if total > 0.95 + 1e-9:
+            raise InputError(
+                f"policy + PRM + judge memory shares add up to {total:.2f} of a GPU; keep them "
+                "<= 0.95 (CUDA context, activations and the allocator need the rest)",
+                field="scale.policy_gpu_memory_utilization",
+            )
+
+    @property
+    def distributed(self) -> bool:
+        """True when the run goes through Ray workers rather than the single-process path."""
+        return self.workers > 1 or self.ray_address is not None

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-PAIRS_FILE = "judge_pairs.jsonl"
+from equiv.rundir import PAIRS as PAIRS_FILE
+
+__all__ = ["NEAR_MARGIN", "PAIRS_FILE", "notable_pairs"]
 NEAR_MARGIN = 0.2
 """Kept-apart pairs are listed when ``threshold - NEAR_MARGIN <= prob < threshold``."""
 

@@ -234,3 +234,15 @@ def build_tiny_prm(directory: str | Path, shape: str = "tiny") -> str:
 def build_tiny_token_prm(directory: str | Path) -> str:
     """A tiny two-label token-classification Llama with ``<extra_0>`` (Qwen2.5-Math-PRM's shape)."""
     return _cached_build(directory, "token_prm")
+
+
+TINY_PREFIX = "tiny:"
+
+
+def resolve_tiny(model: str, kind: str) -> str:
+    """``tiny:DIR`` -> build (or reuse) a tiny random-init model in DIR (CPU demo, tests); other
+    names pass through. ``kind`` is ``policy`` or ``prm``; an empty DIR means ``.cache/tiny/<kind>``."""
+    if not model.startswith(TINY_PREFIX):
+        return model
+    directory = model[len(TINY_PREFIX) :] or f".cache/tiny/{kind}"
+    return build_tiny_policy(directory) if kind == "policy" else build_tiny_prm(directory)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from equiv.rundir import TreeNode
+
 
 @dataclass
 class Node:
@@ -102,20 +104,21 @@ class Tree:
             n.on_path = True
 
     def to_json(self) -> list[dict[str, Any]]:
+        """The nodes in the run directory's tree-file schema (:class:`equiv.rundir.TreeNode`)."""
         return [
-            {
-                "id": n.id,
-                "parent": n.parent,
-                "depth": n.depth,
-                "text": n.text,
-                "prior": float(n.prior),
-                "value": None if n.value is None else float(n.value),
-                "visits": int(n.visits),
-                "tokens": int(n.tokens),
-                "terminal": bool(n.terminal),
-                "on_path": bool(n.on_path),
-                "merged_into": n.merged_into,
-                "judge_prob": None if n.judge_prob is None else float(n.judge_prob),
-            }
+            TreeNode(
+                id=n.id,
+                parent=n.parent,
+                depth=n.depth,
+                text=n.text,
+                prior=float(n.prior),
+                value=None if n.value is None else float(n.value),
+                visits=int(n.visits),
+                tokens=int(n.tokens),
+                terminal=bool(n.terminal),
+                on_path=bool(n.on_path),
+                merged_into=n.merged_into,
+                judge_prob=None if n.judge_prob is None else float(n.judge_prob),
+            ).to_json()
             for n in self.nodes
         ]
