@@ -118,23 +118,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load(args: argparse.Namespace, n: int):
-    from equiv.data.problems import load_problems
+    from equiv.data.problems import Problem, load_problems
 
     path = Path(args.data)
     if path.exists():
         problems = load_problems("gsm8k", path=path, start=0, end=n + 1)
     else:  # no shared data: synthetic GSM8K-shaped problems (the engines' work is what is timed)
-        from dataclasses import dataclass
-
-        @dataclass(frozen=True)
-        class P:
-            id: str
-            question: str
-            answer: str
-            kind: str = "gsm8k"
-
-        problems = [P(f"synthetic-{i}", f"Tom has {i + 3} apples and buys {2 * i + 1} more. How many now?",
-                      str(3 * i + 4)) for i in range(n + 1)]
+        problems = [Problem(f"synthetic-{i}", f"Tom has {i + 3} apples and buys {2 * i + 1} more. How many now?",
+                            str(3 * i + 4), "gsm8k") for i in range(n + 1)]
     if len(problems) < n + 1:
         raise SystemExit(f"error: need {n + 1} problems in {path}, found {len(problems)}")
     return problems[0], list(problems[1 : n + 1])  # (warm-up, timed)
