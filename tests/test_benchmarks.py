@@ -85,12 +85,13 @@ def test_bench_judge_quality_quick_runs_every_arm(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(out.read_text())
-    assert list(figures["table"]) == ["formula", "levenshtein", "untuned", "finetuned", "em"]
-    for arm in ("finetuned", "em"):
-        judge = tmp_path / "runs" / f"{arm}-s1" / "judge"
-        stored = json.loads((judge / "config.json").read_text())["equiv"]["decision_threshold"]
+    assert list(figures["table"]) == ["formula", "levenshtein", "untuned", "finetuned", "em", "hybrid", "em_hybrid"]
+    for arm, fit in (("finetuned", "finetuned"), ("em", "em"), ("hybrid", "finetuned"), ("em_hybrid", "em")):
+        judge = tmp_path / "runs" / f"{fit}-s1" / "judge"  # one fit serves the plain and the hybrid row
+        settings = json.loads((judge / "config.json").read_text())["equiv"]
+        stored = settings["hybrid"]["threshold"] if arm.endswith("hybrid") else settings["decision_threshold"]
         assert figures["per_seed"][arm][0]["threshold"] == stored
-    assert "strategy" in proc.stdout.splitlines()[-7]
+    assert "strategy" in proc.stdout.splitlines()[-9]
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and "exported judge" not in again.stdout
     assert json.loads(out.read_text())["table"]["finetuned"]["f1"] == figures["table"]["finetuned"]["f1"]
