@@ -125,7 +125,7 @@ def test_model_strategy_builds_the_kind_the_export_stores(hybrid_dir, tmp_path):
     with pytest.raises(InputError, match="no hybrid combiner"):
         build_judge(PrunerConfig(strategy="hybrid", model=str(plain)))
     given = build_judge(PrunerConfig(strategy="hybrid", model=str(hybrid_dir), threshold=0.9, prefilter=0.0, device="cpu"))
-    assert (given.threshold, given.prefilter) == (0.9, 0.0)
+    assert (given.threshold, given.prefilter, given.raw_threshold) == (0.9, 0.0, 0.5)
 
 
 def test_hybrid_probabilities_are_the_combiner_over_the_model_with_the_same_checks(hybrid_dir):

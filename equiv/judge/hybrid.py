@@ -207,9 +207,9 @@ def attach_combiner(
     from equiv.judge.inference import score_pairs
 
     directory = Path(judge_dir)
-    model, tokenizer, settings = load_judge(directory)
     if directory.is_file():
         raise InputError("a hybrid combiner is stored in an exported directory, not a checkpoint", path=directory)
+    model, tokenizer, settings = load_judge(directory)
     probs = score_pairs(model, tokenizer, list(pairs), batch_size=batch_size,
                         max_length=int(settings.get("max_length") or 512),
                         positive_index=int(settings.get("positive_index", 1))).tolist()

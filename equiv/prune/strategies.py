@@ -501,7 +501,7 @@ class HybridJudge(ModelJudge):
         if HYBRID_KEY not in self.settings:
             raise InputError("this judge has no hybrid combiner (equiv.hybrid in config.json)", path=path, field="model")
         self.combiner = Combiner.from_dict(self.settings[HYBRID_KEY], source=str(Path(path) / "config.json"))
-        self.raw_threshold = self.threshold
+        self.raw_threshold = float(self.settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD)
         self.threshold = _check_threshold(self.combiner.threshold if threshold is None else threshold, self.name)
 
     def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
