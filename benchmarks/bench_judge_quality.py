@@ -54,7 +54,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from equiv.data.datamodule import MathEquivDataModule, problem_key  # noqa: E402
+from equiv.data.datamodule import MathEquivDataModule  # noqa: E402
 from equiv.data.demo import DEMO_DIR  # noqa: E402
 from equiv.data.records import LabelMapping, PairRecord, read_pair_records  # noqa: E402
 from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
@@ -81,9 +81,7 @@ def calibration_split(train: Path, more: list[Path], fraction: float) -> tuple[l
     """The recipe's calibration split: pairs, labels and problem keys (what every threshold is chosen on)."""
     dm = MathEquivDataModule(train=str(train), train_more=[str(p) for p in more], calibration_fraction=fraction)
     dm.setup("validate")
-    kept = [(r, dm.label_mapping.label(r.result)) for r in dm.records["val"]]
-    kept = [(r, y) for r, y in kept if y is not None]
-    return [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept], [problem_key(r) for r, _ in kept]
+    return dm.labelled_pairs("val")
 
 
 def measure(judge: CachedJudge, pairs: list[tuple[str, str]], labels: list[int]) -> dict[str, float]:

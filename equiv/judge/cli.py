@@ -186,17 +186,13 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
 
 def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None) -> dict[str, float]:
     """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs."""
-    from equiv.data.datamodule import problem_key
     from equiv.judge.hybrid import attach_combiner
 
-    mapping = datamodule.label_mapping
-    labelled = [(r, mapping.label(r.result)) for r in datamodule.records.get("val") or []]
-    labelled = [(r, y) for r, y in labelled if y is not None]
-    if not labelled:
+    pairs, labels, problems = datamodule.labelled_pairs("val")
+    if not pairs:
         print("hybrid: no labelled validation pairs; no combiner stored", flush=True)
         return {}
-    fit = attach_combiner(judge_dir, [(r.sentence1, r.sentence2) for r, _ in labelled], [int(y) for _, y in labelled],
-                          [problem_key(r) for r, _ in labelled], target_precision=target_precision)
+    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision)
     print(f"hybrid combiner fitted on {fit.pairs} validation pairs, threshold {fit.combiner.threshold} "
           f"(out of fold: precision={fit.precision:.4f} recall={fit.recall:.4f} f1={fit.f1:.4f})", flush=True)
     return fit.summary()
