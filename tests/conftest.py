@@ -21,6 +21,13 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Under pytest-xdist every worker would otherwise start one BLAS/OpenMP thread per core, so on a
+# 2-core machine two workers fight over four threads (and the CLI subprocesses they launch inherit
+# the same). One thread per worker made the default suite ~30% faster there. Set before torch loads.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
