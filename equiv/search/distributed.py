@@ -28,6 +28,9 @@ from equiv.search.config import ScaleConfig
 from equiv.search.placement import Placement, apply_memory_split, assign_round_robin, plan_placement
 from equiv.search.progress import Progress, finish_run
 
+# How long the driver waits for killed workers to be gone before it merges their shards.
+_KILL_WAIT_S = 60.0
+
 EngineFactory = Callable[[Placement], Any]
 """Builds one worker's :class:`equiv.search.runner.Engines` from its placement. Must be
 picklable (a module-level function or a ``functools.partial`` of one): Ray ships it to the
@@ -229,6 +232,10 @@ def _run_workers(
         finally:
             for actor in actors:
                 ray.kill(actor)
+            # ray.kill only asks. A worker that is still alive (one slow to start, or mid-problem)
+            # could write into its shard after the merge below has read and removed it. A task of a
+            # killed actor resolves, as an error, once its process is gone: wait for that.
+            ray.wait(pending, num_returns=len(pending), timeout=_KILL_WAIT_S)
     finally:
         # Whatever the workers finished is merged even when one of them failed.
         merge_run_dir(out, order)
