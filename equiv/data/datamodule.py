@@ -185,6 +185,11 @@ class MathEquivDataModule(L.LightningDataModule):
         seed: seed of the length-grouped shuffle (combined with the epoch).
         train_more: further training files (same forms as ``train``), appended to ``train`` --
             e.g. ``train_more.jsonl`` of gsm8k_equiv.
+        both_orders: train on every pair in both orders (``sentence2, sentence1`` as well).
+            Equivalence is symmetric but a cross-encoder reads the two steps as one sequence, so
+            each order is a different input; serving both teaches the symmetry and doubles the
+            samples per epoch. Applied where samples are served, after any EM rewrite; validation,
+            calibration and the exported judge are unchanged (search still scores one order).
         calibration_fraction: hold out this fraction of the training *problems* (records grouped
             by :func:`problem_key`, so no problem is in two splits) as the validation split. The
             best epoch and the judge's decision threshold are then chosen on data the model was
@@ -217,6 +222,7 @@ class MathEquivDataModule(L.LightningDataModule):
         seed: int = 0,
         train_more: list[str] | None = None,
         calibration_fraction: float = 0.0,
+        both_orders: bool = False,
     ) -> None:
         super().__init__()
         if not 0.0 <= calibration_fraction < 1.0:
@@ -243,6 +249,7 @@ class MathEquivDataModule(L.LightningDataModule):
         self.seed = seed
         self.train_more = list(train_more or [])
         self.calibration_fraction = float(calibration_fraction)
+        self.both_orders = bool(both_orders)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
         self._pad_resolved = False
@@ -381,15 +388,23 @@ class MathEquivDataModule(L.LightningDataModule):
         trainer = getattr(self, "trainer", None)
         return int(trainer.current_epoch) if trainer is not None else 0
 
+    def served_train_records(self) -> list[PairRecord]:
+        """The samples an epoch trains on: ``train_records``, plus each swapped when ``both_orders``."""
+        records = list(self.train_records)
+        if self.both_orders:
+            records += [r.with_sentences(r.sentence2, r.sentence1) for r in self.train_records]
+        return records
+
     def train_dataloader(self) -> DataLoader:
         if not self.train_records:
             self.setup("fit")
-        dataset = self._dataset(self.train_records, labelled=True)
+        served = self.served_train_records()
+        dataset = self._dataset(served, labelled=True)
         epoch = self._current_epoch()
         if self.group_by_length:
             # Characters are a close proxy for tokens within one corpus and cost nothing to
             # recompute when EM rewrites the samples.
-            lengths = [len(r.sentence1) + len(r.sentence2) for r in self.train_records]
+            lengths = [len(r.sentence1) + len(r.sentence2) for r in served]
             sampler: Sampler[int] = LengthGroupedSampler(lengths, self.batch_size, seed=self.seed, epoch=epoch)
         else:
             generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
