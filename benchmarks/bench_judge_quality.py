@@ -16,6 +16,9 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
   (model logit + formula/Levenshtein features, :mod:`equiv.judge.hybrid`), i.e. what
   ``search_cli.py pairs --strategy model --model <its judge>`` uses;
 - ``em_hybrid`` -- the ``em`` fit with its combiner.
+- ``both`` / ``both_hybrid`` -- the recipe with ``--data.both_orders=true`` (every training pair
+  also served swapped), scored plain and with its combiner: a lever that was measured and is
+  off by default.
 
 The hybrid rows reuse the fits of the rows above (one fit per seed serves both); an export made
 before the recipe stored a combiner gets one attached here, exactly as ``fit --hybrid true`` does.
@@ -65,9 +68,12 @@ from equiv.prune.strategies import CachedJudge, ModelJudge, PrunerConfig, build_
 DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
-TRAINED_ARMS = ("finetuned", "em", "hybrid", "em_hybrid")
-FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em"}  # arm -> the fit it scores
+TRAINED_ARMS = ("finetuned", "em", "hybrid", "em_hybrid", "both", "both_hybrid")
+# arm -> the fit it scores
+FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em", "both": "both",
+          "both_hybrid": "both"}
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
+DEFAULT_ARMS = ALL_ARMS[:-2]  # the ablation and the shipped recipe; ask for the both-orders arms by name
 METRICS = ("precision", "recall", "f1", "accuracy")
 
 
@@ -129,6 +135,8 @@ def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) ->
     args = ["fit", "--config", str(RECIPE)]
     if FIT_OF[arm] == "em":
         args += ["--config", str(EM_CONFIG)]
+    if FIT_OF[arm] == "both":
+        args += ["--data.both_orders=true"]
     args += [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.default_root_dir={out}",
              f"--export_dir={out / 'judge'}", "--trainer.logger=false", "--trainer.enable_progress_bar=false"]
     if quick:
@@ -165,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train", type=Path, default=DATA / "train.jsonl")
     ap.add_argument("--train_more", type=Path, nargs="*", default=[DATA / "train_more.jsonl"])
     ap.add_argument("--calibration_fraction", type=float, default=0.15, help="as data.calibration_fraction in the recipe")
-    ap.add_argument("--arms", nargs="+", choices=ALL_ARMS, default=list(ALL_ARMS))
+    ap.add_argument("--arms", nargs="+", choices=ALL_ARMS, default=list(DEFAULT_ARMS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--runs", type=Path, default=ROOT / "outputs" / "judge_quality",
                     help="fits go to RUNS/<arm>-s<seed>; an existing RUNS/<arm>-s<seed>/judge is loaded instead")
