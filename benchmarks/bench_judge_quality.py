@@ -68,12 +68,15 @@ from equiv.prune.strategies import CachedJudge, ModelJudge, PrunerConfig, build_
 DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
-TRAINED_ARMS = ("finetuned", "em", "hybrid", "em_hybrid", "both", "both_hybrid")
-# arm -> the fit it scores
+# fit -> what `fit` gets on top of the recipe
+FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "both": ["--data.both_orders=true"]}
+# arm -> the fit it scores (one fit serves the plain row and the hybrid row)
 FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em", "both": "both",
           "both_hybrid": "both"}
+TRAINED_ARMS = tuple(FIT_OF)
+MEASURED_LEVERS = ("both", "both_hybrid")  # run only when named in --arms
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
-DEFAULT_ARMS = ALL_ARMS[:-2]  # the ablation and the shipped recipe; ask for the both-orders arms by name
+DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
 METRICS = ("precision", "recall", "f1", "accuracy")
 
 
@@ -129,14 +132,10 @@ def swept_threshold(strategy: str, cal_pairs: list[tuple[str, str]], cal_labels:
 
 
 def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) -> Path:
-    """Fit the recipe (plus EM for ``em``) with ``seed``; returns the exported judge directory."""
+    """Fit the recipe (plus :data:`FIT_ARGS` of the arm's fit) with ``seed``; returns the exported judge directory."""
     from equiv.judge.cli import main as trainer_main
 
-    args = ["fit", "--config", str(RECIPE)]
-    if FIT_OF[arm] == "em":
-        args += ["--config", str(EM_CONFIG)]
-    if FIT_OF[arm] == "both":
-        args += ["--data.both_orders=true"]
+    args = ["fit", "--config", str(RECIPE), *FIT_ARGS[FIT_OF[arm]]]
     args += [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.default_root_dir={out}",
              f"--export_dir={out / 'judge'}", "--trainer.logger=false", "--trainer.enable_progress_bar=false"]
     if quick:
