@@ -19,6 +19,9 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
 - ``both`` / ``both_hybrid`` -- the recipe with ``--data.both_orders=true`` (every training pair
   also served swapped), scored plain and with its combiner: a lever that was measured and is
   off by default.
+- ``synth`` / ``synth_hybrid`` -- the recipe with ``--data.synthetic_fraction=0.5`` (a one-claim
+  edit and a meaning-preserving rewrite of half the equivalent training pairs,
+  :mod:`equiv.data.synthetic_pairs`; training only), plain and with its combiner: a measured lever.
 
 The hybrid rows reuse the fits of the rows above (one fit per seed serves both); an export made
 before the recipe stored a combiner gets one attached here, exactly as ``fit --hybrid true`` does.
@@ -69,12 +72,13 @@ DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
 # fit -> what `fit` gets on top of the recipe
-FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "both": ["--data.both_orders=true"]}
+FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "both": ["--data.both_orders=true"],
+            "synth": ["--data.synthetic_fraction=0.5"]}
 # arm -> the fit it scores (one fit serves the plain row and the hybrid row)
 FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em", "both": "both",
-          "both_hybrid": "both"}
+          "both_hybrid": "both", "synth": "synth", "synth_hybrid": "synth"}
 TRAINED_ARMS = tuple(FIT_OF)
-MEASURED_LEVERS = ("both", "both_hybrid")  # run only when named in --arms
+MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid")  # run only when named in --arms
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
 DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
 METRICS = ("precision", "recall", "f1", "accuracy")

@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records
+from equiv.data.synthetic_pairs import synthetic_pairs
 from equiv.errors import InputError
 from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
 
@@ -195,6 +196,10 @@ class MathEquivDataModule(L.LightningDataModule):
             best epoch and the judge's decision threshold are then chosen on data the model was
             not trained on, and a separate held-out file (``valid.jsonl``) stays an untouched
             estimate. Needs ``val`` unset.
+        synthetic_fraction: add synthetic pairs made from this fraction of the equivalent
+            training pairs (:mod:`equiv.data.synthetic_pairs`): a one-claim edit of each (a hard
+            negative, level 1) and a meaning-preserving rewrite (level 4). Made from the training
+            records only, after the calibration split, seeded by ``seed``; 0 adds none.
     """
 
     def __init__(
@@ -223,12 +228,15 @@ class MathEquivDataModule(L.LightningDataModule):
         train_more: list[str] | None = None,
         calibration_fraction: float = 0.0,
         both_orders: bool = False,
+        synthetic_fraction: float = 0.0,
     ) -> None:
         super().__init__()
         if not 0.0 <= calibration_fraction < 1.0:
             raise InputError(f"must be in [0, 1), got {calibration_fraction}", field="calibration_fraction")
         if calibration_fraction > 0 and val is not None:
             raise InputError("give either data.val or data.calibration_fraction, not both", field="calibration_fraction")
+        if not 0.0 <= synthetic_fraction <= 1.0:
+            raise InputError(f"must be in [0, 1], got {synthetic_fraction}", field="synthetic_fraction")
         if batch_size < 1:
             raise InputError(f"must be at least 1, got {batch_size}", field="batch_size")
         if max_length < 8:
@@ -250,6 +258,7 @@ class MathEquivDataModule(L.LightningDataModule):
         self.train_more = list(train_more or [])
         self.calibration_fraction = float(calibration_fraction)
         self.both_orders = bool(both_orders)
+        self.synthetic_fraction = float(synthetic_fraction)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
         self._pad_resolved = False
@@ -345,8 +354,16 @@ class MathEquivDataModule(L.LightningDataModule):
                 records = records + self._load_more()
             self.records[split] = records if split == "predict" else self.labelled(split, records)
         if "train" in wanted and not self.original_train_records:
-            self.original_train_records = list(self.records["train"])
+            self.original_train_records = list(self.records["train"]) + self._synthetic_records()
             self.train_records = list(self.original_train_records)
+
+    def _synthetic_records(self) -> list[PairRecord]:
+        """The ``synthetic_fraction`` pairs, made from the (already split) training records."""
+        if self.synthetic_fraction <= 0:
+            return []
+        made = synthetic_pairs(self.records["train"], equivalent_levels=self.label_mapping.equivalent,
+                               fraction=self.synthetic_fraction, seed=self.seed)
+        return [r for r in made if self.label_mapping.label(r.result) is not None]
 
     def _load_more(self) -> list[PairRecord]:
         records: list[PairRecord] = []
