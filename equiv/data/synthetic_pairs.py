@@ -22,7 +22,7 @@ meaning (labelled :data:`REWRITE_LEVEL`, exactly equivalent, as the rubric's "on
 wording/format differs"):
 
 - ``commute``: the operands of one prose ``a + b`` or ``a * b`` (outside notes) swapped;
-- ``filler``: a leading "So"/"Thus"/"Therefore"/"Then" swapped or dropped, or "So, " added.
+- ``filler``: a leading "So"/"Thus"/"Therefore"/"Then" swapped or dropped, or one added.
 
 Each copy gets an ``id`` ``<problem>-syn<k>`` (it stays with its problem in
 :func:`equiv.data.datamodule.problem_key`) and ``synthetic`` naming the edit. These pairs are
@@ -47,7 +47,8 @@ REWRITES = ("commute", "filler")
 _NOTE = re.compile(r"<<[^<>]*>>")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 _WORD = re.compile(r"[A-Za-z]+")
-# Direction words whose swap reverses a step's claim; both directions are listed once.
+# Direction words whose swap reverses a step's claim, each pair listed once and used both ways
+# (a word in two pairs, such as "shorter" or "lost", maps back to its later partner).
 _ANTONYM_PAIRS = (
     ("more", "fewer"), ("increase", "decrease"), ("increased", "decreased"), ("increases", "decreases"),
     ("gave", "received"), ("gives", "receives"), ("give", "receive"), ("bought", "sold"), ("buys", "sells"),
