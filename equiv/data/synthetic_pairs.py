@@ -38,13 +38,13 @@ import re
 from typing import Callable, Sequence
 
 from equiv.data.records import PairRecord
+from equiv.text.formula import CALCULATOR_NOTE
 
 CLAIM_EDIT_LEVEL = 1
 REWRITE_LEVEL = 4
 CLAIM_EDITS = ("number", "antonym", "unit")
 REWRITES = ("commute", "filler")
 
-_NOTE = re.compile(r"<<[^<>]*>>")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 _WORD = re.compile(r"[A-Za-z]+")
 # Direction words whose swap reverses a step's claim, each pair listed once and used both ways
@@ -69,7 +69,7 @@ _NOT_UNITS = frozenset(
 def _outside_notes(text: str) -> list[tuple[int, int]]:
     """Spans of ``text`` that are not inside a ``<<...>>`` calculator note."""
     spans, start = [], 0
-    for m in _NOTE.finditer(text):
+    for m in CALCULATOR_NOTE.finditer(text):
         spans.append((start, m.start()))
         start = m.end()
     spans.append((start, len(text)))

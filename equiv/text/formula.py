@@ -26,6 +26,9 @@ from collections import Counter
 
 from equiv.text.levenshtein import normalise_whitespace
 
+# One whole calculator note as a step shows it (``<<4*2=8>>``): what steps are stripped of, or
+# edited around. extract_formulas reads the notes' contents with its own lazy, multi-line _CALC.
+CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
 _CALC = re.compile(r"<<(.*?)>>", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 # Bare arithmetic such as "4 x 2 = 8" when a step has no notation at all.

@@ -27,15 +27,13 @@ the grader reads (``#### 72`` is recognised too).
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.data.problems import read_jsonl_objects
 from equiv.errors import InputError
-
-_CALC = re.compile(r"<<[^<>]*>>")
+from equiv.text.formula import CALCULATOR_NOTE
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,7 @@ def gsm8k_steps(answer: str) -> tuple[str, ...]:
     ``#### n`` line as ``The answer is n.``."""
     steps: list[str] = []
     for line in answer.splitlines():
-        line = _CALC.sub("", line).strip()
+        line = CALCULATOR_NOTE.sub("", line).strip()
         if not line:
             continue
         if line.startswith("####"):
