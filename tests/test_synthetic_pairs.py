@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from equiv.data.datamodule import MathEquivDataModule, problem_key
-from equiv.data.records import PairRecord
+from equiv.data.datamodule import MathEquivDataModule
+from equiv.data.records import PairRecord, problem_key
 from equiv.data.synthetic_pairs import (
     CLAIM_EDIT_LEVEL,
     REWRITE_LEVEL,

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
-from equiv.data.records import DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records
+from equiv.data.records import DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key
 from equiv.data.synthetic_pairs import synthetic_pairs
 from equiv.errors import InputError
 from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
@@ -127,19 +127,6 @@ class LengthGroupedSampler(Sampler[int]):
 
 
 SPLITS = ("train", "val", "test", "predict")
-
-
-def problem_key(record: PairRecord) -> str:
-    """The problem a pair belongs to: its ``id`` without the last ``-<pair>`` part.
-
-    ``gsm8k-test-12-3`` and ``gsm8k-test-12-m40`` both belong to ``gsm8k-test-12``. Records
-    without an ``id`` fall back to their ``question`` text, then to their source line.
-    """
-    rid = record.extra.get("id")
-    if isinstance(rid, str) and "-" in rid:
-        return rid.rsplit("-", 1)[0]
-    question = record.extra.get("question")
-    return str(question) if question else record.source
 
 
 def split_by_problem(records: Sequence[PairRecord], fraction: float) -> tuple[list[PairRecord], list[PairRecord]]:

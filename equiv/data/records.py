@@ -47,6 +47,19 @@ class PairRecord:
         return out
 
 
+def problem_key(record: PairRecord) -> str:
+    """The problem a pair belongs to: its ``id`` without the last ``-<pair>`` part.
+
+    ``gsm8k-test-12-3`` and ``gsm8k-test-12-m40`` both belong to ``gsm8k-test-12``. Records
+    without an ``id`` fall back to their ``question`` text, then to their source line.
+    """
+    rid = record.extra.get("id")
+    if isinstance(rid, str) and "-" in rid:
+        return rid.rsplit("-", 1)[0]
+    question = record.extra.get("question")
+    return str(question) if question else record.source
+
+
 @dataclass(frozen=True)
 class LabelMapping:
     """Maps the five MathEquiv levels to the judge's binary label.

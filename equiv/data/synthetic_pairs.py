@@ -25,7 +25,7 @@ wording/format differs"):
 - ``filler``: a leading "So"/"Thus"/"Therefore"/"Then" swapped or dropped, or one added.
 
 Each copy gets an ``id`` ``<problem>-syn<k>`` (it stays with its problem in
-:func:`equiv.data.datamodule.problem_key`) and ``synthetic`` naming the edit. These pairs are
+:func:`equiv.data.records.problem_key`) and ``synthetic`` naming the edit. These pairs are
 synthetic: for training only, made after the calibration split from training problems alone,
 never mixed into a file that measures a judge.
 Pure functions and a seeded :class:`random.Random`: the same records and seed give the same pairs.
@@ -37,7 +37,7 @@ import random
 import re
 from typing import Callable, Sequence
 
-from equiv.data.records import PairRecord
+from equiv.data.records import PairRecord, problem_key
 from equiv.text.formula import CALCULATOR_NOTE
 
 CLAIM_EDIT_LEVEL = 1
@@ -190,8 +190,8 @@ def _first_edit(record: PairRecord, names: Sequence[str], rng: random.Random) ->
 def _synthetic_copy(record: PairRecord, k: str, name: str, sentence2: str, level: int) -> PairRecord:
     extra = dict(record.extra)
     rid = extra.get("id")
-    if isinstance(rid, str) and "-" in rid:  # keeps the problem key of its source pair
-        extra["id"] = f"{rid.rsplit('-', 1)[0]}-syn{k}"
+    if isinstance(rid, str) and "-" in rid:  # an id like the source's, with its problem key
+        extra["id"] = f"{problem_key(record)}-syn{k}"
     extra["synthetic"] = name
     return PairRecord(record.sentence1, sentence2, level, record.reasoning_step, extra,
                       f"{record.source} (synthetic {name})")
