@@ -91,7 +91,7 @@ def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
     assert last["prefilter"] == 0.6  # from the export's settings
     # pairs 3 (unrelated) and 4 (equivalent, ratio < 0.6) are prefiltered; pair 4 is a true equivalent
     assert last["prefilter_rejected_equivalent"] == 1 and last["equivalent_pairs"] == 3
-    assert last["judge_stats"]["exact"] == 1
+    assert last["judge_stats"]["exact"] == 2  # the identical pair and the one a final full stop sets apart
     assert "rejects 1 of 3 truly equivalent pairs" in out
     out_file = tmp_path / "metrics.json"
     assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge),

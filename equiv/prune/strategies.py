@@ -11,16 +11,20 @@ because search collects the sibling pairs of many problems and asks once. Each j
 - ``pair_scores(pairs)``: the continuous score a threshold is swept over (Levenshtein ratio,
   cosine, model probability; 0/1 for ``exact`` and ``formula``);
 - ``pair_verdicts(pairs)``: the probability and whether deciding the pair takes a learned
-  model's forward (not a free rule, the whitespace shortcut or the prefilter) -- what search
+  model's forward (not a free rule, the same-step shortcut or the prefilter) -- what search
   counts as a problem's ``judge_calls``, so the judge alone says what its work was;
 - ``stats`` (:class:`JudgeStats`): pairs asked, cache hits, and how each new pair was decided,
   so search can report judge work apart from PRM work.
 
 Every judge caches per pair with an order-insensitive key, so within a search a pair of step
 texts is judged once however often and in whichever order it is asked. The model strategy is
-the paper's two-stage check: whitespace-identical steps are equivalent (free), a Levenshtein
-ratio <= ``prefilter`` is not equivalent (free), and only the rest go to the classifier in one
-batched, length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU).
+the paper's two-stage check: identical steps are equivalent (free), a Levenshtein ratio <=
+``prefilter`` is not equivalent (free), and only the rest go to the classifier in one batched,
+length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU). "Identical" means equal
+after whitespace normalisation for the rules, and equal up to formatting
+(:func:`equiv.text.formatting.format_key`: digit grouping, currency signs, ``12.0`` vs ``12``,
+spaces around operators, a final full stop, case) for the trained judges, which the rubric they
+are trained on counts as the same step and which the classifier alone sometimes misses.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 from equiv.devices import resolve_autocast_dtype, resolve_device
 from equiv.errors import InputError
+from equiv.text.formatting import format_key
 from equiv.text.formula import formulas_equivalent
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 
@@ -102,6 +107,9 @@ class CachedJudge:
     learned: bool = False  # True: a new pair costs a model forward (model, embedding); False: a rule
     threshold: float = 0.5
     exact_shortcut: bool = True
+    # what "the same step" means for the shortcut: whitespace-equal for rules, formatting-equal
+    # (format_key) for the trained judges; a function of one text
+    same_step_key = staticmethod(normalise_whitespace)
     strict: bool = False  # True: a score decides "equivalent" when > threshold (Levenshtein), else >=
 
     def __init__(self) -> None:
@@ -118,7 +126,7 @@ class CachedJudge:
         raise NotImplementedError
 
     def needs_model(self, a: str, b: str) -> bool:
-        """Whether a new, not whitespace-equal pair costs a forward of a learned model.
+        """Whether a new pair that the shortcut did not decide costs a forward of a learned model.
 
         Rules cost none; a learned judge overrides this where it decides some pairs for free
         (the model strategy's Levenshtein prefilter).
@@ -142,7 +150,7 @@ class CachedJudge:
                 self.stats.cache_hits += 1
                 continue
             seen.add(key)
-            if self.exact_shortcut and normalise_whitespace(key[0]) == normalise_whitespace(key[1]):
+            if self.exact_shortcut and self.same_step_key(key[0]) == self.same_step_key(key[1]):
                 self._cache[key] = (1.0, 1.0)
                 self.stats.exact += 1
             else:
@@ -305,6 +313,7 @@ class ModelJudge(CachedJudge):
 
     name = "model"
     learned = True
+    same_step_key = staticmethod(format_key)
 
     def __init__(
         self,
@@ -485,8 +494,8 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
 class HybridJudge(ModelJudge):
     """The classifier's logit and rule features combined by the export's stored combiner.
 
-    Same two-stage check, batching, caching and stats as :class:`ModelJudge`: whitespace-equal
-    pairs are equivalent and a ratio <= ``prefilter`` is not, for free; every other pair costs
+    Same two-stage check, batching, caching and stats as :class:`ModelJudge`: pairs equal up to
+    formatting are equivalent and a ratio <= ``prefilter`` is not, for free; every other pair costs
     one classifier forward, and its probability is then replaced by the combiner's
     (:class:`equiv.judge.hybrid.Combiner`, fitted on the calibration split). ``threshold``
     defaults to the combiner's own, not the raw model's ``decision_threshold``.
