@@ -155,3 +155,18 @@ def test_gemma_recipe_through_the_cli(gemma_dir, tmp_path):
     record = json.loads((tmp_path / "lev" / "results.jsonl").read_text().splitlines()[0])
     assert record["error"] is None and record["generated_tokens"] > 0 and record["path"]
     assert compare_main([str(tmp_path / "base"), str(tmp_path / "lev")]) == 0
+
+
+@pytest.mark.gguf
+def test_gemma_as_a_judge_backbone_takes_a_training_step(gemma_dir):
+    """The cost benchmark's gemma path: a fresh 2-label head on the real model, one timed step."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_judge_backbones as bench
+
+    model, tokenizer = bench.load_backbone("gemma3-270m")
+    assert model.config.num_labels == 2 and tokenizer.pad_token_id is not None
+    pairs = [("He has 3*25=<<3*25=75>>75 roses", "He has 75 roses"), ("So 2+2=4", "Thus 2+2=4")]
+    row = bench.time_steps(model, tokenizer, pairs, [1, 1], batch_size=2, max_length=32, steps=1)
+    assert row["s_per_step"] > 0 and 0 < row["tokens_per_step"] <= 64
