@@ -15,7 +15,7 @@ Two ways, same model object, same process, same sets:
   not similar`` first, so a second row shows that path too, and the line before ``speedup``
   gives our gain over it (batching and dynamic padding alone).
 - **ours**: :func:`equiv.prune.group_siblings` with :class:`equiv.prune.ModelJudge`: all 45 pairs
-  of a set at once, whitespace-identical pairs free, Levenshtein prefilter, one batched,
+  of a set at once, identical pairs free (up to formatting: the same-step check), Levenshtein prefilter, one batched,
   length-sorted, dynamically padded forward for the rest (cache cleared before every set, so
   nothing is reused across sets). Shown without the prefilter too, to separate the two gains.
 
@@ -306,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rate:>9.3f} {rate / ref_rate:>7.1f}")
     print("* capped at the model's position limit (MiniLM: 512); the reference pads to 2048")
     print(f"prefilter (ratio <= {args.prefilter}) resolves {prefiltered:.1%} of pairs; "
-          f"with whitespace-identical pairs {resolved:.1%} never reach the model")
+          f"with the same-step check (identical up to whitespace, or formatting for a trained judge) "
+          f"{resolved:.1%} never reach the model")
     print(f"reference comparisons follow: {args.reference_decisions}; lower bound if the reference merged "
           f"every candidate into the first (9 forwards per set): {min(floors):.1f}x")
     print(f"against the public code's own path (reference + 0.75 prefilter): {min(vs_public):.1f}x "
