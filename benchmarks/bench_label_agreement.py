@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from equiv.data.problems import read_jsonl_objects  # noqa: E402
 from equiv.data.records import LEVELS, LabelMapping, PairRecord, read_pair_records  # noqa: E402
 from equiv.errors import InputError  # noqa: E402
 from equiv.prune.calibrate import BinaryMetrics, binary_metrics  # noqa: E402
@@ -55,24 +56,15 @@ DEFAULT_SECOND = ROOT / "benchmarks" / "data" / "gsm8k_equiv_second_labels.jsonl
 def read_second_labels(path: Path) -> dict[str, int]:
     """``id -> level`` from a JSONL file; any bad line is an :class:`InputError` naming file, line, field."""
     out: dict[str, int] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=str(path), line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("each line must be a JSON object", path=str(path), line=line_no)
-            pair_id, level = row.get("id"), row.get("result")
-            if not isinstance(pair_id, str) or not pair_id:
-                raise InputError("must be a non-empty string", path=str(path), line=line_no, field="id")
-            if isinstance(level, bool) or not isinstance(level, int) or level not in LEVELS:
-                raise InputError(f"must be an integer 0-4, got {level!r}", path=str(path), line=line_no, field="result")
-            if pair_id in out:
-                raise InputError(f"id {pair_id!r} appears twice", path=str(path), line=line_no, field="id")
-            out[pair_id] = level
+    for line_no, row in read_jsonl_objects(path):
+        pair_id, level = row.get("id"), row.get("result")
+        if not isinstance(pair_id, str) or not pair_id:
+            raise InputError("must be a non-empty string", path=str(path), line=line_no, field="id")
+        if isinstance(level, bool) or not isinstance(level, int) or level not in LEVELS:
+            raise InputError(f"must be an integer 0-4, got {level!r}", path=str(path), line=line_no, field="result")
+        if pair_id in out:
+            raise InputError(f"id {pair_id!r} appears twice", path=str(path), line=line_no, field="id")
+        out[pair_id] = level
     if not out:
         raise InputError("no labels in the file", path=str(path))
     return out

@@ -92,7 +92,8 @@ def test_a_judge_is_scored_against_both_annotators(tmp_path):
 @pytest.mark.parametrize(
     ("line", "field"),
     [('{"id": "demo-2-0", "result": 7}', "result"), ('{"id": "", "result": 3}', "id"),
-     ('{"id": "no-such-pair", "result": 3}', "id"), ('{"id": "demo-2-0", "result": 3}', "id")],
+     ('{"id": "no-such-pair", "result": 3}', "id"), ('{"id": "demo-2-0", "result": 3}', "id"),
+     ('{"id": "demo-2-1", "result":', ":2")],
 )
 def test_bad_second_labels_are_one_line_naming_file_line_and_field(tmp_path, line, field):
     path = tmp_path / "second.jsonl"
