@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from equiv.data.datamodule import MathEquivDataModule  # noqa: E402
 from equiv.data.demo import DEMO_DIR  # noqa: E402
-from equiv.data.records import LabelMapping, PairRecord, read_pair_records  # noqa: E402
+from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
 from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
 from equiv.judge.hybrid import attach_combiner  # noqa: E402
 from equiv.prune.loading import stored_judge_kind  # noqa: E402
@@ -82,12 +82,6 @@ MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid")  # run only w
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
 DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
 METRICS = ("precision", "recall", "f1", "accuracy")
-
-
-def labelled(records: list[PairRecord], mapping: LabelMapping) -> tuple[list[tuple[str, str]], list[int]]:
-    kept = [(r, mapping.label(r.result)) for r in records]
-    kept = [(r, y) for r, y in kept if y is not None]
-    return [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept]
 
 
 def calibration_split(train: Path, more: list[Path], fraction: float) -> tuple[list[tuple[str, str]], list[int], list[str]]:
@@ -201,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             args.runs = tmp / "runs"
 
     mapping = LabelMapping()
-    eval_pairs, eval_labels = labelled(read_pair_records(str(args.eval))[0], mapping)
+    eval_pairs, eval_labels = mapping.binary_pairs(read_pair_records(str(args.eval))[0])
     calibration = calibration_split(args.train, args.train_more, args.calibration_fraction)
     cal_pairs, cal_labels, _ = calibration
     print(f"evaluation: {args.eval} ({len(eval_pairs)} pairs); calibration split: {len(cal_pairs)} pairs "

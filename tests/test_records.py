@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from equiv.data.records import LabelMapping, load_pair_records, read_pair_records
+from equiv.data.records import LabelMapping, PairRecord, load_pair_records, read_pair_records
 from equiv.errors import InputError
 
 GOOD = {"sentence1": "2 + 3 = 5", "sentence2": "3 + 2 = 5", "result": 4, "reasoning_step": 1, "source_id": "x"}
@@ -93,3 +93,9 @@ def test_label_mapping_defaults_and_errors() -> None:
         LabelMapping((2, 3), (3, 0))
     with pytest.raises(InputError):
         LabelMapping((5,), (0,))
+
+
+def test_label_mapping_binary_pairs_keeps_order_and_drops_unmapped_levels() -> None:
+    records = [PairRecord("a", "b", 4), PairRecord("c", "d", 2), PairRecord("e", "f", 1), PairRecord("g", "h", 3)]
+    assert LabelMapping().binary_pairs(records) == ([("a", "b"), ("e", "f"), ("g", "h")], [1, 0, 1])
+    assert LabelMapping((4,), (0, 1, 2, 3)).binary_pairs(records) == ([("a", "b"), ("c", "d"), ("e", "f"), ("g", "h")], [1, 0, 0, 0])

@@ -90,6 +90,11 @@ class LabelMapping:
             return 0
         return None
 
+    def binary_pairs(self, records: Sequence["PairRecord"]) -> tuple[list[tuple[str, str]], list[int]]:
+        """``(pairs, labels)`` of the records whose level maps to a label, in order (dropped levels left out)."""
+        kept = [(r, y) for r in records if (y := self.label(r.result)) is not None]
+        return [(r.sentence1, r.sentence2) for r, _ in kept], [y for _, y in kept]
+
     def to_dict(self) -> dict[str, list[int]]:
         return {"equivalent": list(self.equivalent), "not_equivalent": list(self.not_equivalent)}
 

@@ -60,15 +60,8 @@ def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> tuple[list[tu
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:
         print(report.summary(path), file=sys.stderr)
-    pairs, labels = [], []
-    dropped = 0
-    for rec in records:
-        label = mapping.label(rec.result)
-        if label is None:
-            dropped += 1
-            continue
-        pairs.append((rec.sentence1, rec.sentence2))
-        labels.append(label)
+    pairs, labels = mapping.binary_pairs(records)
+    dropped = len(records) - len(pairs)
     if not pairs:
         raise InputError("no pairs left to evaluate after dropping unmapped levels", path=path)
     ratios = [levenshtein_ratio(a, b) for a, b in pairs]
