@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from equiv.data.demo import DEMO_DIR  # noqa: E402
-from equiv.data.records import read_pair_records  # noqa: E402
+from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
 from equiv.errors import InputError  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv" / "train.jsonl"
@@ -108,11 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.data.exists():
             raise InputError("file not found", path=str(args.data))
-        records = read_pair_records(args.data)[0][: args.pairs]
-        if not records:
-            raise InputError("no pairs", path=str(args.data))
-        pairs = [(r.sentence1, r.sentence2) for r in records]
-        labels = [int(r.result >= 3) for r in records]
+        pairs, labels = LabelMapping().binary_pairs(read_pair_records(args.data)[0])
+        pairs, labels = pairs[: args.pairs], labels[: args.pairs]
+        if not pairs:
+            raise InputError("no labelled pairs", path=str(args.data))
         rows = {}
         for name in args.backbones:
             model, tokenizer = load_backbone(name)
