@@ -22,6 +22,12 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
 - ``synth`` / ``synth_hybrid`` -- the recipe with ``--data.synthetic_fraction=0.5`` (a one-claim
   edit and a meaning-preserving rewrite of half the equivalent training pairs,
   :mod:`equiv.data.synthetic_pairs`; training only), plain and with its combiner: a measured lever.
+- ``marks`` / ``marks_hybrid`` -- the recipe with ``--model.mark_differences=true`` (the words the
+  two steps do not share wrapped in « » before tokenising, :mod:`equiv.text.differences`; in
+  training and in search alike), plain and with its combiner.
+- ``views`` / ``views_hybrid`` -- an ensemble (:mod:`equiv.judge.ensemble`) of the same seed's
+  ``finetuned`` and ``marks`` fits: the mean of their logits, its threshold (and combiner)
+  chosen on the calibration split by ``python -m equiv.judge.ensemble``.
 
 The hybrid rows reuse the fits of the rows above (one fit per seed serves both); an export made
 before the recipe stored a combiner gets one attached here, exactly as ``fit --hybrid true`` does.
@@ -73,12 +79,15 @@ RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
 # fit -> what `fit` gets on top of the recipe
 FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "both": ["--data.both_orders=true"],
-            "synth": ["--data.synthetic_fraction=0.5"]}
+            "synth": ["--data.synthetic_fraction=0.5"], "marks": ["--model.mark_differences=true"]}
 # arm -> the fit it scores (one fit serves the plain row and the hybrid row)
 FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em", "both": "both",
-          "both_hybrid": "both", "synth": "synth", "synth_hybrid": "synth"}
+          "both_hybrid": "both", "synth": "synth", "synth_hybrid": "synth", "marks": "marks", "marks_hybrid": "marks",
+          "views": "views", "views_hybrid": "views"}
+# ensemble fit -> the fits it averages (same seed); built by equiv.judge.ensemble, not trained
+ENSEMBLES = {"views": ("finetuned", "marks")}
 TRAINED_ARMS = tuple(FIT_OF)
-MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid")  # run only when named in --arms
+MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid", "marks", "marks_hybrid", "views", "views_hybrid")  # run only when named in --arms
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
 DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
 METRICS = ("precision", "recall", "f1", "accuracy")
@@ -129,11 +138,30 @@ def swept_threshold(strategy: str, cal_pairs: list[tuple[str, str]], cal_labels:
     return round(pick_threshold(points).threshold, 6)
 
 
+def build_ensemble_judge(fit: str, seed: int, runs: Path, quick: dict[str, Any] | None,
+                         calibration: tuple[list[tuple[str, str]], list[int], list[str]]) -> Path:
+    """The ensemble ``fit`` of :data:`ENSEMBLES` for ``seed``: its member fits (trained if missing),
+    combined and calibrated exactly as ``python -m equiv.judge.ensemble`` does."""
+    from equiv.judge.ensemble import build_ensemble, calibrate_ensemble
+
+    members = []
+    for member in ENSEMBLES[fit]:
+        judge_dir = runs / f"{member}-s{seed}" / "judge"
+        if not (judge_dir / "config.json").is_file():
+            judge_dir = train_judge(member, seed, runs / f"{member}-s{seed}", quick)
+        members.append(judge_dir)
+    out = build_ensemble(members, runs / f"{fit}-s{seed}" / "judge")
+    metrics = calibrate_ensemble(out, *calibration)
+    print(f"{fit} seed {seed}: ensemble of {', '.join(ENSEMBLES[fit])} at {out} (calibration F1 "
+          f"{metrics['calibration_f1']:.4f}, hybrid out of fold {metrics['hybrid_calibration_f1']:.4f})", flush=True)
+    return out
+
+
 def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) -> Path:
     """Fit the recipe (plus :data:`FIT_ARGS` of the arm's fit) with ``seed``; returns the exported judge directory."""
     from equiv.judge.cli import main as trainer_main
 
-    args = ["fit", "--config", str(RECIPE), *FIT_ARGS[FIT_OF[arm]]]
+    args = ["fit", "--config", str(RECIPE), *FIT_ARGS[FIT_OF.get(arm, arm)]]
     args += [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.default_root_dir={out}",
              f"--export_dir={out / 'judge'}", "--trainer.logger=false", "--trainer.enable_progress_bar=false"]
     if quick:
@@ -215,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
                 out = args.runs / f"{FIT_OF[arm]}-s{seed}"
                 judge_dir = out / "judge"
                 if not (judge_dir / "config.json").is_file():
-                    judge_dir = train_judge(arm, seed, out, quick)
+                    if FIT_OF[arm] in ENSEMBLES:
+                        judge_dir = build_ensemble_judge(FIT_OF[arm], seed, args.runs, quick, calibration)
+                    else:
+                        judge_dir = train_judge(arm, seed, out, quick)
                 rows.append(dict(score_trained(arm, judge_dir, eval_pairs, eval_labels, calibration), seed=seed))
         per_seed[arm] = rows
         table[arm] = aggregate(rows)

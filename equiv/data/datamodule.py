@@ -53,10 +53,13 @@ class PairDataset(Dataset):
 class PairCollator:
     """Tokenise a list of samples as one batch: longer side truncated first, padded per batch."""
 
-    def __init__(self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None) -> None:
+    def __init__(
+        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None, mark_differences: bool = False
+    ) -> None:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.mark_differences = mark_differences
 
     def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = dict(
@@ -65,6 +68,7 @@ class PairCollator:
                 [(s["sentence1"], s["sentence2"]) for s in samples],
                 max_length=self.max_length,
                 pad_to_multiple_of=self.pad_to_multiple_of,
+                mark_differences=self.mark_differences,
             )
         )
         batch["index"] = torch.tensor([s["index"] for s in samples], dtype=torch.long)
@@ -187,6 +191,8 @@ class MathEquivDataModule(L.LightningDataModule):
             training pairs (:mod:`equiv.data.synthetic_pairs`): a one-claim edit of each (a hard
             negative, level 1) and a meaning-preserving rewrite (level 4). Made from the training
             records only, after the calibration split, seeded by ``seed``; 0 adds none.
+        mark_differences: wrap the words the two steps do not share in ``«`` ``»`` before
+            tokenising (:mod:`equiv.text.differences`); linked from the model, which exports it.
     """
 
     def __init__(
@@ -216,6 +222,7 @@ class MathEquivDataModule(L.LightningDataModule):
         calibration_fraction: float = 0.0,
         both_orders: bool = False,
         synthetic_fraction: float = 0.0,
+        mark_differences: bool = False,
     ) -> None:
         super().__init__()
         if not 0.0 <= calibration_fraction < 1.0:
@@ -246,6 +253,7 @@ class MathEquivDataModule(L.LightningDataModule):
         self.calibration_fraction = float(calibration_fraction)
         self.both_orders = bool(both_orders)
         self.synthetic_fraction = float(synthetic_fraction)
+        self.mark_differences = bool(mark_differences)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
         self._pad_resolved = False
@@ -286,7 +294,7 @@ class MathEquivDataModule(L.LightningDataModule):
         return self._pad_to_multiple_of
 
     def collator(self) -> PairCollator:
-        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of)
+        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of, self.mark_differences)
 
     # -- loading ---------------------------------------------------------------------------
     def load_split(self, split: str) -> list[PairRecord]:

@@ -3,12 +3,15 @@
 Training (the DataModule's collator) and inference (:func:`equiv.judge.inference.score_pairs`)
 must feed the classifier identical inputs, so both tokenise here: the two steps as one
 sequence pair, the longer side truncated first, padded per batch to its own longest member
-(to a multiple of the attention window for models that need it, such as Longformer).
+(to a multiple of the attention window for models that need it, such as Longformer), with the
+words where the two steps differ marked when the judge was trained so.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
+
+from equiv.text.differences import mark_differences as mark_pair
 
 if TYPE_CHECKING:
     import torch
@@ -34,8 +37,15 @@ def tokenize_pairs(
     *,
     max_length: int,
     pad_to_multiple_of: int | None = None,
+    mark_differences: bool = False,
 ) -> dict[str, "torch.Tensor"]:
-    """Tokenise pairs as one padded batch, truncating the longer side first."""
+    """Tokenise pairs as one padded batch, truncating the longer side first.
+
+    ``mark_differences`` wraps the words the two steps do not share in markers first
+    (:mod:`equiv.text.differences`); a judge trained that way stores the flag in its export.
+    """
+    if mark_differences:
+        pairs = [mark_pair(a, b) for a, b in pairs]
     return tokenizer(
         [a for a, _ in pairs],
         [b for _, b in pairs],

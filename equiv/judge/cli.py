@@ -42,6 +42,7 @@ class JudgeCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.max_length", "data.max_length")
+        parser.link_arguments("model.mark_differences", "data.mark_differences")
         parser.link_arguments("data.batch_size", "model.batch_size")
         parser.link_arguments("data.label_equivalent", "model.label_equivalent")
         parser.link_arguments("data.label_not_equivalent", "model.label_not_equivalent")

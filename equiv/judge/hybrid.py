@@ -197,22 +197,19 @@ def attach_combiner(
     target_precision: float | None = None,
     batch_size: int = 64,
 ) -> CombinerFit:
-    """Score ``pairs`` with the exported judge, fit the combiner, store it in its ``config.json``.
+    """Score ``pairs`` with the exported judge (an ensemble too), fit the combiner, store it in its ``config.json``.
 
     ``pairs`` must be a calibration split the judge was not trained on; ``groups`` their problem
     ids. The raw model's ``decision_threshold`` is left as it is, so the same directory still
     serves as a plain ``model`` judge (see ``HybridJudge``/``ModelJudge``).
     """
-    from equiv.judge.export import SETTINGS_KEY, load_judge
-    from equiv.judge.inference import score_pairs
+    from equiv.judge.ensemble import score_judge_dir
+    from equiv.judge.export import SETTINGS_KEY
 
     directory = Path(judge_dir)
     if directory.is_file():
         raise InputError("a hybrid combiner is stored in an exported directory, not a checkpoint", path=directory)
-    model, tokenizer, settings = load_judge(directory)
-    probs = score_pairs(model, tokenizer, list(pairs), batch_size=batch_size,
-                        max_length=int(settings.get("max_length") or 512),
-                        positive_index=int(settings.get("positive_index", 1))).tolist()
+    probs = score_judge_dir(directory, pairs, batch_size=batch_size)  # an ensemble's members included
     rows = [pair_features(a, b, p) for (a, b), p in zip(pairs, probs)]
     fit = fit_combiner(rows, labels, groups, target_precision=target_precision)
     config_path = directory / "config.json"

@@ -35,12 +35,14 @@ def score_pairs(
     max_length: int = 512,
     positive_index: int = 1,
     autocast_dtype: torch.dtype | None = None,
+    mark_differences: bool = False,
 ) -> torch.Tensor:
     """Probability that each pair is equivalent, in the order of ``pairs`` (float32, on CPU).
 
     The model is put in eval mode for the pass and its previous mode is restored afterwards, so
     this is safe to call between training epochs. ``autocast_dtype`` (e.g. ``torch.bfloat16``)
-    runs the forward under autocast on the model's device type.
+    runs the forward under autocast on the model's device type. ``mark_differences`` must be
+    what the judge was trained with (its ``equiv`` setting of that name).
     """
     if not pairs:
         return torch.empty(0)
@@ -60,7 +62,11 @@ def score_pairs(
             for start in range(0, len(order), batch_size):
                 index = order[start : start + batch_size]
                 batch = tokenize_pairs(
-                    tokenizer, [pairs[i] for i in index], max_length=max_length, pad_to_multiple_of=pad_multiple
+                    tokenizer,
+                    [pairs[i] for i in index],
+                    max_length=max_length,
+                    pad_to_multiple_of=pad_multiple,
+                    mark_differences=mark_differences,
                 )
                 batch = {k: v.to(device) for k, v in batch.items()}
                 logits = model(**batch).logits.float()

@@ -97,6 +97,9 @@ class PairClassifier(L.LightningModule):
             equivalent without asking the model; ``None`` disables the prefilter. Exported only.
         decision_threshold: P(equivalent) above which a pair counts as equivalent; used by the
             evaluation metrics and exported for search.
+        mark_differences: read pairs with the words the steps do not share marked
+            (:mod:`equiv.text.differences`); linked to the data module and exported, so search
+            feeds the judge what it was trained on.
         pretrained: load pretrained weights (``False``: random init from the model's config).
         hf_config: build the backbone from this config dict (used when reloading a checkpoint
             without the original weights at hand).
@@ -116,6 +119,7 @@ class PairClassifier(L.LightningModule):
         label_not_equivalent: list[int] = [0, 1],  # noqa: B006
         prefilter_threshold: float | None = 0.75,
         decision_threshold: float = 0.5,
+        mark_differences: bool = False,
         pretrained: bool = True,
         hf_config: dict[str, Any] | None = None,
     ) -> None:
@@ -129,6 +133,7 @@ class PairClassifier(L.LightningModule):
         self.save_hyperparameters()
         self.model_name = model_name
         self.max_length = int(max_length)
+        self.mark_differences = bool(mark_differences)
         self.label_mapping = LabelMapping(tuple(label_equivalent), tuple(label_not_equivalent))
         self.model = load_backbone(model_name, pretrained=pretrained, hf_config=hf_config)
         # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
@@ -151,6 +156,7 @@ class PairClassifier(L.LightningModule):
         return {
             "label_mapping": self.label_mapping.to_dict(),
             "max_length": self.max_length,
+            "mark_differences": self.mark_differences,
             "prefilter_threshold": None if hp.prefilter_threshold is None else float(hp.prefilter_threshold),
             "decision_threshold": float(hp.decision_threshold),
             "model_name": str(self.model_name),

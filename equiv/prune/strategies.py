@@ -74,6 +74,16 @@ class JudgeStats:
         return asdict(self)
 
 
+class _Member(NamedTuple):
+    """One classifier of a (possibly one-member) model judge, with the input form it was trained on."""
+
+    model: Any
+    tokenizer: Any
+    positive_index: int
+    mark_differences: bool
+    max_length: int
+
+
 class PairVerdict(NamedTuple):
     """What a judge says about one pair: its probability and whether it took a model forward."""
 
@@ -309,6 +319,9 @@ class ModelJudge(CachedJudge):
     ``prefilter`` to its ``prefilter_threshold`` (else 0.75), ``max_length`` to its
     ``max_length`` (else the model's limit); a ``max_length`` beyond what the model's position
     embeddings allow is lowered to that limit with a warning, never run into an index error.
+    An ensemble export (:mod:`equiv.judge.ensemble`: ``equiv.members``) loads every member and
+    scores each pair with each, feeding each its own input form; the probability is the sigmoid
+    of their mean logit, and one forward batch per member is counted.
     """
 
     name = "model"
@@ -337,6 +350,7 @@ class ModelJudge(CachedJudge):
         self.tokenizer = tokenizer
         self.settings = settings
         self.positive_index = int(settings.get("positive_index", 1))
+        self.mark_differences = bool(settings.get("mark_differences", False))
         default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
         self.threshold = _check_threshold(default_threshold if threshold is None else threshold, self.name)
         default_prefilter = settings.get("prefilter_threshold")
@@ -356,8 +370,18 @@ class ModelJudge(CachedJudge):
             warnings.warn(f"max_length {wanted} is beyond the model's {limit} positions; using {limit}", stacklevel=2)
             wanted = limit
         self.max_length = int(wanted)
+        self.members = [_Member(self.model, tokenizer, self.positive_index, self.mark_differences, self.max_length)]
+        from equiv.judge.ensemble import member_dirs
+
+        for extra in member_dirs(path)[1:]:
+            m_model, m_tokenizer, m_settings = load_classifier(extra)
+            self.members.append(_Member(
+                m_model.to(self.device).eval(), m_tokenizer, int(m_settings.get("positive_index", 1)),
+                bool(m_settings.get("mark_differences", False)),
+                min(self.max_length, model_token_limit(m_model, m_tokenizer))))
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        from equiv.judge.ensemble import average_logits
         from equiv.judge.inference import score_pairs
 
         out: list[tuple[float, float] | None] = [None] * len(pairs)
@@ -369,17 +393,23 @@ class ModelJudge(CachedJudge):
             else:
                 to_score.append(i)
         if to_score:
-            probs = score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
-                self.model,
-                self.tokenizer,
-                [pairs[i] for i in to_score],
-                batch_size=self.batch_size,
-                max_length=self.max_length,
-                positive_index=self.positive_index,
-                autocast_dtype=self.autocast_dtype,
-            ).tolist()
+            batch = [pairs[i] for i in to_score]
+            per_member = [
+                score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
+                    member.model,
+                    member.tokenizer,
+                    batch,
+                    batch_size=self.batch_size,
+                    max_length=member.max_length,
+                    positive_index=member.positive_index,
+                    autocast_dtype=self.autocast_dtype,
+                    mark_differences=member.mark_differences,
+                ).tolist()
+                for member in self.members
+            ]
+            probs = per_member[0] if len(per_member) == 1 else average_logits(per_member)
             self.stats.scored += len(to_score)
-            self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size)
+            self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
             final = self._final_probabilities([pairs[i] for i in to_score], [float(p) for p in probs])
             for i, p in zip(to_score, final):
                 out[i] = (p, p)
@@ -394,7 +424,8 @@ class ModelJudge(CachedJudge):
         return levenshtein_ratio(a, b) > self.prefilter
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length}
+        return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length,
+                "members": len(self.members)}
 
 
 @dataclass

@@ -1,0 +1,115 @@
+"""Ensemble judges: exported judges combined by their mean logit, calibrated on the calibration
+split, and loaded by search exactly like one judge (``--strategy model``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from equiv.errors import InputError
+from equiv.judge.ensemble import average_logits, build_ensemble, member_dirs, score_judge_dir
+from equiv.prune.strategies import ModelJudge
+from tests.helpers.judges import SETTINGS, make_tiny_judge
+from tests.test_judge_cli import separable_pairs, write_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+PAIRS = [("He earns 5*6=30 dollars.", "He works 5*6=30 times."), ("She has 3*25=75 roses", "She has 75 roses: 3*25=75")]
+NO_PREFILTER = dict(SETTINGS, prefilter_threshold=0.0)
+
+
+@pytest.fixture()
+def two_judges(tmp_path: Path) -> tuple[Path, Path]:
+    plain = make_tiny_judge(tmp_path / "plain", settings=NO_PREFILTER, seed=0)
+    marked = make_tiny_judge(tmp_path / "marked", settings=dict(NO_PREFILTER, mark_differences=True), seed=1)
+    return plain, marked
+
+
+def test_average_logits_is_the_sigmoid_of_the_mean_logit():
+    assert average_logits([[0.9, 0.5], [0.9, 0.5]]) == pytest.approx([0.9, 0.5])
+    expected = 1 / (1 + math.exp(-(math.log(9) + math.log(1 / 3)) / 2))  # logits of 0.9 and 0.25
+    assert average_logits([[0.9], [0.25]]) == pytest.approx([expected])
+    assert average_logits([]) == []
+
+
+def test_model_judge_scores_an_ensemble_as_the_mean_logit_of_its_members(two_judges, tmp_path):
+    plain, marked = two_judges
+    ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
+    assert member_dirs(ensemble) == [ensemble, ensemble / "members" / "1"]
+    settings = json.loads((ensemble / "config.json").read_text())["equiv"]
+    assert settings["members"] == ["members/1"] and "mark_differences" not in settings  # the first member's
+    judge = ModelJudge(ensemble)
+    assert len(judge.members) == 2 and judge.members[1].mark_differences  # each member keeps its input form
+    each = [ModelJudge(plain).pair_probabilities(PAIRS), ModelJudge(marked).pair_probabilities(PAIRS)]
+    assert each[0] != pytest.approx(each[1])
+    assert judge.pair_probabilities(PAIRS) == pytest.approx(average_logits(each), abs=1e-6)
+    assert judge.stats.scored == 2 and judge.stats.forward_batches == 2  # one batch per member
+    assert score_judge_dir(ensemble, PAIRS) == pytest.approx(average_logits(each), abs=1e-6)
+    assert judge.describe()["members"] == 2
+
+
+def test_bad_ensembles_are_one_clear_error(two_judges, tmp_path):
+    plain, marked = two_judges
+    with pytest.raises(InputError, match="at least 2 members"):
+        build_ensemble([plain], tmp_path / "one")
+    other_mapping = make_tiny_judge(tmp_path / "other", settings=dict(SETTINGS, label_mapping={"equivalent": [4], "not_equivalent": [0, 1]}))
+    with pytest.raises(InputError, match="different label mappings"):
+        build_ensemble([plain, other_mapping], tmp_path / "mixed")
+    ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
+    with pytest.raises(InputError, match="not empty"):
+        build_ensemble([plain, marked], ensemble)
+    with pytest.raises(InputError, match="is an ensemble already"):
+        build_ensemble([ensemble, plain], tmp_path / "nested")
+    config = json.loads((ensemble / "config.json").read_text())
+    config["equiv"]["members"] = ["members/7"]
+    (ensemble / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match="member 'members/7' is missing") as err:
+        ModelJudge(ensemble)
+    assert err.value.field == "equiv.members" and str(ensemble / "config.json") in str(err.value)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path):
+    plain, marked = two_judges
+    rows = separable_pairs(40, seed=6)
+    for i, row in enumerate(rows):
+        row["id"] = f"toy-{i // 2}-{i % 2}"
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    config = tmp_path / "recipe.yaml"
+    config.write_text(f"model:\n  max_length: 64\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n  batch_size: 4\n")
+    out = tmp_path / "ensemble"
+    done = _run("-m", "equiv.judge.ensemble", "--members", str(plain), str(marked), "--out", str(out), "--config", str(config))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ensemble of 2 judges" in done.stdout and "hybrid combiner threshold" in done.stdout
+    settings = json.loads((out / "config.json").read_text())["equiv"]
+    metrics = json.loads((out / "equiv_metrics.json").read_text())
+    assert settings["decision_threshold"] == metrics["decision_threshold"]
+    assert settings["hybrid"]["threshold"] == metrics["hybrid_threshold"]
+    assert metrics["members"] == 2 and 0 < metrics["calibration_pairs"] < len(rows)
+
+    from equiv.prune.cli import build_parser, run_pairs
+
+    result = run_pairs(build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out)]))
+    assert result["strategy"] == "hybrid" and result["threshold"] == metrics["hybrid_threshold"]
+
+
+def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
+    plain, marked = two_judges
+    (marked / "equiv_metrics.json").write_text(json.dumps({"calibration_pairs": 999}))
+    train = write_jsonl(tmp_path / "train.jsonl", [dict(r, id=f"toy-{i // 2}-{i % 2}") for i, r in enumerate(separable_pairs(20, 7))])
+    config = tmp_path / "recipe.yaml"
+    config.write_text(f"data:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    done = _run("-m", "equiv.judge.ensemble", "--members", str(plain), str(marked), "--out", str(tmp_path / "e"), "--config", str(config))
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(marked) in lines[0] and "999" in lines[0] and "members" in lines[0]
+    assert not (tmp_path / "e").exists()
