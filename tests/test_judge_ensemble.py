@@ -113,3 +113,17 @@ def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(marked) in lines[0] and "999" in lines[0] and "members" in lines[0]
     assert not (tmp_path / "e").exists()
+
+
+def test_the_recipes_marks_overlay_changes_only_the_input_form_and_the_folders(capsys, monkeypatch):
+    from tests.test_em_configs import resolved
+
+    plain = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml")
+    marks = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml", "configs/gsm8k_equiv_marks.yaml")
+    assert marks["model"]["mark_differences"] is True
+    assert "mark_differences" not in marks["data"]  # linked from the model: given once
+    assert plain["model"]["mark_differences"] is False
+    assert marks["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_marks"
+    assert marks["trainer"]["logger"]["init_args"]["save_dir"] == "outputs/gsm8k_equiv_marks"
+    assert {k for k in marks["model"] if marks["model"][k] != plain["model"][k]} == {"mark_differences"}
+    assert marks["data"] == plain["data"]  # everything else is the recipe's
