@@ -10,8 +10,13 @@ paths resolve exactly as they do for a user, and nothing is written into the rep
 - ``search_cli.py pairs``, ``compare`` and ``report``: run for real, on a tiny random-init judge
   exported where the docs say the trained one lies, and on real run directories written by
   ``search_cli.py eval`` with scripted engines (``tests/helpers/runs.py``).
+- ``python -m equiv.judge.ensemble``: run for real on tiny judges placed at its ``--members``
+  paths, calibrated on the documented config's split (needs ``../shared/data``).
 - ``pip install -e ".[extra]"``: the extra exists in pyproject.toml; ``mkdocs``: mkdocs.yml exists
   (CI builds the site strictly); ``pytest``: this suite itself.
+
+The slow tour test runs README's commands up to its GSM8K judge section for real; the GSM8K
+judge's own fits (about 25 min each on 2 cores) are checked by parsing, as above.
 
 A command of any other shape fails the test: a new kind of documented command needs a check here.
 """
@@ -120,7 +125,20 @@ def kind(cmd: Command) -> str:
         return "trainer"
     if a[0] in PYTHONS and a[1] == "search_cli.py" and len(a) > 2:
         return f"search_{a[2]}"
+    if a[0] in PYTHONS and a[1:3] == ("-m", "equiv.judge.ensemble"):
+        return "ensemble"
     return "unknown"
+
+
+# README's tour ends where the GSM8K judge's section begins (real fits of ~25 min each).
+TOUR_END = "## The GSM8K judge"
+
+
+def tour_commands() -> list[Command]:
+    """README's commands before :data:`TOUR_END`: the set-up and the five-command tour."""
+    text = (REPO_ROOT / "README.md").read_text()
+    end = text.splitlines().index(TOUR_END) + 1 if TOUR_END in text.splitlines() else 10**9
+    return [c for c in commands_in("README.md") if int(c.source.split(":")[1]) < end]
 
 
 # -- the scratch checkout ---------------------------------------------------------------------------
@@ -162,6 +180,16 @@ def run_here(cmd: Command, work: Path, monkeypatch, capsys, *extra: str) -> tupl
     return int(status or 0), out.out, out.err
 
 
+def members_of(argv: tuple[str, ...]) -> list[str]:
+    """The ``--members`` paths of an ensemble command."""
+    i = argv.index("--members") + 1
+    out = []
+    while i < len(argv) and not argv[i].startswith("-"):
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def option(argv: tuple[str, ...], name: str) -> str | None:
     for i, word in enumerate(argv):
         if word == name and i + 1 < len(argv):
@@ -183,6 +211,10 @@ def workdir(tmp_path_factory) -> Path:
     for cmd in ALL_COMMANDS:
         if kind(cmd) == "search_pairs" and option(cmd.argv, "--model") and not (work / option(cmd.argv, "--model")).exists():
             make_tiny_judge(work / option(cmd.argv, "--model"))
+        if kind(cmd) == "ensemble":
+            for seed, member in enumerate(members_of(cmd.argv)):
+                if not (work / member).exists():
+                    make_tiny_judge(work / member, seed=seed)
     run_dirs = sorted({w for c in ALL_COMMANDS if kind(c) in ("search_compare", "search_report")
                        for w in c.argv[3:] if not w.startswith("-") and w != option(c.argv, "--out")})
     scripted = runner_runs(tmp_path_factory.mktemp("scripted"), ("mcts",))  # [base, pruned]
@@ -251,11 +283,23 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         assert status == 0, f"{cmd}\n{err[-3000:]}"
         config = yaml.safe_load(out)
         data = [config["data"]["train"], config["data"]["val"]] if k == "trainer" else [config["data"]["path"]]
-        for path in data:
+        for path in filter(None, data):  # a calibration split instead of data.val: None
             if path.startswith("../shared/") and not SHARED_DATA.exists():
                 continue
             assert (workdir / path).exists(), f"{cmd}: its data file {path} does not exist"
+    elif k == "ensemble":
+        if not SHARED_DATA.exists():
+            pytest.skip("the calibration split comes from ../shared/data/gsm8k_equiv")
+        out_dir = workdir / "ensembles" / Path(option(cmd.argv, "--out")).name  # the documented --out may hold a judge already
+        argv = list(cmd.argv)
+        argv[argv.index("--out") + 1] = str(out_dir)
+        res = run(Command(cmd.source, tuple(argv)), workdir)
+        assert res.returncode == 0, f"{cmd}\n{res.stderr[-3000:]}"
+        settings = json.loads((out_dir / "config.json").read_text())["equiv"]
+        assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "hybrid" in settings
     elif k in ("search_pairs", "search_compare", "search_report"):
+        if any(w.startswith("../shared/") for w in cmd.argv) and not SHARED_DATA.exists():
+            pytest.skip("its data is in ../shared/data")
         status, out, err = run_here(cmd, workdir, monkeypatch, capsys)
         assert status == 0, f"{cmd}\n{err[-3000:]}"
         if k == "search_pairs":
@@ -276,7 +320,7 @@ def test_readme_tour_runs_verbatim(tmp_path: Path, shared_data: Path):
     the judge, ``pairs`` scores with it, both searches run (the pruned one on that judge),
     ``compare`` and ``report`` read them. Minutes on a CPU."""
     work = make_workdir(tmp_path)
-    for cmd in commands_in("README.md"):
+    for cmd in tour_commands():
         if kind(cmd) in ("venv", "pip_extra", "mkdocs", "pytest"):
             continue
         res = run(cmd, work, timeout=1800)
@@ -371,3 +415,13 @@ def test_paper_command_parses(cmd: Command, tmp_path: Path, monkeypatch, capsys)
     status, out, err = run_here(cmd, make_workdir(tmp_path), monkeypatch, capsys, "--print_config")
     assert status == 0, f"{cmd}\n{err[-3000:]}"
     assert yaml.safe_load(out)["data"]
+
+
+def test_the_slow_tour_stops_before_the_gsm8k_judge():
+    """The verbatim tour runs the set-up and the five tour steps, not the GSM8K judge's long fits."""
+    tour = tour_commands()
+    kinds = [kind(c) for c in tour]
+    assert "ensemble" not in kinds and not any("gsm8k_equiv" in " ".join(c.argv) for c in tour)
+    for needed in ("trainer", "search_pairs", "search_eval", "search_compare", "search_report"):
+        assert needed in kinds
+    assert "ensemble" in [kind(c) for c in commands_in("README.md")]  # the section is still checked
