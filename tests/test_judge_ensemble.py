@@ -127,3 +127,22 @@ def test_the_recipes_marks_overlay_changes_only_the_input_form_and_the_folders(c
     assert marks["trainer"]["logger"]["init_args"]["save_dir"] == "outputs/gsm8k_equiv_marks"
     assert {k for k in marks["model"] if marks["model"][k] != plain["model"][k]} == {"mark_differences"}
     assert marks["data"] == plain["data"]  # everything else is the recipe's
+
+
+def test_search_eval_prunes_with_an_ensemble_unchanged(two_judges, tmp_path, shared_data):
+    """`search_cli.py eval --pruner.model <ensemble>`: the same strategy option as one judge; the
+    run records the judge's stats with one forward batch per member."""
+    from search_cli import main as search_main
+
+    plain, marked = two_judges
+    ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
+    one_judge = ModelJudge(ensemble)
+    out = tmp_path / "run"
+    argv = ["eval", "--config", "configs/search/demo_cpu.yaml", "--data.path", str(shared_data / "gsm8k" / "test.jsonl"),
+            "--data.end", "1", "--search.width", "3", "--search.max_depth", "2", "--run.progress", "false",
+            "--pruner.model", str(ensemble), "--out", str(out)]
+    assert search_main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["pruner"] == "model" and len(one_judge.members) == 2
+    stats = summary["judge_stats"]
+    assert stats["scored"] > 0 and stats["forward_batches"] % 2 == 0  # each scoring call: a batch per member

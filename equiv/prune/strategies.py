@@ -410,7 +410,7 @@ class ModelJudge(CachedJudge):
             probs = per_member[0] if len(per_member) == 1 else average_logits(per_member)
             self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
-            final = self._final_probabilities([pairs[i] for i in to_score], [float(p) for p in probs])
+            final = self._final_probabilities(batch, [float(p) for p in probs])
             for i, p in zip(to_score, final):
                 out[i] = (p, p)
         return [o for o in out if o is not None]
