@@ -88,7 +88,7 @@ FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybri
 # ensemble fit -> the fits it averages (same seed); built by equiv.judge.ensemble, not trained
 ENSEMBLES = {"views": ("finetuned", "marks")}
 TRAINED_ARMS = tuple(FIT_OF)
-MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid", "marks", "marks_hybrid")  # run only when named  # run only when named in --arms
+MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid", "marks", "marks_hybrid")  # run only when named in --arms
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
 DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
 METRICS = ("precision", "recall", "f1", "accuracy")
@@ -162,7 +162,7 @@ def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) ->
     """Fit the recipe (plus :data:`FIT_ARGS` of the arm's fit) with ``seed``; returns the exported judge directory."""
     from equiv.judge.cli import main as trainer_main
 
-    args = ["fit", "--config", str(RECIPE), *FIT_ARGS[FIT_OF.get(arm, arm)]]
+    args = ["fit", "--config", str(RECIPE), *FIT_ARGS[FIT_OF[arm]]]
     args += [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.default_root_dir={out}",
              f"--export_dir={out / 'judge'}", "--trainer.logger=false", "--trainer.enable_progress_bar=false"]
     if quick:

@@ -52,3 +52,12 @@ def test_prefilter_sweep_rejects_low_ratio_pairs_unseen():
     # with prefilter 0.58 the two false positives below it are gone: a perfect split remains
     assert rows[0.58].metrics.f1 == 1.0 and rows[0.58].resolved == pytest.approx(0.4)
     assert rows[0.0].metrics.f1 < 1.0
+
+
+def test_calibration_summary_is_the_best_f1_threshold_and_its_figures():
+    from equiv.judge.calibrate import calibration_summary
+
+    summary = calibration_summary([0.1, 0.4, 0.6, 0.9], [0, 0, 1, 1])
+    assert summary == {"decision_threshold": 0.5, "calibration_f1": 1.0, "calibration_precision": 1.0,
+                       "calibration_recall": 1.0, "calibration_pairs": 4.0}
+    assert calibration_summary([], []) is None  # no pairs: no threshold to choose

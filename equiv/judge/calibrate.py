@@ -89,6 +89,24 @@ def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None 
     return max(reaching, key=lambda p: (p.metrics.recall, p.metrics.f1, p.threshold))
 
 
+def calibration_summary(
+    probs: Sequence[float], labels: Sequence[int], target_precision: float | None = None
+) -> dict[str, float] | None:
+    """The decision threshold chosen on a calibration split, with its figures, as a judge stores
+    them (``equiv_metrics.json``); None when no threshold strictly inside (0, 1) separates any pairs."""
+    points = [p for p in threshold_sweep(probs, labels) if 0.0 < p.threshold < 1.0]
+    if not points:
+        return None
+    chosen = pick_threshold(points, target_precision)
+    return {
+        "decision_threshold": round(float(chosen.threshold), 6),
+        "calibration_f1": chosen.metrics.f1,
+        "calibration_precision": chosen.metrics.precision,
+        "calibration_recall": chosen.metrics.recall,
+        "calibration_pairs": float(len(labels)),
+    }
+
+
 @dataclass(frozen=True)
 class PrefilterPoint:
     """The best decision threshold when pairs with ratio <= ``prefilter`` are rejected unseen."""

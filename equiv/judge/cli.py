@@ -154,7 +154,7 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
     The validation split should be a calibration split (``data.calibration_fraction``): data the
     weights were not trained on, and not the file the judge is finally reported on.
     """
-    from equiv.judge.calibrate import pick_threshold, threshold_sweep
+    from equiv.judge.calibrate import calibration_summary
 
     was_training = module.training
     module.eval()
@@ -167,22 +167,15 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
             probs.extend(torch.softmax(logits, dim=-1)[:, 1].tolist())
             labels.extend(int(y) for y in batch["labels"].tolist())
     module.train(was_training)
-    points = [p for p in threshold_sweep(probs, labels) if 0.0 < p.threshold < 1.0]
-    if not points:
+    summary = calibration_summary(probs, labels, target_precision)
+    if summary is None:
         return {}
-    chosen = pick_threshold(points, target_precision)
-    threshold = round(float(chosen.threshold), 6)
-    module.hparams.decision_threshold = threshold
-    print(f"decision threshold {threshold} chosen on {len(labels)} validation pairs "
+    module.hparams.decision_threshold = summary["decision_threshold"]
+    print(f"decision threshold {summary['decision_threshold']} chosen on {len(labels)} validation pairs "
           f"({'best F1' if target_precision is None else f'target precision {target_precision}'}): "
-          f"precision={chosen.metrics.precision:.4f} recall={chosen.metrics.recall:.4f} f1={chosen.metrics.f1:.4f}", flush=True)
-    return {
-        "decision_threshold": threshold,
-        "calibration_f1": chosen.metrics.f1,
-        "calibration_precision": chosen.metrics.precision,
-        "calibration_recall": chosen.metrics.recall,
-        "calibration_pairs": float(len(labels)),
-    }
+          f"precision={summary['calibration_precision']:.4f} recall={summary['calibration_recall']:.4f} "
+          f"f1={summary['calibration_f1']:.4f}", flush=True)
+    return summary
 
 
 def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None) -> dict[str, float]:

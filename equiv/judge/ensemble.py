@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from equiv.errors import InputError, exit_on_input_error
-from equiv.judge.export import METRICS_FILE, SETTINGS_KEY, export_metrics, load_judge
+from equiv.judge.export import METRICS_FILE, SETTINGS_KEY, export_metrics, load_judge, update_settings
 from equiv.judge.hybrid import model_logit
 
 MEMBERS_KEY = "members"
@@ -109,14 +108,8 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         shutil.copytree(source, out / name)
         (out / name / METRICS_FILE).unlink(missing_ok=True)
         names.append(name)
-    config_path = out / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    block = dict(config.get(SETTINGS_KEY) or {})
-    block.pop("hybrid", None)  # the first member's combiner belongs to its own logit, not the ensemble's
-    block[MEMBERS_KEY] = names
-    block["ensemble_of"] = [str(s) for s in sources]
-    config[SETTINGS_KEY] = block
-    _write_json(config_path, config)
+    # The first member's combiner belongs to its own logit, not the ensemble's.
+    update_settings(out, {MEMBERS_KEY: names, "ensemble_of": [str(s) for s in sources]}, remove=("hybrid",))
     (out / METRICS_FILE).unlink(missing_ok=True)
     return out
 
@@ -131,29 +124,19 @@ def calibrate_ensemble(
     target_precision: float | None = None,
 ) -> dict[str, float]:
     """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split."""
-    from equiv.judge.calibrate import pick_threshold, threshold_sweep
+    from equiv.judge.calibrate import calibration_summary
     from equiv.judge.hybrid import attach_combiner
 
     directory = Path(judge_dir)
-    probs = score_judge_dir(directory, pairs)
-    points = [p for p in threshold_sweep(probs, labels) if 0.0 < p.threshold < 1.0]
-    if not points:
-        raise InputError("the calibration split has only one class; cannot choose a threshold", field="config")
-    chosen = pick_threshold(points, target_precision)
-    config_path = directory / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config[SETTINGS_KEY] = dict(config[SETTINGS_KEY], decision_threshold=round(float(chosen.threshold), 6))
-    _write_json(config_path, config)
-    metrics: dict[str, float] = {
-        "decision_threshold": round(float(chosen.threshold), 6),
-        "calibration_f1": chosen.metrics.f1,
-        "calibration_precision": chosen.metrics.precision,
-        "calibration_recall": chosen.metrics.recall,
-        "calibration_pairs": float(len(labels)),
-        "members": float(len(member_dirs(directory))),
-    }
+    probs = score_judge_dir(directory, pairs)  # once: the threshold and the combiner both read them
+    summary = calibration_summary(probs, labels, target_precision)
+    if summary is None:
+        raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
+    update_settings(directory, {"decision_threshold": summary["decision_threshold"]})
+    metrics = dict(summary, members=float(len(member_dirs(directory))))
     if hybrid:
-        metrics.update(attach_combiner(directory, pairs, labels, groups, target_precision=target_precision).summary())
+        metrics.update(attach_combiner(directory, pairs, labels, groups, target_precision=target_precision,
+                                       probs=probs).summary())
     export_metrics(directory, metrics)
     return metrics
 
@@ -174,12 +157,6 @@ def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[i
     datamodule = MathEquivDataModule(**{k: v for k, v in data.items() if k in keep})
     datamodule.setup("validate")
     return datamodule.labelled_pairs("val")
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:

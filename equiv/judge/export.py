@@ -11,6 +11,7 @@ with, ``max_length``, ``prefilter_threshold``, ``decision_threshold`` and the so
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,23 @@ def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] 
     if metrics:
         export_metrics(out, metrics)
     return out
+
+
+def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Merge ``changes`` into (and drop ``remove`` from) an exported judge's ``equiv`` block.
+
+    ``config.json`` is replaced atomically (written beside it, then renamed), so a judge directory
+    never holds half a config. Returns the new block.
+    """
+    config_path = Path(judge_dir) / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    block = {k: v for k, v in (config.get(SETTINGS_KEY) or {}).items() if k not in remove}
+    block.update(changes)
+    config[SETTINGS_KEY] = block
+    tmp = config_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, config_path)
+    return block
 
 
 def export_metrics(out_dir: str | Path, metrics: dict[str, float]) -> Path:

@@ -26,9 +26,7 @@ exported directory (the last step of ``fit --hybrid true``, or for a judge expor
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,29 +194,27 @@ def attach_combiner(
     *,
     target_precision: float | None = None,
     batch_size: int = 64,
+    probs: Sequence[float] | None = None,
 ) -> CombinerFit:
     """Score ``pairs`` with the exported judge (an ensemble too), fit the combiner, store it in its ``config.json``.
 
     ``pairs`` must be a calibration split the judge was not trained on; ``groups`` their problem
     ids. The raw model's ``decision_threshold`` is left as it is, so the same directory still
-    serves as a plain ``model`` judge (see ``HybridJudge``/``ModelJudge``).
+    serves as a plain ``model`` judge (see ``HybridJudge``/``ModelJudge``). ``probs``: the judge's
+    probabilities for ``pairs`` when the caller has scored them already (else they are scored here).
     """
     from equiv.judge.ensemble import score_judge_dir
-    from equiv.judge.export import SETTINGS_KEY
+    from equiv.judge.export import update_settings
 
     directory = Path(judge_dir)
     if directory.is_file():
         raise InputError("a hybrid combiner is stored in an exported directory, not a checkpoint", path=directory)
-    probs = score_judge_dir(directory, pairs, batch_size=batch_size)  # an ensemble's members included
+    if probs is None:
+        probs = score_judge_dir(directory, pairs, batch_size=batch_size)  # an ensemble's members included
+    elif len(probs) != len(pairs):
+        raise ValueError(f"{len(probs)} probabilities for {len(pairs)} pairs")
     rows = [pair_features(a, b, p) for (a, b), p in zip(pairs, probs)]
     fit = fit_combiner(rows, labels, groups, target_precision=target_precision)
-    config_path = directory / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    block = dict(config.get(SETTINGS_KEY) or {})
-    block[HYBRID_KEY] = dict(fit.combiner.to_dict(), calibration={
-        "precision": fit.precision, "recall": fit.recall, "f1": fit.f1, "pairs": fit.pairs})
-    config[SETTINGS_KEY] = block
-    tmp = config_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, config_path)
+    update_settings(directory, {HYBRID_KEY: dict(fit.combiner.to_dict(), calibration={
+        "precision": fit.precision, "recall": fit.recall, "f1": fit.f1, "pairs": fit.pairs})})
     return fit
