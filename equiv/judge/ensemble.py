@@ -27,7 +27,7 @@ import math
 import shutil
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.export import METRICS_FILE, SETTINGS_KEY, export_metrics, load_judge, update_settings
@@ -65,22 +65,51 @@ def member_dirs(judge_dir: str | Path) -> list[Path]:
     return out
 
 
+class Member(NamedTuple):
+    """One classifier of a judge, with the input form it was trained on (its ``equiv`` settings)."""
+
+    model: Any
+    tokenizer: Any
+    positive_index: int
+    mark_differences: bool
+    max_length: int
+
+    @classmethod
+    def from_settings(cls, model: Any, tokenizer: Any, settings: dict[str, Any], max_length: int | None = None) -> "Member":
+        """A loaded classifier and its export's settings; ``max_length`` overrides the stored one."""
+        return cls(model, tokenizer, int(settings.get("positive_index", 1)), bool(settings.get("mark_differences", False)),
+                   int(max_length or settings.get("max_length") or 512))
+
+
+def score_members(
+    members: Sequence[Member],
+    pairs: Sequence[tuple[str, str]],
+    *,
+    batch_size: int = 64,
+    autocast_dtype: Any = None,
+) -> list[float]:
+    """P(equivalent) per pair: each member scores the pairs in its own input form, and with more
+    than one member the result is the sigmoid of their mean logit (:func:`average_logits`)."""
+    from equiv.judge.inference import score_pairs
+
+    per_member = [
+        score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
+            m.model, m.tokenizer, list(pairs), batch_size=batch_size, max_length=m.max_length,
+            positive_index=m.positive_index, autocast_dtype=autocast_dtype, mark_differences=m.mark_differences,
+        ).tolist()
+        for m in members
+    ]
+    return per_member[0] if len(per_member) == 1 else average_logits(per_member)
+
+
 def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64) -> list[float]:
     """P(equivalent) of each pair by the exported judge, every member fed its own input form.
 
     The model part of what :class:`equiv.prune.strategies.ModelJudge` computes (no prefilter, no
     free same-step check), on CPU; used to calibrate thresholds and combiners.
     """
-    from equiv.judge.inference import score_pairs
-
-    per_member = []
-    for path in member_dirs(judge_dir):
-        model, tokenizer, settings = load_judge(path)
-        per_member.append(score_pairs(
-            model, tokenizer, list(pairs), batch_size=batch_size, max_length=int(settings.get("max_length") or 512),
-            positive_index=int(settings.get("positive_index", 1)),
-            mark_differences=bool(settings.get("mark_differences", False))).tolist())
-    return per_member[0] if len(per_member) == 1 else average_logits(per_member)
+    members = [Member.from_settings(*load_judge(path)) for path in member_dirs(judge_dir)]
+    return score_members(members, pairs, batch_size=batch_size)
 
 
 def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:

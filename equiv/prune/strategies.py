@@ -74,16 +74,6 @@ class JudgeStats:
         return asdict(self)
 
 
-class _Member(NamedTuple):
-    """One classifier of a (possibly one-member) model judge, with the input form it was trained on."""
-
-    model: Any
-    tokenizer: Any
-    positive_index: int
-    mark_differences: bool
-    max_length: int
-
-
 class PairVerdict(NamedTuple):
     """What a judge says about one pair: its probability and whether it took a model forward."""
 
@@ -350,7 +340,6 @@ class ModelJudge(CachedJudge):
         self.tokenizer = tokenizer
         self.settings = settings
         self.positive_index = int(settings.get("positive_index", 1))
-        self.mark_differences = bool(settings.get("mark_differences", False))
         default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
         self.threshold = _check_threshold(default_threshold if threshold is None else threshold, self.name)
         default_prefilter = settings.get("prefilter_threshold")
@@ -370,19 +359,21 @@ class ModelJudge(CachedJudge):
             warnings.warn(f"max_length {wanted} is beyond the model's {limit} positions; using {limit}", stacklevel=2)
             wanted = limit
         self.max_length = int(wanted)
-        self.members = [_Member(self.model, tokenizer, self.positive_index, self.mark_differences, self.max_length)]
-        from equiv.judge.ensemble import member_dirs
+        from equiv.judge.ensemble import Member, member_dirs
 
+        self.members = [Member.from_settings(self.model, tokenizer, settings, self.max_length)]
         for extra in member_dirs(path)[1:]:
             m_model, m_tokenizer, m_settings = load_classifier(extra)
-            self.members.append(_Member(
-                m_model.to(self.device).eval(), m_tokenizer, int(m_settings.get("positive_index", 1)),
-                bool(m_settings.get("mark_differences", False)),
-                min(self.max_length, model_token_limit(m_model, m_tokenizer))))
+            limit = min(self.max_length, model_token_limit(m_model, m_tokenizer))
+            self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit))
+
+    @property
+    def mark_differences(self) -> bool:
+        """Whether the (first) classifier reads pairs with their differences marked."""
+        return self.members[0].mark_differences
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        from equiv.judge.ensemble import average_logits
-        from equiv.judge.inference import score_pairs
+        from equiv.judge.ensemble import score_members
 
         out: list[tuple[float, float] | None] = [None] * len(pairs)
         to_score: list[int] = []
@@ -394,20 +385,7 @@ class ModelJudge(CachedJudge):
                 to_score.append(i)
         if to_score:
             batch = [pairs[i] for i in to_score]
-            per_member = [
-                score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
-                    member.model,
-                    member.tokenizer,
-                    batch,
-                    batch_size=self.batch_size,
-                    max_length=member.max_length,
-                    positive_index=member.positive_index,
-                    autocast_dtype=self.autocast_dtype,
-                    mark_differences=member.mark_differences,
-                ).tolist()
-                for member in self.members
-            ]
-            probs = per_member[0] if len(per_member) == 1 else average_logits(per_member)
+            probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
             self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
             final = self._final_probabilities(batch, [float(p) for p in probs])
