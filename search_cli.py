@@ -1,4 +1,4 @@
-"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,report} ...``.
+"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,report} ...``.
 
 Thin on purpose: each subcommand lives in the package and is imported only when asked for, so
 ``pairs`` does not pay for importing vLLM and ``report`` does not import torch.
@@ -13,6 +13,7 @@ COMMANDS = {
     "eval": ("equiv.search.cli", "eval_main", "run PRM-guided tree search on a benchmark"),
     "compare": ("equiv.search.cli", "compare_main", "paper-style table of several run directories"),
     "pairs": ("equiv.prune.cli", "pairs_main", "evaluate an equivalence strategy on labelled pairs"),
+    "siblings": ("equiv.rundir.siblings", "siblings_main", "sibling step pairs of saved search trees, to label"),
     "report": ("equiv.report.cli", "report_main", "write an HTML report with plots and search trees"),
 }
 

@@ -27,8 +27,14 @@ class BinaryMetrics:
     fn: int
     tn: int
 
+    @property
+    def false_merge_rate(self) -> float:
+        """False merges over all non-equivalent pairs: the share of distinct steps a search would
+        lose (0 when there are none)."""
+        return self.fp / (self.fp + self.tn) if self.fp + self.tn else 0.0
+
     def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+        return dict(asdict(self), false_merge_rate=self.false_merge_rate)
 
 
 def binary_metrics(predictions: Sequence[int | bool], labels: Sequence[int]) -> BinaryMetrics:

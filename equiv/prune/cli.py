@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError, exit_on_input_error
 
@@ -47,25 +47,65 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep_prefilter", "--sweep-prefilter", action="store_true",
                    help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
                    "would pick and its metrics (one model pass); the reported metrics stay those of --prefilter")
+    p.add_argument("--claim_guard", "--claim-guard", choices=("true", "false"),
+                   help="veto merges whose steps state different numbers or swap a problem's entity "
+                   "(equiv.text.claims; reads each record's 'question'); default: the judge's own setting")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
     p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
     return p
 
 
-def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> tuple[list[tuple[str, str]], list[int], int, list[float]]:
-    from equiv.data.records import read_pair_records
+class Labelled(NamedTuple):
+    """The mapped pairs of a labelled file, with what each belongs to."""
+
+    pairs: list[tuple[str, str]]
+    labels: list[int]
+    dropped: int
+    ratios: list[float]
+    questions: list[str]  # the record's 'question' ("" when it has none): the claim guard reads it
+    problems: list[str]  # problem keys, for the spread by problem
+
+
+def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> Labelled:
+    from equiv.data.records import problem_key, read_pair_records
     from equiv.text.levenshtein import levenshtein_ratio
 
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:
         print(report.summary(path), file=sys.stderr)
-    pairs, labels = mapping.binary_pairs(records)
+    kept = [r for r in records if mapping.label(r.result) is not None]
+    pairs, labels = mapping.binary_pairs(kept)
     dropped = len(records) - len(pairs)
     if not pairs:
         raise InputError("no pairs left to evaluate after dropping unmapped levels", path=path)
     ratios = [levenshtein_ratio(a, b) for a, b in pairs]
-    return pairs, labels, dropped, ratios
+    questions = [str(r.extra.get("question") or "") for r in kept]
+    return Labelled(pairs, labels, dropped, ratios, questions, [problem_key(r) for r in kept])
+
+
+def spread_by_problem(predictions: Sequence[bool], labels: Sequence[int], problems: Sequence[str], *,
+                      resamples: int = 1000, seed: int = 0) -> dict[str, float]:
+    """Standard deviation of precision, recall, F1 and the false-merge rate over a bootstrap of
+    whole problems (pairs of one problem are not independent): how much a figure on this many
+    problems moves from sampling alone."""
+    import random
+    import statistics
+
+    from equiv.prune.calibrate import binary_metrics
+
+    by_problem: dict[str, list[int]] = {}
+    for i, key in enumerate(problems):
+        by_problem.setdefault(key, []).append(i)
+    groups = list(by_problem.values())
+    rng = random.Random(seed)
+    draws: dict[str, list[float]] = {"precision": [], "recall": [], "f1": [], "false_merge_rate": []}
+    for _ in range(resamples):
+        idx = [i for _ in groups for i in rng.choice(groups)]
+        m = binary_metrics([predictions[i] for i in idx], [labels[i] for i in idx])
+        for key in draws:
+            draws[key].append(float(getattr(m, key)))
+    return {f"{key}_spread": statistics.pstdev(values) for key, values in draws.items()}
 
 
 def _decide(scores: Sequence[float], threshold: float, strict: bool) -> list[bool]:
@@ -96,14 +136,16 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     cfg = PrunerConfig(
         strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
         batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
+        claim_guard=None if args.claim_guard is None else args.claim_guard == "true",
     )
     judge = build_judge(cfg)
     assert judge is not None
     settings = getattr(judge, "settings", {}) or {}
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
 
-    pairs, labels, dropped, ratios = _read_labelled(args.data, mapping, args.skip_invalid)
-    results = judge.pair_results(pairs)
+    data = _read_labelled(args.data, mapping, args.skip_invalid)
+    pairs, labels, dropped, ratios = data.pairs, data.labels, data.dropped, data.ratios
+    results = judge.pair_results(pairs, data.questions)
     probs = [p for p, _ in results]
     scores = [s for _, s in results]
 
@@ -112,8 +154,9 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     sweep_points: list[dict[str, float]] = []
     if args.sweep:
         if args.sweep_data:
-            s_pairs, s_labels, _, _ = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
-            s_scores = [s for _, s in judge.pair_results(s_pairs)]
+            sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+            s_scores = [s for _, s in judge.pair_results(sweep_on.pairs, sweep_on.questions)]
+            s_labels = sweep_on.labels
         else:
             s_scores, s_labels = scores, labels
         # Thresholds live in (0, 1]: prefiltered pairs score 0 and must stay "not equivalent".
@@ -136,14 +179,17 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
 
     prefilter_table = None
     if args.sweep_prefilter:
-        prefilter_table = _prefilter_table(judge, args, mapping, pairs, labels, ratios)
+        prefilter_table = _prefilter_table(judge, args, mapping, data)
 
     m = binary_metrics(predictions, labels)
     out: dict[str, Any] = {
-        "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1, "n": m.n,
+        "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1,
+        "false_merge_rate": m.false_merge_rate, "n": m.n, "problems": len(set(data.problems)),
         "strategy": judge.name, "threshold": threshold, "threshold_source": threshold_source,
+        "claim_guard": judge.claim_guard,
         "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": dropped, "data": str(args.data),
     }
+    out.update(spread_by_problem(predictions, labels, data.problems))
     prefilter = getattr(judge, "prefilter", None)
     if prefilter is not None:
         out["prefilter"] = prefilter
@@ -161,17 +207,18 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, pairs, labels, ratios) -> list[dict[str, float]]:
+def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: Labelled) -> list[dict[str, float]]:
     """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
     from equiv.prune.calibrate import prefilter_sweep
 
     if args.sweep_data:
-        pairs, labels, _, ratios = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+        data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+    labels, ratios = data.labels, data.ratios
     saved = judge.prefilter
     judge.prefilter = -1.0  # score everything once; the cache is per (pair, prefilter) below
     judge.clear_cache()
     try:
-        probs = judge.pair_probabilities(pairs)
+        probs = judge.pair_probabilities(data.pairs, data.questions)
     finally:
         judge.prefilter = saved
         judge.clear_cache()
@@ -190,12 +237,13 @@ def _print_report(out: dict[str, Any]) -> None:
               f"rejects {out['prefilter_rejected_equivalent']} of {out['equivalent_pairs']} truly equivalent pairs")
     st = out["judge_stats"]
     print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
-          f"cache hits {st['cache_hits']}, {st['seconds']:.2f}s")
+          f"cache hits {st['cache_hits']}, claim guard vetoed {st['guarded']}"
+          f"{'' if out['claim_guard'] else ' (off)'}, {st['seconds']:.2f}s")
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")
-    print(f"precision     {out['precision']:.4f}")
-    print(f"recall        {out['recall']:.4f}")
-    print(f"f1            {out['f1']:.4f}")
+    print(f"pairs from    {out['problems']} problems (spreads: bootstrap over problems)")
+    for name in ("precision", "recall", "f1", "false_merge_rate"):
+        print(f"{name.replace('_', ' '):<13} {out[name]:.4f} ± {out[name + '_spread']:.4f}")
 
 
 def pairs_main(argv: list[str]) -> int:

@@ -64,6 +64,7 @@ class JudgeStats:
     prefiltered: int = 0
     scored: int = 0
     forward_batches: int = 0
+    guarded: int = 0  # pairs asked whose merge the claim guard vetoed (repeats included)
     seconds: float = 0.0
 
     def reset(self) -> None:
@@ -111,6 +112,9 @@ class CachedJudge:
     # (format_key) for the trained judges; a function of one text
     same_step_key = staticmethod(normalise_whitespace)
     strict: bool = False  # True: a score decides "equivalent" when > threshold (Levenshtein), else >=
+    # The claim guard (equiv.text.claims): a pair whose steps state different numbers or swap a
+    # problem's entity is "not equivalent" whatever the score; see claim_guard in PrunerConfig.
+    claim_guard: bool = False
 
     def __init__(self) -> None:
         self.stats = JudgeStats()
@@ -133,8 +137,15 @@ class CachedJudge:
         """
         return self.learned
 
-    def pair_results(self, pairs: Sequence[Pair]) -> list[tuple[float, float]]:
-        """``(probability, score)`` per pair in one pass (``pairs`` needs both without double counting)."""
+    def pair_results(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[tuple[float, float]]:
+        """``(probability, score)`` per pair in one pass (``pairs`` needs both without double counting).
+
+        ``questions``: the problem each pair belongs to (search and labelled files know it), which
+        the claim guard reads for restated givens and the problem's entities; without it the guard
+        checks numbers only, and counts a number the other step lacks as a new claim.
+        """
+        if questions is not None and len(questions) != len(pairs):
+            raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
         start = time.perf_counter()
         keys = []
         for i, pair in enumerate(pairs):
@@ -161,28 +172,45 @@ class CachedJudge:
                 self._cache[key] = result
                 if self.needs_model(*pair):
                     self._model_calls.add(key)
+        out = [self._cache[key] for key in keys]
+        if self.claim_guard:
+            out = self._guard(pairs, out, questions)
         self.stats.seconds += time.perf_counter() - start
-        return [self._cache[key] for key in keys]
+        return out
 
-    def pair_verdicts(self, pairs: Sequence[Pair]) -> list[PairVerdict]:
+    def _guard(self, pairs: Sequence[Pair], results: list[tuple[float, float]],
+               questions: Sequence[str] | None) -> list[tuple[float, float]]:
+        """Veto (probability and score 0) every pair whose steps' claims conflict. Applied after
+        the cache, because one pair of texts may belong to problems that give different numbers."""
+        from equiv.text.claims import claim_check
+
+        guarded = []
+        for i, ((a, b), result) in enumerate(zip(pairs, results)):
+            if result[0] > 0.0 and claim_check(a, b, questions[i] if questions else "").veto:
+                self.stats.guarded += 1
+                result = (0.0, 0.0)
+            guarded.append(result)
+        return guarded
+
+    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
         """Probability and model-forward flag per pair, in order; a cached pair keeps its flag,
         so a count over distinct pairs does not depend on what was asked before."""
-        results = self.pair_results(pairs)
+        results = self.pair_results(pairs, questions)
         return [
             PairVerdict(prob, pair_key(a, b) in self._model_calls) for (prob, _), (a, b) in zip(results, pairs)
         ]
 
-    def pair_probabilities(self, pairs: Sequence[Pair]) -> list[float]:
+    def pair_probabilities(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
         """Equivalence probability per pair, in order (``>= threshold`` means equivalent)."""
-        return [prob for prob, _ in self.pair_results(pairs)]
+        return [prob for prob, _ in self.pair_results(pairs, questions)]
 
-    def pair_scores(self, pairs: Sequence[Pair]) -> list[float]:
+    def pair_scores(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
         """The continuous score a threshold is swept over, per pair, in order."""
-        return [score for _, score in self.pair_results(pairs)]
+        return [score for _, score in self.pair_results(pairs, questions)]
 
     def describe(self) -> dict[str, Any]:
         """Settings to record beside results (what exactly judged the pairs)."""
-        return {"strategy": self.name, "threshold": self.threshold}
+        return {"strategy": self.name, "threshold": self.threshold, "claim_guard": self.claim_guard}
 
 
 class ExactJudge(CachedJudge):
@@ -328,6 +356,7 @@ class ModelJudge(CachedJudge):
         max_length: int | None = None,
         device: str = "auto",
         dtype: str = "auto",
+        claim_guard: bool | None = None,
     ) -> None:
         super().__init__()
         from equiv.prune.loading import load_classifier, model_token_limit
@@ -340,6 +369,7 @@ class ModelJudge(CachedJudge):
         self.tokenizer = tokenizer
         self.settings = settings
         self.positive_index = int(settings.get("positive_index", 1))
+        self.claim_guard = bool(settings.get("claim_guard", False)) if claim_guard is None else bool(claim_guard)
         default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
         self.threshold = _check_threshold(default_threshold if threshold is None else threshold, self.name)
         default_prefilter = settings.get("prefilter_threshold")
@@ -426,6 +456,9 @@ class PrunerConfig:
         dtype: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
         grouping: ``greedy`` (the paper: merge into the first matching class) or ``transitive``.
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
+        claim_guard: veto merges whose steps state different numbers or swap a problem's entity
+            (:mod:`equiv.text.claims`); None = the export's ``claim_guard`` for ``model``/``hybrid``
+            (off for the other strategies).
     """
 
     strategy: Literal["none", "exact", "levenshtein", "embedding", "formula", "model", "hybrid"] = "none"
@@ -438,6 +471,7 @@ class PrunerConfig:
     dtype: str = "auto"
     grouping: Literal["greedy", "transitive"] = "greedy"
     representative: Literal["first", "prior", "score"] = "first"
+    claim_guard: bool | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -464,7 +498,18 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     """
     s = cfg.strategy
     if s == "none":
+        if cfg.claim_guard:
+            raise InputError("strategy 'none' merges nothing; there is nothing for the claim guard to veto",
+                             field="claim_guard")
         return None
+    judge = _build_judge(cfg)
+    if cfg.claim_guard is not None and s not in ("model", "hybrid"):
+        judge.claim_guard = bool(cfg.claim_guard)
+    return judge
+
+
+def _build_judge(cfg: PrunerConfig) -> CachedJudge:
+    s = cfg.strategy
     if cfg.prefilter is not None and s not in ("model", "hybrid"):
         raise InputError(f"only the model strategy has a prefilter (strategy is {s!r})", field="prefilter")
     if cfg.model is not None and s not in ("model", "hybrid", "embedding"):
@@ -497,6 +542,7 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
         max_length=cfg.max_length,
         device=cfg.device,
         dtype=cfg.dtype,
+        claim_guard=cfg.claim_guard,
     )
 
 

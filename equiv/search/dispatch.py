@@ -148,17 +148,19 @@ def _fail(entry: _Parked, err: BaseException) -> None:
         entry.future.set_exception(err)
 
 
-def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str]]], list[tuple[float, bool]]]:
-    """The judge's ``(probability, model_call)`` per pair: its own ``pair_verdicts`` when it has
-    one (every :mod:`equiv.prune` strategy); otherwise every pair is a model call exactly when
-    the judge says it is ``learned`` (default True), since such a judge has no free shortcuts."""
+def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str, str]]], list[tuple[float, bool]]]:
+    """The judge's ``(probability, model_call)`` per ``(a, b, question)`` item: its own
+    ``pair_verdicts`` when it has one (every :mod:`equiv.prune` strategy, which also reads the
+    question: the claim guard checks restated givens and the problem's entities against it);
+    otherwise every pair is a model call exactly when the judge says it is ``learned`` (default
+    True), since such a judge has no free shortcuts."""
     verdicts = getattr(judge, "pair_verdicts", None)
     if verdicts is not None:
-        return verdicts
+        return lambda items: verdicts([(a, b) for a, b, _ in items], [q for _, _, q in items])
     learned = bool(getattr(judge, "learned", True))
 
-    def from_probabilities(pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
-        return [(float(p), learned) for p in judge.pair_probabilities(pairs)]
+    def from_probabilities(items: Sequence[tuple[str, str, str]]) -> list[tuple[float, bool]]:
+        return [(float(p), learned) for p in judge.pair_probabilities([(a, b) for a, b, _ in items])]
 
     return from_probabilities
 
@@ -187,9 +189,9 @@ class ProblemEngines:
             raise RuntimeError("no judge configured")
         return float(self._dispatcher.judge.threshold)
 
-    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
-        """``(probability, model_call)`` per pair (see :func:`judge_verdicts`)."""
-        return await self._dispatcher.submit("judge", self.key, list(pairs))
+    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[tuple[float, bool]]:
+        """``(probability, model_call)`` per pair of ``question``'s siblings (see :func:`judge_verdicts`)."""
+        return await self._dispatcher.submit("judge", self.key, [(a, b, question) for a, b in pairs])
 
 
 async def run_workers(

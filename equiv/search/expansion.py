@@ -52,9 +52,9 @@ class AsyncEngines(Protocol):
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
 
-    async def judge(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[tuple[float, bool]]:
         """``(probability, model_call)`` per pair: the judge's answer and whether it took a
-        learned model's forward."""
+        learned model's forward (``question``: the problem the siblings answer)."""
         ...
 
 
@@ -271,7 +271,7 @@ async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[
     if not texts:
         return
     ctx.stats.judge_pairs += len(texts)
-    verdicts = await ctx.engines.judge(texts)
+    verdicts = await ctx.engines.judge(texts, ctx.question)
     ctx.stats.judge_calls += count_model_calls(ctx.judged, texts, [model_call for _, model_call in verdicts])
     threshold = ctx.engines.judge_threshold
     pos = 0

@@ -1,0 +1,148 @@
+"""The cross-validation table: out-of-fold scores -> precision, recall, F1 and false merges per fold.
+
+Reads the ``oof.jsonl`` of :mod:`equiv.prune.crossval` (one row per pair and fold part) and scores
+each *decision policy* per fold, so every figure comes with its spread over folds:
+
+- ``formula`` / ``levenshtein`` -- the rules (no training; the same pairs, for comparison);
+- ``judge`` -- each fold's export as ``--strategy model`` uses it (hybrid combiner when stored), at
+  its stored threshold; ``raw`` -- its plain classifier at the stored ``decision_threshold``;
+- ``+guard`` -- the same with the claim guard (:mod:`equiv.text.claims`) vetoing merges;
+- ``@P`` -- the threshold chosen again on that fold's *calibration* rows (the fit's own calibration
+  split, never the held-out fold) as the highest-recall threshold reaching precision ``P``.
+  For ``raw`` this is honest: the classifier never trained on those rows. For ``judge`` (the
+  hybrid) it is slightly optimistic: its combiner was fitted on them.
+
+The false-merge rate is false merges over all non-equivalent pairs: the share of distinct sibling
+steps a search would lose. Pure functions over rows; no model is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from equiv.errors import InputError
+from equiv.judge.calibrate import BinaryMetrics, binary_metrics, pick_threshold, threshold_sweep
+from equiv.text.claims import claim_check
+from equiv.text.formula import formulas_equivalent
+from equiv.text.levenshtein import levenshtein_ratio
+
+METRICS = ("precision", "recall", "f1", "false_merge_rate")
+DEFAULT_TARGETS = (0.95,)
+Row = dict[str, Any]
+
+
+def read_oof(path: str | Path) -> list[Row]:
+    """The rows of an ``oof.jsonl`` (each needs fold, label, prob, threshold, raw_prob, raw_threshold)."""
+    rows: list[Row] = []
+    need = ("fold", "label", "prob", "threshold", "raw_prob", "raw_threshold", "sentence1", "sentence2")
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"malformed JSON: {err.msg}", path=path, line=number) from None
+            for name in need:
+                if name not in row:
+                    raise InputError("missing", path=path, line=number, field=name)
+            rows.append(row)
+    if not rows:
+        raise InputError("holds no rows", path=path)
+    return rows
+
+
+def vetoed(row: Row) -> bool:
+    """Whether the claim guard vetoes this pair (cached on the row)."""
+    if "_veto" not in row:
+        row["_veto"] = claim_check(row["sentence1"], row["sentence2"], row.get("question") or "").veto
+    return bool(row["_veto"])
+
+
+def metrics_of(predictions: Sequence[bool], labels: Sequence[int]) -> dict[str, float]:
+    m: BinaryMetrics = binary_metrics(predictions, labels)
+    return {"precision": m.precision, "recall": m.recall, "f1": m.f1, "false_merge_rate": m.false_merge_rate,
+            "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn}
+
+
+def _guarded(score: float, row: Row, guard: bool) -> float:
+    return 0.0 if guard and vetoed(row) else score
+
+
+def _repicked(key: str, target: float, guard: bool) -> Callable[[list[Row], list[Row]], list[bool]]:
+    def decide(test: list[Row], calibration: list[Row]) -> list[bool]:
+        if not calibration:
+            raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
+        scores = [_guarded(r[key], r, guard) for r in calibration]
+        points = [p for p in threshold_sweep(scores, [r["label"] for r in calibration]) if 0.0 < p.threshold <= 1.0]
+        threshold = pick_threshold(points, target).threshold
+        return [_guarded(r[key], r, guard) >= threshold for r in test]
+    return decide
+
+
+def _stored(key: str, threshold_key: str, guard: bool) -> Callable[[list[Row], list[Row]], list[bool]]:
+    return lambda test, _: [_guarded(r[key], r, guard) >= r[threshold_key] for r in test]
+
+
+def policies(targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
+    """Name -> decision function ``(test rows, calibration rows) -> merge or not`` per test row."""
+    out: dict[str, Callable[[list[Row], list[Row]], list[bool]]] = {
+        "formula": lambda test, _: [formulas_equivalent(r["sentence1"], r["sentence2"]) for r in test],
+        "formula+guard": lambda test, _: [formulas_equivalent(r["sentence1"], r["sentence2"]) and not vetoed(r)
+                                          for r in test],
+        "levenshtein 0.95": lambda test, _: [levenshtein_ratio(r["sentence1"], r["sentence2"]) > 0.95 for r in test],
+        "judge": _stored("prob", "threshold", False),
+        "judge+guard": _stored("prob", "threshold", True),
+        "raw": _stored("raw_prob", "raw_threshold", False),
+        "raw+guard": _stored("raw_prob", "raw_threshold", True),
+    }
+    for target in targets:
+        out[f"raw+guard@{target:g}"] = _repicked("raw_prob", target, True)
+        out[f"judge+guard@{target:g}"] = _repicked("prob", target, True)
+        out[f"judge@{target:g}"] = _repicked("prob", target, False)
+    return out
+
+
+def per_fold(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[bool]]) -> list[dict[str, float]]:
+    """One metrics dict per fold (test rows only; calibration rows feed ``decide``)."""
+    by_fold: dict[int, dict[str, list[Row]]] = {}
+    for row in rows:
+        by_fold.setdefault(int(row["fold"]), {"test": [], "calibration": []})[row.get("part", "test")].append(row)
+    out = []
+    for fold in sorted(by_fold):
+        test = by_fold[fold]["test"]
+        if test:
+            out.append(metrics_of(decide(test, by_fold[fold]["calibration"]), [int(r["label"]) for r in test]))
+    return out
+
+
+def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, dict[str, Any]]:
+    """Policy -> mean and population spread over folds of :data:`METRICS`, plus pooled counts."""
+    has_calibration = any(r.get("part") == "calibration" for r in rows)
+    table: dict[str, dict[str, Any]] = {}
+    for name, decide in policies(targets).items():
+        if "@" in name and not has_calibration:
+            continue
+        folds = per_fold(rows, decide)
+        agg: dict[str, Any] = {"folds": len(folds)}
+        for key in METRICS:
+            values = [f[key] for f in folds]
+            agg[key] = statistics.fmean(values)
+            agg[key + "_spread"] = statistics.pstdev(values) if len(values) > 1 else 0.0
+        for key in ("tp", "fp", "fn", "tn"):
+            agg[key] = sum(int(f[key]) for f in folds)
+        table[name] = agg
+    return table
+
+
+def format_table(table: dict[str, dict[str, Any]]) -> str:
+    """The table as text: one row per policy, mean ± spread over folds, pooled merges."""
+    head = f"{'policy':<20} {'folds':>5} " + " ".join(f"{m:>17}" for m in METRICS) + f" {'merges':>7} {'false':>6}"
+    lines = [head, "-" * len(head)]
+    for name, agg in table.items():
+        cells = " ".join(f"{agg[m]:.3f} ± {agg[m + '_spread']:.3f}".rjust(17) for m in METRICS)
+        lines.append(f"{name:<20} {agg['folds']:>5} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""The claim guard: two steps that state different facts are not the same step, whatever a model says.
+
+Search pairs *siblings*: steps sampled from one prefix, which share a template and differ in one
+number, one operand or one word. A cross-encoder reads such a pair as "almost the same text" and
+merges it, yet the rubric's first demands are the same quantities, the same operations on the same
+numbers, and the same conclusion. Two checks, each a difference a reader can point to:
+
+- **numbers** (:func:`number_conflict`): each step's numbers (prose and calculator notes alike,
+  compared as values: ``1,200`` = ``1200``, ``12.0`` = ``12``, ``$5`` = ``5``, ``99.00000000000001``
+  = ``99``, ``20%`` also as ``0.2``). The steps conflict when *each* has a number the other lacks (a
+  number was changed: "scored 90" / "scored 95"), or when one has a number the other lacks that
+  the question does not give (an extra computed claim: "rent is $40" / "rent is $40 + $40 = $80").
+  A given number restated in passing ("Ali has 22 medals, so ...", "twice" as "2", "1 tray") is
+  not a conflict: the rubric counts that as equivalent (level 3). A different way to the same
+  number ("4 * 0.5" / "4 / 2") is a conflict, as the rubric says (method).
+- **entities** (:func:`entity_conflict`): in a word alignment of the two steps, a word of the
+  problem is replaced by another word of the problem ("the trip costs" / "the repair costs",
+  "on Monday" / "on Tuesday", "6 pieces" / "6 inches"): the same computation claimed of a
+  different quantity. Words are compared lower-cased with a plural ``s`` dropped, and words that
+  carry no claim (articles, pronouns, auxiliaries, connectives) are never entities, so "She has"
+  / "Janet has" and "so" / "thus" stay free rewordings.
+
+Both checks only ever *veto* a merge; they never make one. A veto costs a missed merge (tokens),
+a false merge can cut the only correct path, so the guard errs towards vetoing. Pure functions, no
+torch: the model judges (:mod:`equiv.prune.strategies`) apply it before their forward, and the
+yardstick (:mod:`equiv.prune.yardstick`) measures it per check.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from decimal import Decimal, InvalidOperation
+from typing import NamedTuple
+
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?|\.\d+)(\s*%)?")
+_THOUSANDS = re.compile(r"(?<=\d)[, ](?=\d{3}(?!\d))")  # 1,200 and 1 200
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+                 "ten": 10, "eleven": 11, "twelve": 12, "twice": 2, "double": 2, "triple": 3, "half": Decimal("0.5"),
+                 "quarter": Decimal("0.25"), "dozen": 12, "hundred": 100, "thousand": 1000}
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+_TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d[\d,.]*")  # words and numbers: the alignment's units
+# Words that carry no claim of their own: swapping one for another is rewording.
+FUNCTION_WORDS = frozenset("""
+a an the this that these those there here it its it's he she him her his hers they them their theirs
+we us our you your i me my mine one ones each every all both some any another other such same
+is are was were be been being am has have had having do does did done will would shall should can
+could may might must get gets got
+and or but so thus then therefore hence since because as if than also too now still yet just only
+of to in on at by for with from into onto out up down over about after before per via
+which who whom whose what when where how why
+not no nor
+total totally altogether overall together
+""".split())
+
+
+# A swap is a claim change only inside an otherwise shared sentence: the steps' words align with
+# at least this ratio (difflib), and the swapped span is at most this many words a side.
+SWAP_CONTEXT = 0.7
+SWAP_WORDS = 2
+
+
+class ClaimCheck(NamedTuple):
+    """Why the guard vetoes a pair (empty strings when it does not)."""
+
+    numbers: str
+    entities: str
+
+    @property
+    def veto(self) -> bool:
+        return bool(self.numbers or self.entities)
+
+
+def _value(text: str) -> Decimal | None:
+    try:
+        value = Decimal(_THOUSANDS.sub("", text).rstrip(","))
+    except InvalidOperation:
+        return None
+    # 99.00000000000001 (a calculator note's float) and 99 are the same number
+    return value.quantize(Decimal("0.000001")).normalize() if value == value else None
+
+
+def step_numbers(text: str) -> set[Decimal]:
+    """The numbers a step states, as values (a percentage also as its fraction)."""
+    out: set[Decimal] = set()
+    for digits, percent in _NUMBER.findall(text):
+        value = _value(digits)
+        if value is None:
+            continue
+        out.add(value)
+        if percent:
+            out.add((value / 100).normalize())
+    return out
+
+
+def given_words(question: str) -> set[Decimal]:
+    """Numbers a question gives in words ("twice", "half", "a dozen"), which a step may restate as digits."""
+    return {Decimal(_NUMBER_WORDS[w]).normalize() for w in _WORD.findall(question.lower()) if w in _NUMBER_WORDS}
+
+
+def number_conflict(a: str, b: str, question: str = "") -> str:
+    """Why the two steps' numbers conflict, or ``""`` (see the module docstring)."""
+    na, nb = step_numbers(a), step_numbers(b)
+    only_a, only_b = na - nb, nb - na
+    if only_a and only_b:
+        return f"{_show(only_a)} vs {_show(only_b)}"
+    extra = only_a | only_b
+    if extra:
+        given = step_numbers(question) | given_words(question) | {Decimal(1)}
+        new = {x for x in extra if x not in given}
+        if new:
+            return f"{_show(new)} on one side only"
+    return ""
+
+
+def _show(values: set[Decimal]) -> str:
+    return ",".join(sorted((format(v, "f") for v in values), key=lambda s: (len(s), s))[:4])
+
+
+def _stem(word: str) -> str:
+    w = word.lower()
+    if w.endswith("'s"):
+        w = w[:-2]
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    return w
+
+
+def _same_word(x: str, y: str) -> bool:
+    """Equal, or one word's inflection or misspelling of the other."""
+    return x == y or x[:4] == y[:4] and min(len(x), len(y)) >= 4 or difflib.SequenceMatcher(a=x, b=y).ratio() >= 0.5
+
+
+def _content(words: list[str]) -> list[str]:
+    return [w for w in words if w not in FUNCTION_WORDS and len(w) > 1 and not w[0].isdigit()]
+
+
+def entity_conflict(a: str, b: str, question: str) -> str:
+    """A problem word replaced by another problem word, as ``"trip -> repair"``, or ``""``."""
+    if not question:
+        return ""
+    vocab = {_stem(w) for w in _WORD.findall(question)} - FUNCTION_WORDS
+    wa = [_stem(w) for w in _TOKEN.findall(a)]
+    wb = [_stem(w) for w in _TOKEN.findall(b)]
+    content_a, content_b = _content(wa), _content(wb)
+    matcher = difflib.SequenceMatcher(a=wa, b=wb, autojunk=False)
+    if matcher.ratio() < SWAP_CONTEXT:
+        return ""  # not one sentence with a word swapped: a rewording, which the model reads
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "replace" or i2 - i1 > SWAP_WORDS or j2 - j1 > SWAP_WORDS:
+            continue
+        left = [w for w in _content(wa[i1:i2]) if w in vocab]
+        right = [w for w in _content(wb[j1:j2]) if w in vocab]
+        # a swap only if the words are not simply moved or inflected ("sell" / "sold")
+        left = [w for w in left if not any(_same_word(w, v) for v in content_b)]
+        right = [w for w in right if not any(_same_word(w, v) for v in content_a)]
+        if left and right:
+            return f"{left[0]} -> {right[0]}"
+    return ""
+
+
+def claim_check(a: str, b: str, question: str = "") -> ClaimCheck:
+    """Both checks on one pair (``question``: the problem text, for restated givens and entities)."""
+    return ClaimCheck(number_conflict(a, b, question), entity_conflict(a, b, question))

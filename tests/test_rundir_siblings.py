@@ -1,0 +1,93 @@
+"""``search_cli.py siblings``: sibling step pairs of saved trees, as pairs to label."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from equiv.data.records import problem_key, read_pair_records
+from equiv.rundir.siblings import sibling_pairs, tree_sibling_pairs
+from equiv.rundir.trees import read_tree
+from tests.helpers.cli import search_cli
+from tests.helpers.runs import runner_runs
+
+
+def _tree(path: Path, nodes: list[tuple[int, int | None, int, str]], *, pid: str = "gsm8k-train-5",
+          question: str = "Ann has 3 apples and buys 4 more. How many now?") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "id": pid, "seed": 0, "question": question, "answer": "7", "prediction": "7", "correct": True, "algo": "mcts",
+        "nodes": [{"id": i, "parent": p, "depth": d, "text": t} for i, p, d, t in nodes],
+    }))
+    return path
+
+
+def test_pairs_are_siblings_in_generation_order_with_their_prefix(tmp_path):
+    tree = read_tree(_tree(tmp_path / "run" / "trees" / "t.json", [
+        (0, None, 0, ""),
+        (1, 0, 1, "Ann has 3 + 4 = 7 apples."),
+        (2, 0, 1, "Ann has 3 + 5 = 8 apples."),          # a one-number edit: kept (ratio > 0.5)
+        (3, 0, 1, "Ann  has 3 + 4 = 7 apples."),         # whitespace duplicate of 1: no new pair
+        (4, 0, 1, "The answer is seven."),                # unlike the others: below the prefilter
+        (5, 1, 2, "So she has 7 apples."),
+        (6, 1, 2, "So she has 7 apples now."),
+        (7, 2, 2, "So she has 7 apples."),                # a cousin of 5, not a sibling: never paired
+    ]))
+    pairs = tree_sibling_pairs(tree, prefilter=0.5)
+    got = {(p["sentence1"], p["sentence2"]) for p in pairs}
+    assert got == {("Ann has 3 + 4 = 7 apples.", "Ann has 3 + 5 = 8 apples."),
+                   ("So she has 7 apples.", "So she has 7 apples now.")}
+    deeper = next(p for p in pairs if p["sentence1"] == "So she has 7 apples.")
+    assert deeper["prefix"] == ["Ann has 3 + 4 = 7 apples."]
+    assert deeper["reasoning_step"] == 2 and deeper["problem"] == "gsm8k-train-5"
+    assert all("result" not in p for p in pairs)
+
+
+def test_the_same_two_texts_count_once_per_problem(tmp_path):
+    tree = read_tree(_tree(tmp_path / "t.json", [
+        (0, None, 0, ""), (1, 0, 1, "x = 2 + 3 = 5"), (2, 0, 1, "x = 2 + 3 = 6"),
+        (3, 1, 2, "x = 2 + 3 = 5"), (4, 1, 2, "x = 2 + 3 = 6"),
+    ]))
+    assert len(tree_sibling_pairs(tree)) == 1
+
+
+def test_cli_writes_a_pair_file_the_project_reads_once_labelled(tmp_path):
+    base, pruned = runner_runs(tmp_path / "runs", n=3)
+    out = tmp_path / "siblings.jsonl"
+    result = search_cli("siblings", base, pruned, "--out", out, "--prefilter", "0.3")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary["pairs"] == len(rows) > 0
+    assert "trees" in result.stderr and "pairs written" in result.stderr
+    # ids group by problem, as cross-validation by problem needs
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("".join(json.dumps({**r, "result": 0}) + "\n" for r in rows))
+    records, _ = read_pair_records(labelled)
+    assert {problem_key(r) for r in records} == {r["problem"] for r in rows}
+
+
+def test_a_held_out_question_is_refused_naming_the_problem(tmp_path):
+    _tree(tmp_path / "run" / "trees" / "t.json", [(0, None, 0, ""), (1, 0, 1, "a b c"), (2, 0, 1, "a b d")])
+    holdout = tmp_path / "test.jsonl"
+    holdout.write_text(json.dumps({"question": "Other?"}) + "\n"
+                       + json.dumps({"question": "Ann has 3 apples and  buys 4 more. How many now?"}) + "\n")
+    result = search_cli("siblings", tmp_path / "run", "--out", tmp_path / "o.jsonl", "--holdout", holdout)
+    assert result.returncode == 2
+    assert "gsm8k-train-5" in result.stderr and "test.jsonl:2" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_bad_inputs_get_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for argv, needle in [
+        ((run, "--out", tmp_path / "o.jsonl"), "--run.save_trees"),
+        ((tmp_path / "nope", "--out", tmp_path / "o.jsonl"), "no such directory"),
+        ((run, "--out", tmp_path / "o.jsonl", "--holdout", tmp_path / "missing.jsonl"), "no such file"),
+    ]:
+        result = search_cli("siblings", *argv)
+        assert result.returncode == 2 and needle in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert sibling_pairs  # imported API stays public

@@ -1,0 +1,129 @@
+"""The claim guard: different numbers or a swapped entity veto a merge; rewordings do not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from equiv.prune.strategies import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
+from equiv.search.dispatch import judge_verdicts
+from equiv.text.claims import claim_check, entity_conflict, number_conflict, step_numbers
+from tests.helpers.cli import search_cli
+from tests.helpers.judges import SETTINGS, make_tiny_judge
+
+Q = ("Mia scored 90 on the first test and 95 on the second. The trip costs $30 and the repair $15. "
+     "She works on Monday and Tuesday. Ali has 22 medals and twice as many stamps.")
+
+
+@pytest.mark.parametrize("a, b", [
+    ("She scored 90 on the third test.", "She scored 95 on the third test."),        # a number changed
+    ("Rent is $40.", "Rent is $40 + $40 = $<<40+40=80>>80."),                       # an extra computed claim
+    ("The cake costs 4 * 0.5 = <<4*0.5=2>>2 dollars.", "The cake costs 4 / 2 = <<4/2=2>>2 dollars."),  # another method
+])
+def test_different_numbers_veto(a, b):
+    assert number_conflict(a, b, Q)
+    assert claim_check(a, b, Q).veto
+
+
+@pytest.mark.parametrize("a, b", [
+    ("The fee is $1,200.", "The fee is 1200 dollars."),
+    ("The fee is $400 000.", "The fee is $400,000."),
+    ("So x = 12.0 <<3*4=12.0>>", "So x = 12 <<3*4=12>>"),
+    ("It is 99.00000000000001 years.", "It is 99 years."),
+    ("Ali has 22 medals, so he has 2 * 22 = <<2*22=44>>44 stamps.", "He has 2 * 22 = <<2*22=44>>44 stamps."),  # a restated given
+    ("There are 24 eggs in 1 tray x 2 = <<24*2=48>>48 eggs.", "24 eggs per tray * 2 = <<24*2=48>>48 eggs."),   # "1 tray"
+])
+def test_the_same_numbers_written_differently_pass(a, b):
+    assert number_conflict(a, b, Q) == ""
+
+
+def test_percent_is_its_fraction():
+    assert step_numbers("20% of it") == step_numbers("20 and 0.2 of it")
+
+
+@pytest.mark.parametrize("a, b, swap", [
+    ("So the trip costs 30 + 15 = 45 dollars.", "So the repair costs 30 + 15 = 45 dollars.", "trip -> repair"),
+    ("She works 5 hours on Monday.", "She works 5 hours on Tuesday.", "monday -> tuesday"),
+])
+def test_a_swapped_entity_vetoes(a, b, swap):
+    assert entity_conflict(a, b, Q) == swap
+
+
+@pytest.mark.parametrize("a, b", [
+    ("She scored 90 on the first test.", "Mia scored 90 on the first test."),    # pronoun vs name
+    ("So Mia scored 90.", "Thus Mia scored 90."),                                 # connective
+    ("Ali has 22 medals.", "Ali had 22 medals."),                                 # inflection
+    ("The trip costs $30 in total for all of the travel.", "Travelling there is a $30 trip."),  # a rewording
+])
+def test_rewordings_pass(a, b):
+    assert not claim_check(a, b, Q).veto
+
+
+def test_without_a_question_only_numbers_are_checked():
+    assert entity_conflict("the trip costs 45", "the repair costs 45", "") == ""
+    assert claim_check("Ali has 22 medals.", "So Ali has 22 medals and 44 stamps.").veto
+
+
+def test_the_judge_vetoes_guarded_pairs_and_counts_them():
+    judge = LevenshteinJudge(0.5)
+    pairs = [("She scored 90 on the third test.", "She scored 95 on the third test."),
+             ("So Mia scored 90.", "Thus Mia scored 90.")]
+    assert judge.pair_probabilities(pairs, [Q, Q]) == [1.0, 1.0]
+    judge.claim_guard = True
+    assert judge.pair_probabilities(pairs, [Q, Q]) == [0.0, 1.0]
+    assert judge.pair_scores(pairs, [Q, Q])[0] == 0.0  # a sweep sees the veto too
+    assert judge.stats.guarded == 2
+    assert judge.describe()["claim_guard"] is True
+
+
+def test_build_judge_sets_the_guard_and_refuses_it_without_pruning():
+    from equiv.errors import InputError
+
+    assert build_judge(PrunerConfig(strategy="formula", claim_guard=True)).claim_guard
+    assert not build_judge(PrunerConfig(strategy="formula")).claim_guard
+    with pytest.raises(InputError, match="claim guard"):
+        build_judge(PrunerConfig(strategy="none", claim_guard=True))
+
+
+def test_model_judge_reads_the_export_setting_and_an_override(tmp_path):
+    plain = make_tiny_judge(tmp_path / "plain")
+    guarded = make_tiny_judge(tmp_path / "guarded", settings=dict(SETTINGS, claim_guard=True))
+    assert not ModelJudge(plain, device="cpu").claim_guard
+    assert ModelJudge(guarded, device="cpu").claim_guard
+    assert not build_judge(PrunerConfig(strategy="model", model=str(guarded), claim_guard=False)).claim_guard
+    judge = ModelJudge(guarded, device="cpu", prefilter=0.0, threshold=1e-9)
+    probs = judge.pair_probabilities([("She scored 90 on the third test.", "She scored 95 on the third test.")], [Q])
+    assert probs == [0.0] and judge.stats.scored == 1  # scored, then vetoed
+
+
+def test_search_hands_the_judge_each_pairs_question():
+    seen = []
+
+    class Recording(LevenshteinJudge):
+        def pair_verdicts(self, pairs, questions=None):
+            seen.append(list(questions))
+            return super().pair_verdicts(pairs, questions)
+
+    verdicts = judge_verdicts(Recording(0.5))
+    verdicts([("a b c", "a b d", "question one"), ("x y", "x z", "question two")])
+    assert seen == [["question one", "question two"]]
+
+
+def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    rows = [
+        {"id": "p1-1", "question": Q, "sentence1": "She scored 90 on the test.", "sentence2": "She scored 95 on the test.", "result": 0},
+        {"id": "p1-2", "question": Q, "sentence1": "So Mia scored 90.", "sentence2": "Thus Mia scored 90.", "result": 4},
+        {"id": "p2-1", "question": Q, "sentence1": "Rent is $40.", "sentence2": "Rent is $40 in all.", "result": 4},
+        {"id": "p2-2", "question": Q, "sentence1": "The trip costs 45.", "sentence2": "The repair costs 45.", "result": 1},
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    off = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5")
+    on = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--claim_guard", "true")
+    assert off.returncode == 0 and on.returncode == 0, off.stderr + on.stderr
+    m_off, m_on = json.loads(off.stdout.splitlines()[-1]), json.loads(on.stdout.splitlines()[-1])
+    assert (m_off["fp"], m_off["false_merge_rate"]) == (2, 1.0)
+    assert (m_on["fp"], m_on["tp"], m_on["false_merge_rate"], m_on["precision"]) == (0, 2, 0.0, 1.0)
+    assert m_on["problems"] == 2 and "f1_spread" in m_on and m_on["claim_guard"] is True
+    assert "false merge rate" in on.stdout and "claim guard vetoed 2" in on.stdout
