@@ -280,3 +280,36 @@ def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp
     args = build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")])
     result = run_pairs(args)
     assert result["strategy"] == "hybrid" and result["threshold"] == metrics["hybrid_threshold"]
+
+
+def test_fit_claim_guard_is_exported_and_its_thresholds_see_the_vetoes(tiny_longformer: Path, tmp_path: Path) -> None:
+    """fit --claim_guard true stores the guard; the raw threshold and the combiner's are chosen with
+    its vetoes applied, and `--strategy model` applies it with each record's question."""
+    from equiv.text.claims import claim_check
+
+    rows = separable_pairs(48, seed=5)
+    for i, row in enumerate(rows):
+        row["id"] = f"toy-{i // 2}-{i % 2}"
+        row["question"] = "How many pages are there?"
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    vetoed = sum(claim_check(r["sentence1"], r["sentence2"], r["question"]).veto for r in rows)
+    assert 0 < vetoed < len(rows)  # the unrelated steps state other numbers
+    out = tmp_path / "run"
+    assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
+                 f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
+                 "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
+                 "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
+                 "--claim_guard=true", "--threshold_target_precision=0.9",
+                 f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
+    metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
+    settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
+    assert settings["claim_guard"] is True
+    assert settings["decision_threshold"] == metrics["decision_threshold"]
+    assert "guard_calibration_f1" in metrics and "hybrid_threshold" in metrics
+
+    from equiv.prune.cli import build_parser, run_pairs
+
+    result = run_pairs(build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")]))
+    assert result["claim_guard"] is True and result["judge_stats"]["guarded"] >= 0
+    # every vetoed pair is "not equivalent", whatever the model said
+    assert result["fp"] + result["tp"] <= len(rows) - vetoed

@@ -331,6 +331,12 @@ class MathEquivDataModule(L.LightningDataModule):
         kept = [(r, y) for r in self.records.get(split) or [] if (y := self.label_mapping.label(r.result)) is not None]
         return [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept], [problem_key(r) for r, _ in kept]
 
+    def labelled_questions(self, split: str) -> list[str]:
+        """The ``question`` of each pair :meth:`labelled_pairs` returns ("" where a record has none):
+        the claim guard reads it for restated givens and the problem's entities."""
+        return [str(r.extra.get("question") or "") for r in self.records.get(split) or []
+                if self.label_mapping.label(r.result) is not None]
+
     def setup(self, stage: str | None = None) -> None:
         wanted = {
             "fit": ("train", "val"),

@@ -83,6 +83,13 @@ class JudgeCLI(LightningCLI):
             "validation (calibration) split and store it in the exported judge; `--strategy model` then uses it",
         )
         parser.add_argument(
+            "--claim_guard",
+            type=bool,
+            default=False,
+            help="store the claim guard in the export (a merge is vetoed when the steps state different numbers "
+            "or swap a problem's entity: equiv.text.claims) and choose the thresholds with it applied",
+        )
+        parser.add_argument(
             "--predictions_out",
             type=str | None,
             default=None,
@@ -112,8 +119,14 @@ class JudgeCLI(LightningCLI):
             metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, self._subcommand_value("threshold_target_precision")))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
+        target = self._subcommand_value("threshold_target_precision")
+        guard = bool(self._subcommand_value("claim_guard"))
+        if guard:
+            metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, target,
+                                                         self._subcommand_value("threshold_from_val")))
+            export_metrics(out, metrics)
         if self._subcommand_value("hybrid"):
-            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, self._subcommand_value("threshold_target_precision")))
+            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, guard))
             export_metrics(out, metrics)
         print(f"exported judge from {source}", flush=True)
         print(f"judge directory: {out}", flush=True)
@@ -178,7 +191,40 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
     return summary
 
 
-def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None) -> dict[str, float]:
+def _guard_vetoes(datamodule: Any) -> list[bool]:
+    """The claim guard's veto for each labelled validation pair (in ``labelled_pairs("val")`` order)."""
+    from equiv.text.claims import claim_check
+
+    pairs, _, _ = datamodule.labelled_pairs("val")
+    questions = datamodule.labelled_questions("val")
+    return [claim_check(a, b, q).veto for (a, b), q in zip(pairs, questions)]
+
+
+def attach_claim_guard(judge_dir: Path, datamodule: Any, target_precision: float | None,
+                       repick: bool) -> dict[str, float]:
+    """Store ``claim_guard: true`` in the export; with ``repick`` choose its ``decision_threshold``
+    again on the validation (calibration) split with the guard's vetoes applied, as search will."""
+    from equiv.judge.calibrate import calibration_summary
+    from equiv.judge.ensemble import score_judge_dir
+    from equiv.judge.export import update_settings
+
+    changes: dict[str, Any] = {"claim_guard": True}
+    summary: dict[str, float] = {}
+    pairs, labels, _ = datamodule.labelled_pairs("val")
+    if repick and pairs:
+        probs = score_judge_dir(judge_dir, pairs)
+        guarded = [0.0 if v else p for p, v in zip(probs, _guard_vetoes(datamodule))]
+        summary = calibration_summary(guarded, labels, target_precision) or {}
+        if summary:
+            changes["decision_threshold"] = summary["decision_threshold"]
+            print(f"claim guard: decision threshold {summary['decision_threshold']} chosen with the guard on "
+                  f"{len(labels)} validation pairs: precision={summary['calibration_precision']:.4f} "
+                  f"recall={summary['calibration_recall']:.4f} f1={summary['calibration_f1']:.4f}", flush=True)
+    update_settings(judge_dir, changes)
+    return {f"guard_{k}" if k.startswith("calibration") else k: v for k, v in summary.items()}
+
+
+def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None, guard: bool = False) -> dict[str, float]:
     """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs."""
     from equiv.judge.hybrid import attach_combiner
 
@@ -186,7 +232,8 @@ def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | No
     if not pairs:
         print("hybrid: no labelled validation pairs; no combiner stored", flush=True)
         return {}
-    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision)
+    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision,
+                          vetoed=_guard_vetoes(datamodule) if guard else None)
     print(f"hybrid combiner fitted on {fit.pairs} validation pairs, threshold {fit.combiner.threshold} "
           f"(out of fold: precision={fit.precision:.4f} recall={fit.recall:.4f} f1={fit.f1:.4f})", flush=True)
     return fit.summary()
