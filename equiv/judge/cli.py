@@ -27,7 +27,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
 from equiv.errors import exit_on_input_error
-from equiv.judge.export import export_judge, export_metrics
+from equiv.judge.export import export_judge, export_metrics, read_checkpoint
 from equiv.judge.module import METRIC_NAMES, PairClassifier
 
 
@@ -100,7 +100,7 @@ class JudgeCLI(LightningCLI):
         best_path = getattr(callback, "best_model_path", "") if callback is not None else ""
         metrics = module.best_val_metrics or module.last_val_metrics
         if best_path:
-            checkpoint = torch.load(best_path, map_location="cpu", weights_only=False)
+            checkpoint = read_checkpoint(best_path)
             module.load_state_dict(checkpoint["state_dict"])
             source = best_path
             # The exported numbers must be those of the exported weights' epoch, even when this
