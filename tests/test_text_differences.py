@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from equiv.data.datamodule import PairCollator
 from equiv.judge.export import read_checkpoint
