@@ -9,6 +9,7 @@ and exit with status 2.
 from __future__ import annotations
 
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -52,3 +53,26 @@ def exit_on_input_error() -> Iterator[None]:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+
+
+def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
+    """Create ``path`` (an output directory the user named) and prove it can be written.
+
+    A file in its place, a parent that is a file, or a read-only directory would otherwise
+    surface as a traceback at the first write -- for ``eval`` after the models were loaded. The
+    write is tried for real (a temporary file): permission bits say nothing for root or on a
+    read-only mount.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{option} names a file, not a directory", path=p)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{option}: cannot create this directory ({err.strerror or err})", path=p) from None
+    try:
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as err:
+        raise InputError(f"{option}: cannot write in this directory ({err.strerror or err})", path=p) from None
+    return p

@@ -291,3 +291,47 @@ def test_resume_with_other_result_defining_settings_is_refused(tmp_path, capsys)
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "config.yaml" in err and "search.width: 4 -> 5" in err
+
+
+def _read_only_dir(tmp_path: Path) -> Path:
+    """A directory no write into succeeds: chmod for a normal user; for root (whom permission
+    bits do not stop) a read-only mount."""
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        return ro
+    for candidate in (Path("/sys/kernel"), Path("/proc/self")):
+        try:
+            (candidate / "equiv-probe").touch()
+        except OSError:
+            return candidate
+    pytest.skip("no read-only directory to try as root")
+
+
+@pytest.mark.parametrize("kind", ["file", "read-only", "under-a-file"])
+@pytest.mark.parametrize("command", ["eval", "report"])
+def test_an_out_that_cannot_be_written_is_one_line_naming_it(tmp_path, capsys, kind, command):
+    from equiv.report.cli import report_main
+
+    if kind == "file":
+        out = tmp_path / "taken"
+        out.write_text("x")
+    elif kind == "read-only":
+        out = _read_only_dir(tmp_path)
+    else:
+        (tmp_path / "taken").write_text("x")
+        out = tmp_path / "taken" / "run"
+    if command == "eval":
+        args = base_args(tmp_path, n=1)
+        args[args.index("--out") + 1] = str(out)
+        with pytest.raises(SystemExit) as exc:
+            eval_main(args, engine_factory=scripted_factory)
+        code = exc.value.code
+    else:
+        assert eval_main(base_args(tmp_path, n=1), engine_factory=scripted_factory) == 0
+        capsys.readouterr()
+        code = report_main([str(tmp_path / "run"), "--out", str(out)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {out}: --out")

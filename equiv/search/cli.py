@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
+from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error, writable_directory
 from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, ScaleConfig, SearchConfig
@@ -213,8 +213,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         init.run.validate()
         init.scale.validate()
         problems = load_data(init.data)
-        out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
+        out = writable_directory(cfg.out)
         config_text = parser.dump(cfg, skip_none=False)
         data = data_binding_of(init.data)
         check_resume_config(out, config_text, data)
