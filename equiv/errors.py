@@ -76,3 +76,37 @@ def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
     except OSError as err:
         raise InputError(f"{option}: cannot write in this directory ({err.strerror or err})", path=p) from None
     return p
+
+
+def check_config_files(argv: list[str] | tuple[str, ...], options: tuple[str, ...] = ("--config", "-c")) -> None:
+    """Parse every YAML file named by ``--config`` in ``argv`` first, for the error's sake.
+
+    jsonargparse reads a config file into a string before parsing it, so a YAML syntax error
+    would name ``<unicode string>`` instead of the file. Values that are not existing files
+    (inline YAML, a missing path) are left to the parser, which reports them itself.
+    """
+    import yaml
+
+    for index, arg in enumerate(argv):
+        value = None
+        for option in options:
+            if arg == option and index + 1 < len(argv):
+                value = argv[index + 1]
+            elif arg.startswith(option + "="):
+                value = arg[len(option) + 1 :]
+        if value is None or not Path(value).is_file():
+            continue
+        try:
+            yaml.safe_load(Path(value).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as err:
+            raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=value) from None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise InputError(f"malformed YAML: {problem}", path=value, line=mark.line + 1 if mark is not None else None) from None
+
+
+def one_line(text: object, limit: int = 400) -> str:
+    """``text`` on one line, at most ``limit`` characters (a parser's message can run to pages)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

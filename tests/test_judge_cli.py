@@ -280,3 +280,41 @@ def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp
     args = build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")])
     result = run_pairs(args)
     assert result["strategy"] == "hybrid" and result["threshold"] == metrics["hybrid_threshold"]
+
+
+@pytest.mark.parametrize(
+    "option, expected",
+    [
+        ("--trainer.max_epochs=0", "error: field 'trainer.max_epochs': must be >= 1 (or -1: no limit), got 0"),
+        ("--trainer.max_epochs=-3", "error: field 'trainer.max_epochs': must be >= 1 (or -1: no limit), got -3"),
+        ("--trainer.max_steps=0", "error: field 'trainer.max_steps': must be >= 1 (or -1: no limit), got 0"),
+        ("--model.learning_rate=-0.001", "error: field 'learning_rate': must be > 0, got -0.001"),
+        ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
+    ],
+)
+def test_fit_settings_that_train_nothing_or_diverge_are_one_line(tmp_path: Path, option: str, expected: str) -> None:
+    result = trainer_cli("fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
+                         "--trainer.max_epochs=1", option)  # fmt: skip
+    assert result.returncode == 2, result.stderr[-1500:]
+    assert result.stderr.strip().splitlines()[-1].startswith(expected)
+    assert "Traceback" not in result.stderr and not (tmp_path / "judge").exists()
+
+
+@pytest.mark.parametrize("cli", ["trainer", "search"])
+def test_config_errors_are_short_and_name_the_file(tmp_path: Path, cli: str) -> None:
+    from tests.helpers.cli import search_cli
+
+    bad = tmp_path / "recipe.yaml"
+    bad.write_text("trainer:\n  max_epochs: [1\n" if cli == "trainer" else "search:\n  width: [1\n")
+    run = trainer_cli if cli == "trainer" else lambda *a: search_cli("eval", *a)
+    head = ("fit", "--config", "configs/demo.yaml") if cli == "trainer" else ("--algo", "sbs")
+    result = run(*head, "--config", str(bad))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, lines[:5]
+    assert lines[0].startswith(f"error: {bad}:") and "malformed YAML" in lines[0] and "<unicode string>" not in lines[0]
+    # an option the parser rejects: the error alone, not the ~100-line usage before it
+    option = "--trainer.max_epochz=1" if cli == "trainer" else "--search.widht=1"
+    result = run(*head, option)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines[:5]
+    assert option.split("=")[0] in lines[0] and "usage:" not in result.stderr

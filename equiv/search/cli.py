@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error, writable_directory
+from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
 from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, ScaleConfig, SearchConfig
@@ -196,6 +196,8 @@ def check_resume_config(out: Path, config_text: str, data: dict[str, Any] | None
 def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] | None = None) -> int:
     """Run (or resume) an evaluation. ``engine_factory`` is a seam for scripted-engine tests."""
     parser = build_eval_parser()
+    with exit_on_input_error():
+        check_config_files(list(argv))  # a YAML error names the file, not "<unicode string>"
     try:
         cfg = parser.parse_args(list(argv))
     except argparse.ArgumentError as err:
