@@ -35,7 +35,7 @@ from typing import Sequence
 import torch
 
 from equiv.backbones import resolve_model_name
-from equiv.devices import padded_rows, resolve_device, resolve_load_dtype
+from equiv.devices import direct_load_kwargs, padded_rows, resolve_device, resolve_load_dtype
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
 
@@ -141,7 +141,7 @@ class TransformersPolicy(StepPolicy):
         attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
         dtype = resolve_load_dtype(cfg.dtype, self.device, field="policy.dtype")
         self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn
+            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **direct_load_kwargs(self.device)
         ).to(self.device)
         self.model.eval()
         self._configure(cfg, self.tokenizer)
