@@ -318,3 +318,15 @@ def test_config_errors_are_short_and_name_the_file(tmp_path: Path, cli: str) -> 
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines[:5]
     assert option.split("=")[0] in lines[0] and "usage:" not in result.stderr
+
+
+def test_predict_under_ddp_is_refused_in_one_line(tiny_longformer: Path, tmp_path: Path) -> None:
+    """Each DDP rank predicts a share and only rank 0 wrote its own; refused before anything runs."""
+    out = tmp_path / "preds.jsonl"
+    result = trainer_cli("predict", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
+                         f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.accelerator=cpu",
+                         "--trainer.strategy=ddp", "--trainer.devices=2", f"--data.predict={DEMO_DIR / 'valid.jsonl'}",
+                         f"--predictions_out={out}")  # fmt: skip
+    assert result.returncode == 2, result.stderr[-1500:]
+    assert result.stderr.strip().splitlines()[-1].startswith("error: field 'trainer.devices': predict runs in one process")
+    assert not out.exists()

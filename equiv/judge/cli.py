@@ -154,7 +154,17 @@ class JudgeCLI(LightningCLI):
 
     # -- predict --------------------------------------------------------------------------
     def predict(self, **kwargs: Any) -> None:
-        """Run ``trainer.predict`` and write every pair with its probability, in input order."""
+        """Run ``trainer.predict`` and write every pair with its probability, in input order.
+
+        One process only: under DDP each rank predicts its share and only rank 0's would be
+        written (then the missing indices fail), so a multi-process trainer is refused up front.
+        """
+        if self.trainer.world_size > 1:
+            raise InputError(
+                f"predict runs in one process, this trainer has {self.trainer.world_size}; "
+                "use --trainer.devices=1 (the judge scores thousands of pairs a minute on one device)",
+                field="trainer.devices",
+            )
         kwargs["return_predictions"] = True
         outputs = self.trainer.predict(**kwargs) or []
         if not self.trainer.is_global_zero:
