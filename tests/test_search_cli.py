@@ -335,3 +335,29 @@ def test_an_out_that_cannot_be_written_is_one_line_naming_it(tmp_path, capsys, k
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith(f"error: {out}: --out")
+
+
+def test_ray_workers_get_the_drivers_absolute_paths(tmp_path, monkeypatch):
+    """A worker on another node has its own working directory: relative model paths and the run
+    directory are resolved on the driver (hub ids are left alone)."""
+    import equiv.search.distributed as distributed
+    from tests.helpers.judges import make_tiny_judge
+
+    monkeypatch.chdir(tmp_path)
+    make_tiny_judge(tmp_path / "runs" / "judge")
+    captured = {}
+
+    def fake_run_distributed(**kwargs):
+        captured.update(kwargs)
+        raise KeyboardInterrupt  # stop here: what matters is what the workers would be given
+
+    monkeypatch.setattr(distributed, "run_distributed", fake_run_distributed)
+    args = base_args(tmp_path, n=1)
+    args[args.index("--out") + 1] = "run"
+    args += ["--scale.workers", "2", "--pruner.strategy", "model", "--pruner.model", "runs/judge",
+             "--policy.model", "Qwen/Qwen2.5-Math-7B-Instruct"]  # fmt: skip
+    assert eval_main(args, engine_factory=scripted_factory) == 130
+    init = captured["engine_factory"].args[1]
+    assert init.pruner.model == str(tmp_path / "runs" / "judge")
+    assert init.policy.model == "Qwen/Qwen2.5-Math-7B-Instruct"
+    assert captured["out_dir"] == tmp_path / "run" and captured["out_dir"].is_absolute()

@@ -260,11 +260,12 @@ def _evaluate(
     from equiv.search.distributed import run_distributed
     from equiv.search.placement import placed_engines
 
+    resolve_paths_on_driver(init)
     return run_distributed(
         algo=algo,
         problems=problems,
         engine_factory=functools.partial(placed_engines, factory, init),
-        out_dir=out,
+        out_dir=out.resolve(),
         scale=init.scale,
         search=init.search,
         run=init.run,
@@ -272,6 +273,25 @@ def _evaluate(
         tensor_parallel_size=int(getattr(init.policy, "tensor_parallel_size", 1) or 1),
         config=config,
     )
+
+
+# Model and file settings a Ray worker opens itself (problems are loaded on the driver and shipped).
+WORKER_PATHS = (("policy", "model"), ("policy", "fewshot_path"), ("reward", "model"), ("pruner", "model"))
+
+
+def resolve_paths_on_driver(init: Any) -> None:
+    """Make the relative local paths a worker opens absolute, as the driver sees them.
+
+    A worker on another node starts in its own working directory, where ``runs/judge`` names
+    nothing (or something else). Only values that exist here are rewritten: a hub id such as
+    ``Qwen/Qwen2.5-Math-7B`` is left as it is. The absolute path must still be reachable from
+    every node (a shared file system), as docs/scaling.md says.
+    """
+    for group, name in WORKER_PATHS:
+        section = getattr(init, group, None)
+        value = getattr(section, name, None) if section is not None else None
+        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
+            setattr(section, name, str(Path(value).resolve()))
 
 
 # -- compare ----------------------------------------------------------------------------------------
