@@ -288,7 +288,7 @@ def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp
         ("--trainer.max_epochs=0", "error: field 'trainer.max_epochs': must be >= 1 (or -1: no limit), got 0"),
         ("--trainer.max_epochs=-3", "error: field 'trainer.max_epochs': must be >= 1 (or -1: no limit), got -3"),
         ("--trainer.max_steps=0", "error: field 'trainer.max_steps': must be >= 1 (or -1: no limit), got 0"),
-        ("--model.learning_rate=-0.001", "error: field 'learning_rate': must be > 0, got -0.001"),
+        ("--model.learning_rate=-0.001", "error: field 'learning_rate': must be >= 0, got -0.001"),
         ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
     ],
 )
