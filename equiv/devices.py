@@ -73,6 +73,23 @@ def resolve_autocast_dtype(name: str, device: str | Any, *, field: str = "dtype"
     return None if dtype == torch.float32 else dtype
 
 
+def direct_load_kwargs(device: str | Any) -> dict[str, Any]:
+    """``from_pretrained`` keyword arguments that put the weights straight on ``device``.
+
+    Without them a model is built in host RAM and then moved: a 7B policy and PRM per actor,
+    eight actors on a node, need ~15 GB of host RAM each at peak. transformers loads straight to
+    the device with ``device_map``, which needs ``accelerate``; without it (and for the CPU,
+    where there is nothing to save) this is empty and the caller's ``.to(device)`` moves the
+    model as before.
+    """
+    import importlib.util
+
+    name = str(device)
+    if name == "cpu" or importlib.util.find_spec("accelerate") is None:
+        return {}
+    return {"device_map": name}
+
+
 def padded_rows(
     rows: Sequence[Sequence[int]], pad_id: int, *, side: str = "right"
 ) -> tuple["torch.Tensor", "torch.Tensor"]:

@@ -9,6 +9,7 @@ and exit with status 2.
 from __future__ import annotations
 
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -52,3 +53,60 @@ def exit_on_input_error() -> Iterator[None]:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+
+
+def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
+    """Create ``path`` (an output directory the user named) and prove it can be written.
+
+    A file in its place, a parent that is a file, or a read-only directory would otherwise
+    surface as a traceback at the first write -- for ``eval`` after the models were loaded. The
+    write is tried for real (a temporary file): permission bits say nothing for root or on a
+    read-only mount.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{option} names a file, not a directory", path=p)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{option}: cannot create this directory ({err.strerror or err})", path=p) from None
+    try:
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as err:
+        raise InputError(f"{option}: cannot write in this directory ({err.strerror or err})", path=p) from None
+    return p
+
+
+def check_config_files(argv: list[str] | tuple[str, ...], options: tuple[str, ...] = ("--config", "-c")) -> None:
+    """Parse every YAML file named by ``--config`` in ``argv`` first, for the error's sake.
+
+    jsonargparse reads a config file into a string before parsing it, so a YAML syntax error
+    would name ``<unicode string>`` instead of the file. Values that are not existing files
+    (inline YAML, a missing path) are left to the parser, which reports them itself.
+    """
+    import yaml
+
+    for index, arg in enumerate(argv):
+        value = None
+        for option in options:
+            if arg == option and index + 1 < len(argv):
+                value = argv[index + 1]
+            elif arg.startswith(option + "="):
+                value = arg[len(option) + 1 :]
+        if value is None or not Path(value).is_file():
+            continue
+        try:
+            yaml.safe_load(Path(value).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as err:
+            raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=value) from None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise InputError(f"malformed YAML: {problem}", path=value, line=mark.line + 1 if mark is not None else None) from None
+
+
+def one_line(text: object, limit: int = 400) -> str:
+    """``text`` on one line, at most ``limit`` characters (a parser's message can run to pages)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

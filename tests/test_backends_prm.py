@@ -124,3 +124,50 @@ def test_qwen25_math_prm_format_and_scores(tmp_path):
         assert b == pytest.approx(a, abs=1e-4)
     with pytest.raises(InputError, match="reward.options"):
         build_reward_model(RewardConfig(kind="qwen25_math_prm", model=path, options={"model_class": "x"}))
+
+
+def test_qwen25_math_prm_is_called_without_a_kv_cache(tmp_path):
+    """The released checkpoint's remote code calls cache methods transformers 5.x removed; a
+    score needs no cache, so the model is called with use_cache=False (the real 7B run is left
+    to a GPU user with hub access: docs/search.md)."""
+    from equiv.search.tiny import build_tiny_token_prm
+
+    cfg = RewardConfig(kind="qwen25_math_prm", model=build_tiny_token_prm(tmp_path / "token_prm"), batch_size=2,
+                       device="cpu", options={"model_class": "token_classification"})  # fmt: skip
+    prm = build_reward_model(cfg)
+    calls: list[dict] = []
+    prm.model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(dict(kwargs)), with_kwargs=True)
+    prm.score(REQS)
+    assert calls and all(kw.get("use_cache") is False for kw in calls)
+
+
+@pytest.mark.parametrize(
+    "device, accelerate, expected",
+    [("cuda:0", True, {"device_map": "cuda:0"}), ("cuda:0", False, {}), ("cpu", True, {})],
+)
+def test_models_load_straight_to_the_device_where_transformers_can(monkeypatch, device, accelerate, expected):
+    """device_map (which needs accelerate) saves the host-RAM copy of each 7B model; checked on
+    the arguments built, since no GPU is at hand here."""
+    import importlib.util
+
+    from equiv.devices import direct_load_kwargs
+
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args):
+        if name == "accelerate":
+            return object() if accelerate else None
+        return real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert direct_load_kwargs(device) == expected
+
+
+def test_the_prm_loader_asks_for_a_direct_load(monkeypatch, tmp_path):
+    import equiv.devices
+    from equiv.search.tiny import build_tiny_prm
+
+    asked: list[str] = []
+    monkeypatch.setattr(equiv.devices, "direct_load_kwargs", lambda device: asked.append(str(device)) or {})
+    build_reward_model(RewardConfig(kind="math_shepherd", model=build_tiny_prm(tmp_path / "prm"), device="cpu"))
+    assert asked == ["cpu"]

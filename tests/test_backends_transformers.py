@@ -210,3 +210,37 @@ def test_formats_and_config_errors(tiny_policy_dir):
         build_policy(PolicyConfig(backend="transformers", model=tiny_policy_dir, top_p=0))
     with pytest.raises(InputError, match="max_batch_rows"):
         build_policy(PolicyConfig(backend="transformers", model=tiny_policy_dir, max_batch_rows=0))
+
+
+def test_a_checkpoints_generation_config_does_not_reshape_sampling(tiny_policy_dir, policy, tmp_path):
+    """transformers fills what a generate() call leaves None from the checkpoint's
+    generation_config; a repetition penalty there would change the candidates and their
+    log-probabilities (the priors). Only the project's sampler may run."""
+    import json
+    import shutil
+
+    from transformers.generation.utils import GenerationMixin
+
+    shaped = tmp_path / "shaped"
+    shutil.copytree(tiny_policy_dir, shaped)
+    gen = json.loads((shaped / "generation_config.json").read_text()) if (shaped / "generation_config.json").exists() else {}
+    gen.update(repetition_penalty=1.8, no_repeat_ngram_size=2, top_k=3, temperature=0.3, do_sample=True,
+               suppress_tokens=list(range(10, 200)))  # fmt: skip
+    (shaped / "generation_config.json").write_text(json.dumps(gen))
+    seen: list[list[str]] = []
+    original = GenerationMixin._get_logits_processor
+
+    def spy(self, *args, **kwargs):
+        processors = original(self, *args, **kwargs)
+        seen.append([type(p).__name__ for p in processors])
+        return processors
+
+    reqs = [StepRequest("What is 2 + 3?", (), 4, 1), StepRequest("Janet has 16 eggs.", ("She eats 3.",), 2, 2)]
+    shaped_policy = make(str(shaped))
+    GenerationMixin._get_logits_processor = spy
+    try:
+        out = shaped_policy.generate(reqs)
+    finally:
+        GenerationMixin._get_logits_processor = original
+    assert seen and all(names == ["_SeededSampler"] for names in seen), seen
+    assert out == policy.generate(reqs)  # the same candidates and priors as without those settings

@@ -16,7 +16,8 @@ import pytest
 from equiv.data.humaneval import CodeTask, read_humaneval
 from equiv.data.problems import load_problems
 from equiv.errors import InputError
-from equiv.search.code_grading import SandboxLimits, build_test_program, extract_program, run_sandboxed
+from equiv.search import code_grading
+from equiv.search.code_grading import SandboxError, SandboxLimits, build_test_program, extract_program, run_sandboxed
 from equiv.search.grading import extract_answer, grade
 
 FAST = SandboxLimits(timeout_s=3.0)
@@ -94,6 +95,34 @@ def test_program_cannot_change_files_or_signal_other_processes(tmp_path):
     # reading is allowed, and the program starts in an empty temporary directory
     body = f"import os\nassert open({str(victim)!r}).read() == 'x'\nassert sorted(os.listdir('.')) == ['output.txt', 'program.py']\n"
     assert run_sandboxed(body, FAST).status == "passed"
+
+
+class _PrctlRefused:
+    """libc as the kernel would present it with seccomp unavailable: every ``prctl`` fails."""
+
+    def __init__(self, libc) -> None:
+        self._libc = libc
+
+    def prctl(self, *args) -> int:
+        return -1
+
+    def __getattr__(self, name):
+        return getattr(self._libc, name)
+
+
+@pytest.mark.skipif(not code_grading._Kernel().seccomp, reason="the seccomp filter is the sandbox on x86-64 Linux only")
+def test_sandbox_fails_closed_when_the_seccomp_filter_cannot_be_installed(tmp_path, monkeypatch):
+    kernel = code_grading._Kernel()
+    kernel.libc = _PrctlRefused(kernel.libc)  # the real install path, with the kernel saying no
+    monkeypatch.setattr(code_grading, "_KERNEL", kernel)
+    marker = tmp_path / "ran.txt"
+    body = f"open({str(marker)!r}, 'w').write('unsandboxed')\n"
+    with pytest.raises(SandboxError, match="the program was not run"):
+        run_sandboxed(body, FAST)
+    # through the grader too: an error (the runner records it), not a verdict on the program
+    with pytest.raises(SandboxError):
+        grade(extract_answer(f"```python\n{body}def add(a, b):\n    return a + b\n```", "code"), TASK.to_answer(), "code")
+    assert not marker.exists(), "the program ran without its seccomp filter"
 
 
 def test_extract_program_takes_the_last_fenced_block():

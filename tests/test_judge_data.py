@@ -183,3 +183,17 @@ def test_calibration_fraction_conflicts_with_a_val_file(tmp_path: Path) -> None:
         make_dm(tmp_path, calibration_fraction=0.2)
     with pytest.raises(InputError, match=r"\[0, 1\)"):
         make_dm(tmp_path, val=None, calibration_fraction=1.0)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_pairs_holding_unicode_line_separators_read_back(tmp_path: Path, separator: str) -> None:
+    """JSON allows these raw inside strings and the writer keeps them raw (ensure_ascii=False);
+    str.splitlines() would cut the line there."""
+    from equiv.data.records import write_pair_records
+
+    records = [PairRecord(f"step one{separator}continues", "step two", 4), PairRecord("a", f"b{separator}", 0)]
+    path = tmp_path / "pairs.jsonl"
+    write_pair_records(records, path)
+    assert separator in path.read_text(encoding="utf-8")
+    back = read_pair_records(path)[0]
+    assert [(r.sentence1, r.sentence2, r.result) for r in back] == [(r.sentence1, r.sentence2, r.result) for r in records]

@@ -90,3 +90,16 @@ def test_wrong_names_and_paths(tmp_path, monkeypatch):
         load_problems("math500")
     with pytest.raises(ValueError, match="####"):
         gsm8k_final_answer("no marker")
+
+
+def test_a_problems_file_that_is_not_utf8_is_one_line_naming_file_line_and_offset(tmp_path):
+    from tests.helpers.cli import search_cli
+
+    path = tmp_path / "problems.jsonl"
+    good = (json.dumps({"question": "q", "answer": "#### 1"}) + "\n").encode()
+    path.write_bytes(good + b'{"question": "caf\xe9", "answer": "#### 2"}\n')
+    proc = search_cli("eval", "--algo", "sbs", "--out", tmp_path / "run", "--data.dataset", "jsonl", "--data.path", path,
+                      "--data.question_field", "question", "--data.answer_field", "answer")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith(f"error: {path}:2: is not UTF-8") and f"byte offset {len(good) + 17}" in lines[0]

@@ -145,3 +145,35 @@ def test_baselines_on_real_gsm8k_equiv(shared_data, capsys):
     assert pairs_main(["--data", valid, "--strategy", "levenshtein"]) == 0
     lev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert lev["precision"] > 0.9 and lev["recall"] < 0.3  # ratio > 0.95 is precise but merges little
+
+
+class _RunsAShellCommand:
+    """Unpickling this runs ``touch MARKER`` -- what a crafted .ckpt does to a plain torch.load."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("command", ["pairs", "eval"])
+def test_a_malicious_checkpoint_runs_nothing_and_is_refused_in_one_line(crafted, tmp_path, command):
+    import torch
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "judge.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": _RunsAShellCommand(marker), "equiv_hf_config": {}}, evil)
+    if command == "pairs":
+        proc = run_cli("--data", str(crafted), "--strategy", "model", "--model", str(evil), "--device", "cpu")
+    else:
+        from tests.helpers.runs import base_args
+
+        proc = search_cli("eval", *base_args(tmp_path, n=1), "--pruner.strategy", "model", "--pruner.model", str(evil))
+    assert not marker.exists(), "loading the checkpoint ran its code"
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()
+    assert len(last) == 1 and last[0].startswith(f"error: {evil}: ")
+    assert "refused: the checkpoint names posix.system" in last[0]

@@ -213,6 +213,73 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
     assert len(recs) == 8 and len({r["id"] for r in recs}) == 8
 
 
+def _refused(args, capsys) -> str:
+    """The one stderr line of an eval run that must be refused with exit 2."""
+    with pytest.raises(SystemExit) as exc:
+        eval_main(args, engine_factory=scripted_factory)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def _with_data(args, path) -> list[str]:
+    args = list(args)
+    args[args.index("--data.path") + 1] = str(path)
+    return args
+
+
+def test_a_run_directory_is_bound_to_its_data(tmp_path, capsys):
+    """A rerun on another problems file (same dataset, so the same row-index ids) or on the same
+    file edited would skip every problem and report the old results as the new file's."""
+    args = base_args(tmp_path, n=3)
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    out = tmp_path / "run"
+    config_before = (out / "config.yaml").read_text()
+    bound = json.loads((out / "data.json").read_text())
+    assert bound["path"] == str((tmp_path / "problems.jsonl").resolve()) and len(bound["sha256"]) == 64
+    other = tmp_path / "other" / "problems.jsonl"  # same file name, so the same ids
+    other.parent.mkdir()
+    other.write_text("".join(json.dumps({"question": f"other {i}", "answer": "1"}) + "\n" for i in range(3)))
+    line = _refused(_with_data(args, other), capsys)
+    assert f"{out / 'config.yaml'}: holds results made with other settings" in line and "data.path" in line
+    assert (out / "config.yaml").read_text() == config_before  # a refused rerun rewrites nothing
+    assert json.loads((out / "data.json").read_text()) == bound
+    # the same path with other content (an edited or replaced file)
+    (tmp_path / "problems.jsonl").write_text(other.read_text())
+    assert "data.sha256" in _refused(args, capsys)
+    assert len(read_records(out)) == 3
+
+
+def test_a_malformed_record_stops_a_rerun_before_anything_is_rewritten(tmp_path, capsys):
+    args = base_args(tmp_path, n=2)
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    out = tmp_path / "run"
+    results = out / "results.jsonl"
+    good = results.read_text()
+    results.write_text("{not json\n" + good)
+    config_before = (out / "config.yaml").read_text()
+    assert "results.jsonl:1: malformed JSON" in _refused(args + ["--search.width", "5"], capsys)
+    assert (out / "config.yaml").read_text() == config_before
+    results.write_text(good)  # the user fixes the line: the width-4 records still bind the directory
+    assert "search.width: 4 -> 5" in _refused(args + ["--search.width", "5"], capsys)
+
+
+@pytest.mark.parametrize("damage", ["search: [width: 4\n", None, "- just\n- a list\n", b"\xff\xfe"])
+def test_an_unreadable_or_missing_config_yaml_is_an_error_not_a_skipped_check(tmp_path, capsys, damage):
+    args = base_args(tmp_path, n=2)
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    config = tmp_path / "run" / "config.yaml"
+    if damage is None:
+        config.unlink()
+    elif isinstance(damage, bytes):
+        config.write_bytes(damage)
+    else:
+        config.write_text(damage)
+    line = _refused(args + ["--search.width", "5"], capsys)
+    assert line.startswith(f"error: {config}") and "use another --out" in line
+
+
 def test_resume_with_other_result_defining_settings_is_refused(tmp_path, capsys):
     args = base_args(tmp_path, n=2)
     assert eval_main(args, engine_factory=scripted_factory) == 0
@@ -224,3 +291,73 @@ def test_resume_with_other_result_defining_settings_is_refused(tmp_path, capsys)
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "config.yaml" in err and "search.width: 4 -> 5" in err
+
+
+def _read_only_dir(tmp_path: Path) -> Path:
+    """A directory no write into succeeds: chmod for a normal user; for root (whom permission
+    bits do not stop) a read-only mount."""
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        return ro
+    for candidate in (Path("/sys/kernel"), Path("/proc/self")):
+        try:
+            (candidate / "equiv-probe").touch()
+        except OSError:
+            return candidate
+    pytest.skip("no read-only directory to try as root")
+
+
+@pytest.mark.parametrize("kind", ["file", "read-only", "under-a-file"])
+@pytest.mark.parametrize("command", ["eval", "report"])
+def test_an_out_that_cannot_be_written_is_one_line_naming_it(tmp_path, capsys, kind, command):
+    from equiv.report.cli import report_main
+
+    if kind == "file":
+        out = tmp_path / "taken"
+        out.write_text("x")
+    elif kind == "read-only":
+        out = _read_only_dir(tmp_path)
+    else:
+        (tmp_path / "taken").write_text("x")
+        out = tmp_path / "taken" / "run"
+    if command == "eval":
+        args = base_args(tmp_path, n=1)
+        args[args.index("--out") + 1] = str(out)
+        with pytest.raises(SystemExit) as exc:
+            eval_main(args, engine_factory=scripted_factory)
+        code = exc.value.code
+    else:
+        assert eval_main(base_args(tmp_path, n=1), engine_factory=scripted_factory) == 0
+        capsys.readouterr()
+        code = report_main([str(tmp_path / "run"), "--out", str(out)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {out}: --out")
+
+
+def test_ray_workers_get_the_drivers_absolute_paths(tmp_path, monkeypatch):
+    """A worker on another node has its own working directory: relative model paths and the run
+    directory are resolved on the driver (hub ids are left alone)."""
+    import equiv.search.distributed as distributed
+    from tests.helpers.judges import make_tiny_judge
+
+    monkeypatch.chdir(tmp_path)
+    make_tiny_judge(tmp_path / "runs" / "judge")
+    captured = {}
+
+    def fake_run_distributed(**kwargs):
+        captured.update(kwargs)
+        raise KeyboardInterrupt  # stop here: what matters is what the workers would be given
+
+    monkeypatch.setattr(distributed, "run_distributed", fake_run_distributed)
+    args = base_args(tmp_path, n=1)
+    args[args.index("--out") + 1] = "run"
+    args += ["--scale.workers", "2", "--pruner.strategy", "model", "--pruner.model", "runs/judge",
+             "--policy.model", "Qwen/Qwen2.5-Math-7B-Instruct"]  # fmt: skip
+    assert eval_main(args, engine_factory=scripted_factory) == 130
+    init = captured["engine_factory"].args[1]
+    assert init.pruner.model == str(tmp_path / "runs" / "judge")
+    assert init.policy.model == "Qwen/Qwen2.5-Math-7B-Instruct"
+    assert captured["out_dir"] == tmp_path / "run" and captured["out_dir"].is_absolute()

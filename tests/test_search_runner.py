@@ -136,6 +136,31 @@ def test_torn_last_line_is_dropped_and_rerun(tmp_path):
     assert len(records(tmp_path)) == 6
 
 
+def test_torn_last_line_inside_a_multibyte_character_is_dropped_and_rerun(tmp_path):
+    from equiv.rundir import load_records
+
+    evaluate(tmp_path)
+    lines = (tmp_path / "results.jsonl").read_bytes().splitlines()
+    last = json.loads(lines[-1])
+    last["question"] = "Ünïcode " + last["question"]
+    data = json.dumps(last, ensure_ascii=False).encode("utf-8")
+    torn = data[: data.index("Ü".encode("utf-8")) + 1]  # the write died between the two bytes of Ü
+    (tmp_path / "results.jsonl").write_bytes(b"\n".join(lines[:-1]) + b"\n" + torn)
+    assert len(load_records(tmp_path)) == 5  # compare and report read past the tear
+    evaluate(tmp_path)
+    assert len(records(tmp_path)) == 6 and len({r["id"] for r in records(tmp_path)}) == 6
+
+
+def test_a_bad_byte_in_the_middle_names_line_and_offset(tmp_path):
+    evaluate(tmp_path, n=3)
+    lines = (tmp_path / "results.jsonl").read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"question": "', b'"question": "\xff', 1)
+    (tmp_path / "results.jsonl").write_bytes(b"".join(lines))
+    offset = len(lines[0]) + lines[1].index(b"\xff")
+    with pytest.raises(InputError, match=rf"results.jsonl:2: not UTF-8 \(byte offset {offset} in the file\)"):
+        evaluate(tmp_path, n=3)
+
+
 def test_malformed_line_in_the_middle_is_an_input_error(tmp_path):
     evaluate(tmp_path, n=3)
     lines = (tmp_path / "results.jsonl").read_text().splitlines()

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from equiv.data.datamodule import PairCollator
+from equiv.judge.export import read_checkpoint
 from equiv.judge.inference import score_pairs
 from equiv.prune.strategies import ModelJudge
 from equiv.text.differences import mark_differences
@@ -101,7 +101,7 @@ def test_fit_with_marks_links_the_flag_to_the_data_and_exports_it(tmp_path: Path
                  "--threshold_from_val=true", "--hybrid=true", f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
     assert settings["mark_differences"] is True
-    ckpt = torch.load(next((out / "checkpoints").glob("*.ckpt")), map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(next((out / "checkpoints").glob("*.ckpt")))  # weights_only, as export loads it
     assert ckpt["hyper_parameters"]["mark_differences"] is True
     assert ckpt["datamodule_hyper_parameters"]["mark_differences"] is True  # through the CLI link
     assert "hybrid" in settings  # calibrated through the same export, so on marked pairs

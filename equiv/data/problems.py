@@ -88,22 +88,31 @@ def gsm8k_final_answer(text: str) -> str:
 
 def read_jsonl_objects(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL file; a missing file, a directory,
-    malformed JSON or a non-object line is an InputError naming the file and line."""
+    a byte that is not UTF-8, malformed JSON or a non-object line is an InputError naming the
+    file and line (and, for a bad byte, its offset in the file).
+
+    Lines are split on ``\\n`` only: ``str.splitlines`` (and universal newlines) would also
+    break at U+2028, U+0085 and the like, which JSON allows raw inside strings."""
     if not path.exists():
         raise InputError("file not found", path=path)
     if path.is_dir():
         raise InputError("is a directory, expected a JSONL file", path=path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"malformed JSON ({err.msg})", path=path, line=lineno) from None
-            if not isinstance(obj, dict):
-                raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=lineno)
-            yield lineno, obj
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise InputError(f"is not UTF-8 text ({err.reason} at byte offset {err.start})", path=path, line=line) from None
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"malformed JSON ({err.msg})", path=path, line=lineno) from None
+        if not isinstance(obj, dict):
+            raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=lineno)
+        yield lineno, obj
 
 
 def _to_problem(

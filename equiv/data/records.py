@@ -189,10 +189,12 @@ def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
         raise InputError("file not found", path=p)
     if not p.is_file():
         raise InputError("is not a file", path=p)
+    raw = p.read_bytes()
     try:
-        text = p.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=p) from None
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=p, line=line) from None
     if text.lstrip().startswith("["):
         try:
             rows = json.loads(text)
@@ -201,11 +203,13 @@ def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
         for index, row in enumerate(rows):
             yield index + 1, row
         return
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
+    # "\n" only: splitlines() also breaks at U+2028, U+0085 and others, which JSON allows raw
+    # inside strings -- and write_pair_records writes them raw (ensure_ascii=False).
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
             continue
         try:
-            yield number, json.loads(raw)
+            yield number, json.loads(line)
         except json.JSONDecodeError as err:
             yield number, InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=p, line=number)
 

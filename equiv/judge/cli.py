@@ -16,8 +16,10 @@ A thin LightningCLI subclass. What it adds to the stock CLI, and why:
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
-from equiv.errors import exit_on_input_error
-from equiv.judge.export import export_judge, export_metrics
+from equiv.errors import InputError, check_config_files, exit_on_input_error, one_line
+from equiv.judge.export import export_judge, export_metrics, read_checkpoint
 from equiv.judge.module import METRIC_NAMES, PairClassifier
 
 
@@ -38,6 +40,37 @@ class JudgeCLI(LightningCLI):
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
         kwargs.setdefault("auto_configure_optimizers", False)  # AdamW + linear warm-up live in the module
         super().__init__(PairClassifier, MathEquivDataModule, args=args, **kwargs)
+
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        # A parse error raises (and main prints one line) instead of ~100 lines of usage first.
+        kwargs.setdefault("exit_on_error", False)
+        return super().init_parser(**kwargs)
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
+        check_config_files(argv)  # a YAML error names the file, not "<unicode string>"
+        try:
+            super().parse_arguments(parser, args)
+        except argparse.ArgumentError as err:
+            command = f"trainer_cli.py {argv[0]}" if argv and argv[0] in self.subcommands() else "trainer_cli.py"
+            raise InputError(f"{one_line(err)} (options: {command} --help)") from None
+
+    def before_instantiate_classes(self) -> None:
+        """Refuse settings that would train nothing, before any model is loaded."""
+        if self.subcommand != "fit":
+            return
+        trainer = self.config["fit"].get("trainer") or {}
+        epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
+        if trainer.get("fast_dev_run"):
+            return
+        if epochs is not None and (epochs == 0 or epochs < -1):
+            raise InputError(
+                f"must be >= 1 (or -1: no limit), got {epochs}; fit with {epochs} epochs would export an untrained judge",
+                field="trainer.max_epochs",
+            )
+        if steps is not None and (steps == 0 or steps < -1):
+            raise InputError(f"must be >= 1 (or -1: no limit), got {steps}; it would export an untrained judge",
+                             field="trainer.max_steps")
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("model.model_name", "data.model_name")
@@ -107,7 +140,7 @@ class JudgeCLI(LightningCLI):
         best_path = getattr(callback, "best_model_path", "") if callback is not None else ""
         metrics = module.best_val_metrics or module.last_val_metrics
         if best_path:
-            checkpoint = torch.load(best_path, map_location="cpu", weights_only=False)
+            checkpoint = read_checkpoint(best_path)
             module.load_state_dict(checkpoint["state_dict"])
             source = best_path
             # The exported numbers must be those of the exported weights' epoch, even when this
@@ -134,7 +167,17 @@ class JudgeCLI(LightningCLI):
 
     # -- predict --------------------------------------------------------------------------
     def predict(self, **kwargs: Any) -> None:
-        """Run ``trainer.predict`` and write every pair with its probability, in input order."""
+        """Run ``trainer.predict`` and write every pair with its probability, in input order.
+
+        One process only: under DDP each rank predicts its share and only rank 0's would be
+        written (then the missing indices fail), so a multi-process trainer is refused up front.
+        """
+        if self.trainer.world_size > 1:
+            raise InputError(
+                f"predict runs in one process, this trainer has {self.trainer.world_size}; "
+                "use --trainer.devices=1 (the judge scores thousands of pairs a minute on one device)",
+                field="trainer.devices",
+            )
         kwargs["return_predictions"] = True
         outputs = self.trainer.predict(**kwargs) or []
         if not self.trainer.is_global_zero:

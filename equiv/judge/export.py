@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,39 @@ def _strip_prefix(state_dict: dict[str, torch.Tensor], prefix: str = "model.") -
     return {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
 
+# What a Lightning checkpoint of a PairClassifier may hold beyond tensors and plain data
+# (dict/list/str/number/None, which ``weights_only`` always allows): paths, should a
+# hyper-parameter or a callback's state be one. Reconstructing a path runs no code of the file's
+# choosing; anything else a pickle names (``os.system``, a class's ``__reduce__``) is refused.
+CHECKPOINT_GLOBALS: tuple[type, ...] = (pathlib.PosixPath, pathlib.WindowsPath, pathlib.PurePosixPath, pathlib.PureWindowsPath)
+
+_UNSUPPORTED_GLOBAL = re.compile(r"(?:unsupported GLOBAL|Unsupported global: GLOBAL) ([\w.]+)")
+
+
+def read_checkpoint(path: str | Path) -> Any:
+    """A ``.ckpt`` file's contents, loaded with ``torch.load(weights_only=True)``.
+
+    A checkpoint is a pickle, and a plain ``torch.load`` calls whatever the file names while
+    reading it: a crafted ``.ckpt`` handed to ``--pruner.model`` or ``pairs --model`` would run
+    a shell command. ``weights_only`` rebuilds only tensors, plain containers and
+    :data:`CHECKPOINT_GLOBALS`; a file naming anything else is refused with one line (nothing
+    of it has run), as is a file that is no checkpoint at all.
+    """
+    p = Path(path)
+    try:
+        with torch.serialization.safe_globals(list(CHECKPOINT_GLOBALS)):
+            return torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for a non-checkpoint file
+        found = _UNSUPPORTED_GLOBAL.search(str(err))
+        if found:
+            raise InputError(
+                f"refused: the checkpoint names {found.group(1)}, which could run code when loaded; "
+                "judge checkpoints are loaded as tensors and plain data only",
+                path=p,
+            ) from None
+        raise InputError(f"not a readable Lightning checkpoint ({type(err).__name__})", path=p) from None
+
+
 def module_from_checkpoint(path: str | Path) -> Any:
     """A :class:`PairClassifier` rebuilt from a Lightning checkpoint without downloading weights.
 
@@ -79,10 +114,7 @@ def module_from_checkpoint(path: str | Path) -> Any:
     from equiv.judge.module import PairClassifier
 
     p = Path(path)
-    try:
-        checkpoint = torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as err:  # torch raises several types for a non-checkpoint file
-        raise InputError(f"not a readable Lightning checkpoint ({type(err).__name__})", path=p) from None
+    checkpoint = read_checkpoint(p)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "hyper_parameters" not in checkpoint:
         raise InputError("not a Lightning checkpoint of a PairClassifier (no state_dict/hyper_parameters)", path=p)
     if "equiv_hf_config" not in checkpoint:

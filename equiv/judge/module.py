@@ -128,6 +128,12 @@ class PairClassifier(L.LightningModule):
             raise InputError(f"must be in (0, 1), got {decision_threshold}", field="decision_threshold")
         if prefilter_threshold is not None and not 0.0 <= prefilter_threshold <= 1.0:
             raise InputError(f"must be in [0, 1] or null, got {prefilter_threshold}", field="prefilter_threshold")
+        if not learning_rate >= 0.0:  # also refuses NaN; 0 (frozen weights) is legitimate
+            raise InputError(f"must be >= 0, got {learning_rate}", field="learning_rate")
+        if not weight_decay >= 0.0:
+            raise InputError(f"must be >= 0, got {weight_decay}", field="weight_decay")
+        if not adam_epsilon > 0.0:
+            raise InputError(f"must be > 0, got {adam_epsilon}", field="adam_epsilon")
         if not 0.0 <= warmup_ratio < 1.0:
             raise InputError(f"must be in [0, 1), got {warmup_ratio}", field="warmup_ratio")
         self.save_hyperparameters()

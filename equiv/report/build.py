@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from equiv.errors import InputError
+from equiv.errors import InputError, writable_directory
 from equiv.report import plots
 from equiv.report.analysis import analyse_runs, correlations_html, record_map
 from equiv.report.html import render_page
@@ -96,9 +96,7 @@ def build_report(
         analysis=analysis_block(runs),
     )
 
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError("--out exists and is not a directory", path=out)
+    out = writable_directory(out)
     (out / PLOTS_DIR).mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for name, png in images.items():

@@ -16,11 +16,14 @@ multi-worker driver, ``compare`` and ``report`` read and write it the same way:
   problem has no record, so a crash between the two writes repeats nothing;
 - one durable writer (:func:`write_atomic`: temporary file, fsync, rename) and a durable append
   (:func:`append_jsonl`);
+- what a run directory is bound to (:mod:`equiv.rundir.binding`): ``config.yaml`` and
+  ``data.json`` (the data's path and content hash), read strictly and replaced only after a
+  rerun's settings were found equal (:func:`bind`);
 - the aggregates: the run's summary (:func:`summarise`) and the compare table
   (:func:`compare_rows`), used by ``summary.json``, ``compare`` and the report alike.
 
 The package sits below ``search`` and ``report`` and imports neither; import from
-``equiv.rundir`` (the submodules are ``layout``, ``io``, ``records``, ``trees``, ``summary``).
+``equiv.rundir`` (the submodules are ``layout``, ``io``, ``records``, ``trees``, ``binding``, ``summary``).
 """
 
 from __future__ import annotations
@@ -73,6 +76,15 @@ from equiv.rundir.trees import (
     TreeFile,
     read_tree,
 )
+from equiv.rundir.binding import (
+    DATA,
+    file_sha256,
+    data_binding,
+    holds_records,
+    read_bound_config,
+    read_bound_data,
+    bind,
+)
 from equiv.rundir.summary import (
     summarise,
     compare_rows,
@@ -119,6 +131,13 @@ __all__ = [
     "tree_document",
     "TreeFile",
     "read_tree",
+    "DATA",
+    "file_sha256",
+    "data_binding",
+    "holds_records",
+    "read_bound_config",
+    "read_bound_data",
+    "bind",
     "summarise",
     "compare_rows",
 ]

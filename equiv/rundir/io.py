@@ -60,24 +60,43 @@ def append_jsonl(handle: IO[str], rows: Iterable[Mapping[str, Any]]) -> None:
 
 def read_json_lines(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
     """``(line number, object)`` for each line of a JSONL file, and whether a torn final line
-    (the writer died mid-write: no newline after it) was left out. A missing file is empty."""
+    (the writer died mid-write: no newline after it) was left out. A missing file is empty.
+
+    Lines are split on ``\\n`` only and decoded one at a time: a torn last line may end inside a
+    multi-byte UTF-8 character, and decoding the whole file first would turn that tear into an
+    unreadable file instead of one dropped line. A bad byte on any other line is an input error
+    naming the line and the byte offset in the file.
+    """
     path = Path(path)
     if not path.exists():
         return [], False
     try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        raw = path.read_bytes()
+    except OSError as err:
         raise InputError(f"cannot read: {err}", path=path) from None
-    lines = raw.split("\n")
+    lines = raw.split(b"\n")
+    ends_whole = raw.endswith(b"\n")
     rows: list[tuple[int, dict[str, Any]]] = []
     torn = False
-    for number, line in enumerate(lines, start=1):
+    offset = 0
+    for number, data in enumerate(lines, start=1):
+        start, offset = offset, offset + len(data) + 1
+        last_unfinished = number == len(lines) and not ends_whole
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if last_unfinished:
+                torn = True
+                continue
+            raise InputError(
+                f"not UTF-8 (byte offset {start + err.start} in the file); fix or delete the line", path=path, line=number
+            ) from None
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
-            if number == len(lines) and not raw.endswith("\n"):
+            if last_unfinished:
                 torn = True
                 continue
             raise InputError(

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
-from equiv.rundir import CONFIG, RESULTS, count_records, load_records, write_atomic
+from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
+from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, ScaleConfig, SearchConfig
 from equiv.search.runner import Engines, run_eval
@@ -118,10 +118,12 @@ def load_data(data: DataConfig) -> list[Any]:
 
 
 # Settings that change what a record would be: resuming with another value would mix two
-# experiments in one results.jsonl. Devices, batch sizes, concurrency and the problem range may
-# change between a run and its resumption.
+# experiments in one results.jsonl. Devices, batch sizes, concurrency and the problem range
+# (start/end/sample: ids are indices in the full file, so a range never relabels a problem) may
+# change between a run and its resumption. The data's file content is bound by data.json.
 RESULT_DEFINING = {
     "algo": None,
+    "data": ("dataset", "path", "split", "hub_id", "question_field", "answer_field", "kind"),
     "search": None,  # all of it
     "policy": ("model", "prompt_format", "temperature", "top_p", "max_new_tokens", "step_delimiter", "system_prompt",
                "fewshot_path", "fewshot_count", "fewshot_seed"),
@@ -147,32 +149,55 @@ def _defining(config: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def check_resume_config(out: Path, config_text: str) -> None:
-    """Refuse to resume a run directory with different result-defining settings."""
+def data_binding_of(data: DataConfig) -> dict[str, Any]:
+    """The run directory's data binding (``data.json``) for ``--data.*``."""
+    return data_binding(
+        dataset=data.dataset, path=data.path, split=data.split, hub_id=data.hub_id,
+        question_field=data.question_field, answer_field=data.answer_field, kind=data.kind,
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_resume_config(out: Path, config_text: str, data: dict[str, Any] | None = None) -> None:
+    """Refuse to resume a run directory with other result-defining settings or other data.
+
+    ``data`` is this run's :func:`~equiv.rundir.binding.data_binding`; it is compared with the
+    directory's ``data.json`` (resolved path and content hash, so the same relative path from
+    another working directory is the same file, and an edited file is not). A directory from
+    before ``data.json`` is compared on the ``data.*`` settings of its ``config.yaml``.
+    Unreadable records or settings raise (equiv.rundir.binding)."""
     import yaml
 
-    old_path = out / CONFIG
-    if not old_path.exists() or count_records(out) == 0:
+    old = read_bound_config(out)
+    if old is None:
         return
-    try:
-        old = yaml.safe_load(old_path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError:
-        return  # an unreadable old config cannot be compared; the records' algo/pruner still are
     new = yaml.safe_load(config_text) or {}
     before, after = _defining(old), _defining(new)
+    old_data = read_bound_data(out)
+    if old_data is not None and data is not None:
+        before = {k: v for k, v in before.items() if not k.startswith("data.")}
+        after = {k: v for k, v in after.items() if not k.startswith("data.")}
+        before.update({f"data.{k}": v for k, v in old_data.items()})
+        after.update({f"data.{k}": v for k, v in data.items()})
     changed = [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
     if changed:
-        diffs = ", ".join(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in changed[:3])
+        diffs = ", ".join(f"{k}: {_shown(before.get(k))} -> {_shown(after.get(k))}" for k in changed[:3])
         raise InputError(
             f"holds results made with other settings ({diffs}); rerun with the same settings to resume, "
             "or use another --out",
-            path=old_path,
+            path=out / CONFIG,
         )
 
 
 def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] | None = None) -> int:
     """Run (or resume) an evaluation. ``engine_factory`` is a seam for scripted-engine tests."""
     parser = build_eval_parser()
+    with exit_on_input_error():
+        check_config_files(list(argv))  # a YAML error names the file, not "<unicode string>"
     try:
         cfg = parser.parse_args(list(argv))
     except argparse.ArgumentError as err:
@@ -190,11 +215,11 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         init.run.validate()
         init.scale.validate()
         problems = load_data(init.data)
-        out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
+        out = writable_directory(cfg.out)
         config_text = parser.dump(cfg, skip_none=False)
-        check_resume_config(out, config_text)
-        write_atomic(out / CONFIG, config_text)
+        data = data_binding_of(init.data)
+        check_resume_config(out, config_text, data)
+        bind(out, config_text, data)  # only after the check: a refused rerun changes nothing
         check_fewshot_source(init)  # refused before any model is built
         resolve_tiny_models(init)
         factory = engine_factory or build_engines
@@ -235,11 +260,12 @@ def _evaluate(
     from equiv.search.distributed import run_distributed
     from equiv.search.placement import placed_engines
 
+    resolve_paths_on_driver(init)
     return run_distributed(
         algo=algo,
         problems=problems,
         engine_factory=functools.partial(placed_engines, factory, init),
-        out_dir=out,
+        out_dir=out.resolve(),
         scale=init.scale,
         search=init.search,
         run=init.run,
@@ -247,6 +273,25 @@ def _evaluate(
         tensor_parallel_size=int(getattr(init.policy, "tensor_parallel_size", 1) or 1),
         config=config,
     )
+
+
+# Model and file settings a Ray worker opens itself (problems are loaded on the driver and shipped).
+WORKER_PATHS = (("policy", "model"), ("policy", "fewshot_path"), ("reward", "model"), ("pruner", "model"))
+
+
+def resolve_paths_on_driver(init: Any) -> None:
+    """Make the relative local paths a worker opens absolute, as the driver sees them.
+
+    A worker on another node starts in its own working directory, where ``runs/judge`` names
+    nothing (or something else). Only values that exist here are rewritten: a hub id such as
+    ``Qwen/Qwen2.5-Math-7B`` is left as it is. The absolute path must still be reachable from
+    every node (a shared file system), as docs/scaling.md says.
+    """
+    for group, name in WORKER_PATHS:
+        section = getattr(init, group, None)
+        value = getattr(section, name, None) if section is not None else None
+        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
+            setattr(section, name, str(Path(value).resolve()))
 
 
 # -- compare ----------------------------------------------------------------------------------------

@@ -21,7 +21,10 @@ user site, no ``PYTHON*`` variables, the script's directory not on ``sys.path``)
 
 A program that hangs, crashes, floods its output or hits a limit is a *wrong answer*
 (:class:`SandboxResult.passed` False, with the reason in ``status``); the grader never raises on
-model code.
+model code. The sandbox itself fails closed: where the seccomp filter is the promised protection
+(x86-64 Linux) and the kernel refuses to install it (or a resource limit cannot be set), the
+program is not run at all and :class:`SandboxError` is raised -- the runner records it as the
+problem's ``error`` (retried on rerun), never as a silently wrong or an unsandboxed answer.
 
 HumanEval problems carry their tests in :class:`equiv.data.humaneval.CodeTask` (prompt, test
 code, entry point), serialised as JSON into :attr:`equiv.data.problems.Problem.answer` so the runner's
@@ -75,6 +78,14 @@ def build_test_program(program: str, task: CodeTask) -> str:
 
 
 # -- the sandbox ------------------------------------------------------------------------------
+class SandboxError(RuntimeError):
+    """The sandbox could not be set up, so the program was not run (not the program's fault)."""
+
+
+class _SeccompNotInstalled(OSError):
+    """Raised in the child between fork and exec: the filter is missing, so exec must not happen."""
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """Limits of one sandboxed run (defaults suit HumanEval)."""
@@ -88,7 +99,8 @@ class SandboxLimits:
 @dataclass(frozen=True)
 class SandboxResult:
     """``status``: ``passed``, ``failed`` (non-zero exit), ``timeout``, ``killed`` (a signal:
-    CPU, file size, segfault...), ``output_limit`` or ``error`` (could not start)."""
+    CPU, file size, segfault...) or ``output_limit``. A sandbox that cannot be set up raises
+    :class:`SandboxError` instead: the program never ran, so there is no verdict."""
 
     passed: bool
     status: str
@@ -224,7 +236,11 @@ def _limiter(limits: SandboxLimits):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
         kernel.unshare_network()
-        kernel.install_seccomp()
+        # Fail closed: on a platform where the filter is the protection, running without it
+        # would let model code fork, open sockets and write files (as root: anywhere). Raising
+        # here aborts the exec; the parent sees it as a failed start (run_sandboxed).
+        if kernel.seccomp and not kernel.install_seccomp():
+            raise _SeccompNotInstalled("the seccomp filter could not be installed")
 
     return preexec
 
@@ -237,7 +253,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_sandboxed(source: str, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Run ``source`` as a Python program in the sandbox (module docstring); never raises on it."""
+    """Run ``source`` as a Python program in the sandbox (module docstring); never raises on it.
+
+    Raises :class:`SandboxError` (without running ``source``) when the sandbox cannot be set up.
+    """
     with tempfile.TemporaryDirectory(prefix="equiv-sandbox-") as tmp:
         work = Path(tmp)
         script = work / "program.py"
@@ -252,7 +271,12 @@ def run_sandboxed(source: str, limits: SandboxLimits = SandboxLimits()) -> Sandb
                     preexec_fn=_limiter(limits), start_new_session=True, close_fds=True,
                 )
             except (OSError, subprocess.SubprocessError) as err:
-                return SandboxResult(False, "error", None, f"could not start the sandbox: {err}")
+                # preexec_fn failures (the seccomp filter or a limit) arrive as "Exception occurred
+                # in preexec_fn"; nothing of the program ran.
+                raise SandboxError(
+                    f"could not set up the grading sandbox ({err}: its resource limits or seccomp filter); "
+                    "the program was not run"
+                ) from None
             deadline = time.monotonic() + limits.timeout_s
             timed_out = False
             try:
@@ -280,7 +304,10 @@ def run_sandboxed(source: str, limits: SandboxLimits = SandboxLimits()) -> Sandb
 
 
 def grade_code(prediction: str | None, answer: str, *, limits: SandboxLimits = SandboxLimits()) -> bool:
-    """Does the program ``prediction`` pass the tests of the task serialised in ``answer``?"""
+    """Does the program ``prediction`` pass the tests of the task serialised in ``answer``?
+
+    :class:`SandboxError` propagates: an unavailable sandbox is a failed grading, not a wrong answer.
+    """
     if prediction is None or not prediction.strip() or len(prediction) > MAX_PROGRAM_CHARS:
         return False
     try:

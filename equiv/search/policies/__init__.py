@@ -99,7 +99,7 @@ class PolicyConfig:
     """transformers with ``batch_requests``: most rows (sequences) per ``generate`` call; bounds
     the KV cache a call holds."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra keyword arguments for ``vllm.LLM`` (e.g. ``swap_space``, ``quantization``)."""
+    """Extra keyword arguments for ``vllm.LLM`` (e.g. ``quantization``, ``enable_chunked_prefill``)."""
 
     def validate(self) -> None:
         if self.backend not in BACKENDS:

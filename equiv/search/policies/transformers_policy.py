@@ -35,7 +35,7 @@ from typing import Sequence
 import torch
 
 from equiv.backbones import resolve_model_name
-from equiv.devices import padded_rows, resolve_device, resolve_load_dtype
+from equiv.devices import direct_load_kwargs, padded_rows, resolve_device, resolve_load_dtype
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
 
@@ -141,7 +141,7 @@ class TransformersPolicy(StepPolicy):
         attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
         dtype = resolve_load_dtype(cfg.dtype, self.device, field="policy.dtype")
         self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn
+            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **direct_load_kwargs(self.device)
         ).to(self.device)
         self.model.eval()
         self._configure(cfg, self.tokenizer)
@@ -151,6 +151,13 @@ class TransformersPolicy(StepPolicy):
         self.eos_ids: set[int] = set(eos if isinstance(eos, list) else [eos]) - {None}
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
+        # generate() fills every field the call leaves None from model.generation_config, so a
+        # checkpoint's repetition_penalty / no_repeat_ngram_size / top_k would reshape the
+        # distribution and the recorded log-probabilities (priors). Only its stop tokens are
+        # kept (read above); sampling is the project's own _SeededSampler.
+        from transformers import GenerationConfig
+
+        self.model.generation_config = GenerationConfig(eos_token_id=sorted(self.eos_ids) or None, pad_token_id=self.pad_id)
         self.batch_requests = cfg.batch_requests
         self.max_batch_rows = cfg.max_batch_rows
 
@@ -211,8 +218,8 @@ class TransformersPolicy(StepPolicy):
         sampler = _SeededSampler(spans, seeds, temperatures, self.top_p, self.device)
         prompt_len = enc["input_ids"].shape[1]
         criterion = _StopOnString(self.tokenizer, prompt_len, stop, self.eos_ids)
-        # A fresh GenerationConfig: no checkpoint defaults (top_k=50, repetition penalties)
-        # sneak in. Greedy, because the sampler has already made each choice.
+        # A fresh GenerationConfig over the clean model one (__init__): no checkpoint defaults
+        # (top_k=50, repetition penalties) sneak in. Greedy: the sampler has made each choice.
         gen_cfg = GenerationConfig(
             do_sample=False,
             max_new_tokens=self.max_new_tokens,

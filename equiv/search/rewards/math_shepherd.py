@@ -147,7 +147,7 @@ class MathShepherdPRM:
     def from_config(cls, cfg) -> "MathShepherdPRM":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from equiv.devices import resolve_device, resolve_load_dtype
+        from equiv.devices import direct_load_kwargs, resolve_device, resolve_load_dtype
 
         path = resolve_model_name(cfg.model)
         device = torch.device(resolve_device(cfg.device, field="reward.device"))
@@ -156,7 +156,9 @@ class MathShepherdPRM:
             dtype = torch.bfloat16  # the 7B PRM in bf16 fits beside a policy; fp32 does not help
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
         attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **direct_load_kwargs(device)
+        )
         model.to(device).eval()
         known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size", "cache_children",
                  "candidate_head"}

@@ -50,7 +50,7 @@ class Qwen25MathPRM:
         from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
         from equiv.errors import InputError
-        from equiv.devices import resolve_device, resolve_load_dtype
+        from equiv.devices import direct_load_kwargs, resolve_device, resolve_load_dtype
 
         options = dict(cfg.options)
         model_class = options.pop("model_class", "auto")
@@ -69,7 +69,9 @@ class Qwen25MathPRM:
         loader = AutoModel if model_class == "auto" else AutoModelForTokenClassification
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
         attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
-        model = loader.from_pretrained(path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn)
+        model = loader.from_pretrained(
+            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **direct_load_kwargs(device)
+        )
         model.to(device).eval()
         return cls(model, tokenizer, batch_size=cfg.batch_size, **options)
 
@@ -91,7 +93,9 @@ class Qwen25MathPRM:
         results: list[list[float]] = [[] for _ in requests]
         encoded = [(i, self.tokenizer.encode(self.format(r), add_special_tokens=False)) for i, r in enumerate(requests) if r.steps]
         for chunk, input_ids, mask in padded_batches(encoded, self.batch_size, self.pad_id, self.device):
-            out = self.model(input_ids=input_ids, attention_mask=mask)
+            # use_cache=False: a score needs no KV cache, and the released checkpoint's remote
+            # code calls cache methods transformers 5.x removed (it fails with the cache on).
+            out = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False)
             logits = out.logits if hasattr(out, "logits") else out[0]
             if logits.shape[-1] != 2:
                 raise RuntimeError(f"expected two-class per-token logits, got shape {tuple(logits.shape)}")
