@@ -42,6 +42,8 @@ class ResultRecord(TypedDict, total=False):
     truncated: int
     truncated_tokens: int
     dead_ends: int
+    retries: int
+    prm_missing: int
     policy_requests: int
     nodes: int
     seconds: float

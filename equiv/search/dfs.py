@@ -19,7 +19,6 @@ def visit_order(children: list[Node], min_value: float) -> list[Node]:
 
 
 async def dfs(ctx: SearchContext) -> Node:
-    ctx.class_value = "own"  # visit order and the answer use scores the kept texts earned
     solutions: list[Node] = []
     deepest: list[Node] = [ctx.tree.root]
     settings = ctx.settings

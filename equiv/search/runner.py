@@ -140,6 +140,8 @@ async def solve_problem(
         "truncated": stats.truncated,
         "truncated_tokens": stats.truncated_tokens,
         "dead_ends": stats.dead_ends,
+        "retries": stats.retries,
+        "prm_missing": stats.prm_missing,
         "policy_requests": stats.policy_requests,
         "nodes": len(ctx.tree),
         "seconds": round(time.perf_counter() - start, 4),

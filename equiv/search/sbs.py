@@ -52,5 +52,4 @@ async def _top_k_by_value(ctx: SearchContext, pool: list[Node], k: int) -> list[
 
 
 async def sbs(ctx: SearchContext) -> Node:
-    ctx.class_value = "own"  # rank on scores the kept texts earned (not a merged sibling's)
     return await beam_loop(ctx, _top_k_by_value)
