@@ -39,6 +39,7 @@ async def dfs(ctx: SearchContext) -> Node:
         families = await expand(ctx, [node])
         children = families[0] if families else []
         stack.extend(reversed(visit_order(children, settings.dfs_min_value)))
+    ctx.solutions = solutions
     if solutions:
         return best_by_value(solutions)
     return deepest[0]

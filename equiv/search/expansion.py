@@ -130,6 +130,9 @@ class SearchContext:
     judged: set[tuple[str, str]] = field(default_factory=set)  # pair keys this problem has asked
     pair_log: list[dict[str, Any]] = field(default_factory=list)
     """Merged and near-threshold kept-apart sibling pairs (:mod:`equiv.search.pairlog`)."""
+    solutions: list[Node] = field(default_factory=list)
+    """Finished solutions in the order found, for algorithms that collect several (SBS,
+    lookahead, DFS); the runner aggregates their answers (:mod:`equiv.search.aggregate`)."""
 
     def __post_init__(self) -> None:
         if self.tree is None:
