@@ -26,10 +26,11 @@ What is transcribed:
   in the same simulation; the reached node's value is backed up to the root. After the
   simulations, commit the most-visited child (first on ties); a finished one ends the search, a
   leaf one is expanded and merged.
-- **Beam search** (``beam_search``): each round ranks every selected node's children by value
-  and keeps the best ``k`` overall (first on ties), k = beam size minus finished solutions; the
-  kept ones that are finished become solutions, the others are expanded (here: and merged, which
-  is where the paper prunes SBS: before the top-k).
+- **Beam search** (``beam_search``): each round, a selected node that is finished becomes an end
+  node and k (the beam size at first) shrinks by one; every other selected node offers its best k
+  children by value, the best k of all offered are selected (first on ties) and the unfinished
+  ones expanded -- here also merged, which is where the paper prunes SBS: before the top-k. A
+  selected node whose expansion fails is finished, so it becomes an end node next round.
 - **Answer aggregation** (``vote_utils``): majority vote; PRM min-max (the solution whose lowest
   step score is highest); PRM min-vote (answers weighted by the sum of their solutions' lowest
   step scores); ties to the first seen.
@@ -80,37 +81,47 @@ class RefSearch:
         self.tokens = 0
 
     # -- expansion -----------------------------------------------------------------------------
-    def legal_actions(self, steps: tuple[str, ...]) -> list[tuple[Any, float]]:
+    def legal_actions(self, parents: Sequence[tuple[str, ...]]) -> list[list[tuple[Any, float]]]:
+        """Each parent's legal actions with priors ([] = none after three tries). The reference
+        asks for one parent at a time and has no seeds; equiv batches a round's parents, so the
+        first tries of all parents draw their seeds first, then the second tries of those that
+        need one, and so on -- the order a batched environment would use."""
+        actions: list[list[tuple[Any, float]]] = [[] for _ in parents]
+        pending = list(range(len(parents)))
         for _ in range(self.tries):
-            (cands,) = self.policy.generate([StepRequest(self.question, steps, n=self.width, seed=self.seeds.next())])
-            self.tokens += sum(int(c.num_tokens) for c in cands)
-            kept: list[Any] = []
-            for c in cands:
-                if not c.truncated and c.text not in [k.text for k in kept]:
-                    kept.append(c)
-            if kept:
-                weights = [math.exp(c.logprob / c.num_tokens if c.num_tokens else 0.0) for c in kept]
-                return [(c, w / sum(weights)) for c, w in zip(kept, weights)]
-            if not cands:
-                break  # nothing sampled at all (equiv: the context is full); a retry cannot help
-        return []
+            still = []
+            for i in pending:
+                request = StepRequest(self.question, parents[i], n=self.width, seed=self.seeds.next())
+                (cands,) = self.policy.generate([request])
+                self.tokens += sum(int(c.num_tokens) for c in cands)
+                kept: list[Any] = []
+                for c in cands:
+                    if not c.truncated and c.text not in [k.text for k in kept]:
+                        kept.append(c)
+                if kept:
+                    weights = [math.exp(c.logprob / c.num_tokens if c.num_tokens else 0.0) for c in kept]
+                    actions[i] = [(c, w / sum(weights)) for c, w in zip(kept, weights)]
+                elif cands:
+                    still.append(i)  # nothing sampled at all (a full context): a retry cannot help
+            pending = still
+        return actions
 
-    def expand(self, node: RefNode) -> None:
-        """Children of ``node`` (or mark it finished when no legal action came), then merge."""
-        self.expanded.append(node.steps)
-        actions = self.legal_actions(node.steps)
-        if not actions:
-            node.terminal = True
-            return
-        scores = self.reward.score([ScoreRequest(self.question, node.steps + (c.text,)) for c, _ in actions])
-        depth = len(node.steps) + 1
-        for (cand, prior), rs in zip(actions, scores):
-            child = RefNode(node.steps + (cand.text,), prior, rs[-1] if rs else 0.0,
-                            bool(cand.finished) or depth >= self.max_depth)
-            child.parent = node
-            node.children[cand.text] = child
-        if self.equivalent is not None:
-            self.merge(node)
+    def expand(self, nodes: Sequence[RefNode]) -> None:
+        """Children of each node (or mark it finished when no legal action came), then merge."""
+        self.expanded.extend(n.steps for n in nodes)
+        for node, actions in zip(nodes, self.legal_actions([n.steps for n in nodes])):
+            if not actions:
+                node.terminal = True
+                continue
+            scores = self.reward.score([ScoreRequest(self.question, node.steps + (c.text,)) for c, _ in actions])
+            depth = len(node.steps) + 1
+            for (cand, prior), rs in zip(actions, scores):
+                child = RefNode(node.steps + (cand.text,), prior, rs[-1] if rs else 0.0,
+                                bool(cand.finished) or depth >= self.max_depth)
+                child.parent = node
+                node.children[cand.text] = child
+            if self.equivalent is not None:
+                self.merge(node)
 
     def merge(self, node: RefNode) -> None:
         keys = list(node.children)
@@ -143,14 +154,14 @@ class RefSearch:
                     best, best_score = child, score
             node = best
             if not node.terminal and not node.children:
-                self.expand(node)
+                self.expand([node])
                 break
         node.backup(node.value())
 
     def mcts(self) -> tuple[RefNode, RefNode]:
         """(root, the committed final node)."""
         root = RefNode((), 1.0, 0.0, False)
-        self.expand(root)
+        self.expand([root])
         node = root
         while node.children and not node.terminal:
             for _ in range(self.sims):
@@ -161,30 +172,34 @@ class RefSearch:
                     best = child
             node = best
             if not node.terminal and not node.children:
-                self.expand(node)
+                self.expand([node])
         return root, node
 
     # -- beam search -----------------------------------------------------------------------------
     def beam_search(self, beam_size: int) -> tuple[RefNode, list[RefNode]]:
-        """(root, the finished solutions in the order they were found)."""
+        """(root, the finished solutions in the order they were found), in ``beam_search``'s
+        shape: each round, a selected node that is finished becomes an end node (k shrinks);
+        the others offer their best k children; the best k of those are selected, and the
+        unfinished ones among them expanded (and merged)."""
         root = RefNode((), 1.0, 0.0, False)
-        self.expand(root)
-        frontier, finished = [root], []
-        while frontier and len(finished) < beam_size:
-            k = beam_size - len(finished)
-            pool = [child for node in frontier for child in node.children.values()]
-            if not pool:
-                break
-            chosen = sorted(pool, key=lambda n: -n.initial)[:k]  # stable: first on ties
-            frontier = []
-            for node in chosen:
+        self.expand([root])
+        if root.terminal:
+            return root, []
+        end_nodes: list[RefNode] = []
+        top, k = [root], beam_size
+        while top:
+            offered: list[RefNode] = []
+            for node in top:
                 if node.terminal:
-                    finished.append(node)
-                else:
-                    self.expand(node)
-                    frontier.append(node)
-            frontier = [n for n in frontier if not n.terminal]
-        return root, finished
+                    end_nodes.append(node)
+                    k -= 1
+                elif k > 0:
+                    offered.extend(sorted(node.children.values(), key=lambda c: -c.initial)[:k])  # stable
+            if len(end_nodes) == beam_size:
+                break
+            top = sorted(offered, key=lambda c: -c.initial)[:k]  # heapq.nsmallest on -value, stable
+            self.expand([n for n in top if not n.terminal])
+        return root, end_nodes
 
 
 def walk(root: RefNode) -> list[RefNode]:
