@@ -93,3 +93,16 @@ def test_sbs_answers_by_majority_vote_and_records_every_aggregation(tmp_path):
     rows, _ = compare_rows([tmp_path, tmp_path])
     assert rows[0]["aggregations"]["prm_min_vote"] == 100.0
     assert "prm_min_max 0.00" in format_table(rows)
+
+
+def test_a_malformed_aggregations_field_is_one_clear_error(tmp_path):
+    from equiv.errors import InputError
+    from equiv.rundir import read_records
+
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"id": "p0", "correct": True}) + "\n"
+                    + json.dumps({"id": "p1", "aggregations": {"majority_vote": True}}) + "\n")
+    with pytest.raises(InputError) as info:
+        read_records(path)
+    message = str(info.value)
+    assert "results.jsonl" in message and ":2" in message and "aggregations" in message
