@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from equiv.search.grading import extract_answer, grade, parse_number
+from equiv.search.grading import canonical_math, extract_answer, grade, parse_number
 
 
 @pytest.mark.parametrize(
@@ -116,3 +116,23 @@ def test_parse_number():
 )
 def test_parse_number_reads_latex_fractions_in_place(text, value):
     assert parse_number(text) == value
+
+
+@pytest.mark.parametrize("prediction, answer, kind", [
+    ("\\frac12", "1/2", "gsm8k"),  # used to read as 12
+    ("\\frac12", "\\frac{1}{2}", "math"),
+    ("\\dfrac34", "0.75", "gsm8k"),
+    ("\\frac1{2}", "\\frac{1}{2}", "math"),
+    ("\u22125", "-5", "gsm8k"),  # a Unicode minus sign used to be dropped (read as 5)
+    ("\u22123", "-3", "math"),
+])
+def test_reference_spellings_grade_as_their_value(prediction, answer, kind):
+    assert grade(prediction, answer, kind)
+
+
+def test_unbraced_fraction_and_unicode_minus_are_not_misread():
+    assert not grade("\\frac12", "12", "gsm8k")
+    assert not grade("\u22125", "5", "gsm8k")
+    assert parse_number("\\frac12") == Fraction(1, 2)
+    assert extract_answer("so we owe \u22127 dollars", "gsm8k") == "-7"
+    assert canonical_math("\\frac{1}{2} + \\frac ab") == "\\frac{1}{2} + \\frac{a}{b}"

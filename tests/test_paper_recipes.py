@@ -72,3 +72,12 @@ def test_untuned_judge_export_loads_as_a_judge(tmp_path):
     assert main(["--model", str(encoder), "--out", str(tmp_path / "untuned"), "--max_length", "64"]) == 0
     judge = build_judge(PrunerConfig(strategy="model", model=str(tmp_path / "untuned"), device="cpu"))
     assert judge.threshold == 0.5 and judge.prefilter == 0.75
+
+
+@pytest.mark.parametrize("path", sorted(SEARCH.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_recipe_prunes_as_the_reference(path):
+    """A paper recipe runs the paper's algorithm: the reference's merge, PUCT and retry rules."""
+    init = load(path.stem)[1]
+    assert init.search.merge_value == "own" and init.search.c_puct_base == 19652
+    assert init.search.expansion_attempts == 3 and init.search.dedupe_exact
+    assert init.pruner.grouping == "greedy" and init.pruner.representative == "first"

@@ -8,13 +8,15 @@ import math
 
 import pytest
 
-from equiv.prune.strategies import CachedJudge
+from equiv.prune.strategies import CachedJudge, PrunerConfig
 from equiv.search.config import SearchConfig
 from equiv.search.dfs import dfs
 from equiv.search.dispatch import Dispatcher, run_workers
 from equiv.search.expansion import SearchContext, SeedStream, expand, sibling_priors
 from equiv.search.lookahead import lookahead
-from equiv.search.mcts import mcts, puct_score, select_child, simulate
+from equiv.errors import InputError
+from equiv.search.mcts import exploration_weight, mcts, puct_score, select_child, simulate
+from equiv.search.types import Candidate
 from equiv.search.sbs import sbs
 from equiv.search.tree import Tree
 from tests.helpers.scripted import RestateJudge, SeededPolicy, KeyedReward, TablePolicy, TableReward, cand
@@ -36,7 +38,7 @@ def test_tree_json_schema_and_paths():
     nodes = tree.to_json()
     assert set(nodes[0]) == {
         "id", "parent", "depth", "text", "prior", "value", "visits", "tokens", "terminal",
-        "on_path", "merged_into", "judge_prob",
+        "on_path", "merged_into", "judge_prob", "prm_missing",
     }
     assert [n["on_path"] for n in nodes] == [True, True, True]
     assert nodes[2]["parent"] == 1 and nodes[2]["depth"] == 2
@@ -60,12 +62,25 @@ def _root_table():
     }
 
 
+def _expand_root(table, values, judge, **settings):
+    dispatcher = Dispatcher(TablePolicy(table), TableReward(values), judge)
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(**settings), SeedStream(0, "p"))
+    result = {}
+
+    async def work(_):
+        result["kids"] = await expand(ctx, [ctx.tree.root])
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    return ctx, result["kids"][0]
+
+
 @pytest.mark.parametrize("stage", ["after_prm", "before_prm"])
 def test_expansion_merge_rules_and_accounting(stage):
-    policy = TablePolicy(_root_table())
+    """Reference rules (changed from the old class-max / folded-duplicate rules): the exact
+    duplicate is dropped before priors are normalised, the judged-equivalent sibling's prior is
+    folded into the first of its class, and the kept node keeps its own PRM value."""
     reward = TableReward({"A": 0.3, "so A": 0.8, "B": 0.5})
-    judge = RestateJudge()
-    dispatcher = Dispatcher(policy, reward, judge)
+    dispatcher = Dispatcher(TablePolicy(_root_table()), reward, RestateJudge())
     ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=4, prune_stage=stage), SeedStream(0, "p"))
     result = {}
 
@@ -76,12 +91,12 @@ def test_expansion_merge_rules_and_accounting(stage):
     kids = result["kids"][0]
     assert [k.text for k in kids] == ["A", "B"]
     a, so_a, dup, b = (ctx.tree[i] for i in (1, 2, 3, 4))
-    priors = sibling_priors(_root_table()[()])
-    # exact duplicate and judged-equivalent sibling merged into the first "A"
-    assert dup.merged_into == a.id and dup.judge_prob == 1.0
+    table = _root_table()[()]
+    unique = sibling_priors([table[0], table[1], table[3]])  # the duplicate takes no share
+    assert dup.merged_into == a.id and dup.judge_prob == 1.0 and dup.prior == 0.0
     assert so_a.merged_into == a.id and so_a.judge_prob == 1.0
-    assert a.prior == pytest.approx(priors[0] + priors[1] + priors[2])
-    assert b.prior == pytest.approx(priors[3])
+    assert a.prior == pytest.approx(unique[0] + unique[1])
+    assert b.prior == pytest.approx(unique[2])
     # every returned token counts, pruned and duplicate included
     assert ctx.stats.generated_tokens == 4 + 6 + 5 + 7
     assert ctx.stats.candidates == 4 and ctx.stats.duplicates == 1 and ctx.stats.pruned == 1
@@ -89,13 +104,37 @@ def test_expansion_merge_rules_and_accounting(stage):
     assert ctx.stats.judge_calls == 3  # no prefilter configured
     if stage == "after_prm":
         assert ctx.stats.prm_calls == 3  # A, so A, B (the exact duplicate is never scored)
-        assert a.value == pytest.approx(0.8)  # max over its class
+        assert a.value == pytest.approx(0.3)  # its own, not the class's 0.8
         assert a.own_value == pytest.approx(0.3) and so_a.value == pytest.approx(0.8)
     else:
         assert ctx.stats.prm_calls == 2  # representatives only
         assert so_a.value is None
         assert a.value == pytest.approx(0.3)
     assert [r.steps for r in reward.requests] == ([("A",), ("so A",), ("B",)] if stage == "after_prm" else [("A",), ("B",)])
+
+
+def test_merge_value_class_max_is_an_option():
+    ctx, kids = _expand_root(_root_table(), {"A": 0.3, "so A": 0.8, "B": 0.5}, RestateJudge(), width=4,
+                             merge_value="class_max")
+    a = kids[0]
+    assert a.text == "A" and a.value == pytest.approx(0.8) and a.own_value == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("prune", [True, False])
+def test_exact_duplicates_are_dropped_before_priors_are_normalised(prune):
+    """A, A, B with equal likelihoods: 0.5 / 0.5 in pruned runs too (was 0.667 / 0.333)."""
+    table = {(): [cand("A"), cand("A"), cand("B")]}
+    ctx, kids = _expand_root(table, {}, RestateJudge() if prune else None, width=3)
+    assert [k.text for k in kids] == ["A", "B"]
+    assert [k.prior for k in kids] == pytest.approx([0.5, 0.5])
+    assert ctx.stats.duplicates == 1
+
+
+def test_a_merged_terminal_sibling_makes_the_kept_node_terminal():
+    table = {(): [cand("A"), cand("so A", finished=True), cand("B")]}
+    ctx, kids = _expand_root(table, {}, RestateJudge(), width=3)
+    assert [k.text for k in kids] == ["A", "B"]
+    assert kids[0].terminal and not kids[1].terminal
 
 
 def test_no_pruning_keeps_judged_equivalents_but_drops_exact_duplicates():
@@ -188,19 +227,22 @@ def test_mcts_simulation_sequence_by_hand():
     asyncio.run(run_workers(dispatcher, [0], work, 1))
 
 
-def test_mcts_merge_sums_priors_keeps_max_value_and_commits_most_visited():
+@pytest.mark.parametrize("merge_value", ["own", "class_max"])
+def test_mcts_merge_sums_priors_values_and_commits_most_visited(merge_value):
     table = {
         (): [cand("A", tokens=2, logprob=-2.0), cand("so A", tokens=2, logprob=-2.0), cand("B", tokens=2, logprob=-1.0)],
         ("A",): [cand("A done answer 1", finished=True)],
         ("B",): [cand("B done answer 2", finished=True)],
     }
     values = {"A": 0.2, "so A": 0.95, "B": 0.6, "A done answer 1": 0.9, "B done answer 2": 0.1}
-    final, ctx = run_search(mcts, TablePolicy(table), TableReward(values), RestateJudge(), width=3, num_simulations=6)
+    final, ctx = run_search(mcts, TablePolicy(table), TableReward(values), RestateJudge(), width=3, num_simulations=6,
+                            merge_value=merge_value)
     a, so_a, b = (by_text(ctx, t, 1) for t in ("A", "so A", "B"))
     priors = sibling_priors(table[()])
     assert so_a.merged_into == a.id and so_a.children == [] and so_a.visits == 0
     assert a.prior == pytest.approx(priors[0] + priors[1])
-    assert a.value == pytest.approx(0.95)  # max of merged PRM values, not the kept node's own 0.2
+    # the reference keeps the kept node's own 0.2; class_max gives it the merged 0.95
+    assert a.value == pytest.approx(0.2 if merge_value == "own" else 0.95)
     assert a.visits > b.visits
     assert ctx.tree.steps(final) == ("A", "A done answer 1")
     assert final.terminal
@@ -232,9 +274,14 @@ def test_dfs_never_explores_a_pruned_class_and_collects_num_sequence():
     values = {"A": 0.9, "so A": 0.99, "B": 0.5, "A x answer 1": 0.3, "A y answer 5": 0.4, "B x answer 2": 0.8}
     policy = TablePolicy(table)
     final, ctx = run_search(dfs, policy, TableReward(values), RestateJudge(), width=3, num_sequence=3)
-    # the class {A, so A} is kept by its higher-scoring member and explored once
-    assert [r.steps for r in policy.requests] == [(), ("so A",), ("B",)]
+    # the class {A, so A} is kept by its first member (the reference's rule) and explored once
+    assert [r.steps for r in policy.requests] == [(), ("A",), ("B",)]
     assert ctx.tree.steps(final) == ("B", "B x answer 2")
+    # pruner.representative "score" keeps the higher-scoring member instead
+    policy = TablePolicy(table)
+    run_search(dfs, policy, TableReward(values), RestateJudge(), pruner=PrunerConfig(representative="score"),
+               width=3, num_sequence=3)
+    assert [r.steps for r in policy.requests] == [(), ("so A",), ("B",)]
     # unpruned, the equivalent sibling (valued highest) is explored first
     policy = TablePolicy(table)
     final, ctx = run_search(dfs, policy, TableReward(values), RestateJudge(), prune=False, width=3, num_sequence=2)
@@ -302,23 +349,40 @@ def test_every_returned_token_is_counted(search, stage):
     assert all(not n.children for n in ctx.tree if n.merged_into is not None)
 
 
-# -- which value SBS / DFS / lookahead rank on ----------------------------------------------------
-@pytest.mark.parametrize("search", [sbs, dfs, lookahead])
-def test_chosen_path_values_are_each_steps_own_prm_score(search):
-    """A merged class is kept by its highest-scoring member, so the value ranked on and recorded
-    is the PRM score of the kept text, not one earned by a pruned sibling."""
-    table = {
+# -- which sibling SBS / DFS / lookahead keep, and which value they rank on ----------------------
+def _class_table():
+    return {
         (): [cand("A"), cand("so A"), cand("B")],
         ("A",): [cand("A x answer 1", finished=True)],
         ("so A",): [cand("sA x answer 1", finished=True)],
         ("B",): [cand("B x answer 2", finished=True)],
     }
-    values = {"A": 0.3, "so A": 0.9, "B": 0.6, "A x answer 1": 0.7, "sA x answer 1": 0.7, "B x answer 2": 0.7}
-    final, ctx = run_search(search, TablePolicy(table), TableReward(values), RestateJudge(), width=3, beam_size=1,
-                            num_sequence=1, lookahead_steps=0)
+
+
+_CLASS_VALUES = {"A": 0.3, "so A": 0.9, "B": 0.6, "A x answer 1": 0.7, "sA x answer 1": 0.7, "B x answer 2": 0.7}
+
+
+@pytest.mark.parametrize("search", [sbs, dfs, lookahead])
+def test_kept_sibling_is_the_first_with_its_own_value(search):
+    """As the reference: the class {A, so A} is kept by A (first generated) valued 0.3, so B
+    (0.6) wins; before, the class was kept by its best-scoring member and ranked at 0.9."""
+    final, ctx = run_search(search, TablePolicy(_class_table()), TableReward(_CLASS_VALUES), RestateJudge(), width=3,
+                            beam_size=1, num_sequence=1, lookahead_steps=0)
+    path = ctx.tree.ancestry(final)
+    assert [n.text for n in path] == ["B", "B x answer 2"]
+    a = by_text(ctx, "A", 1)
+    assert by_text(ctx, "so A", 1).merged_into == a.id and a.value == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("search", [sbs, dfs, lookahead])
+def test_representative_score_keeps_the_best_scoring_member_with_its_own_score(search):
+    """The option that was the default: the value ranked on is the PRM score of the kept text."""
+    final, ctx = run_search(search, TablePolicy(_class_table()), TableReward(_CLASS_VALUES), RestateJudge(), width=3,
+                            beam_size=1, num_sequence=1, lookahead_steps=0,
+                            pruner=PrunerConfig(representative="score"))
     path = ctx.tree.ancestry(final)
     assert [n.text for n in path] == ["so A", "sA x answer 1"]
-    assert [n.value for n in path] == [values[n.text] for n in path]
+    assert [n.value for n in path] == [_CLASS_VALUES[n.text] for n in path]
     assert by_text(ctx, "A", 1).merged_into == by_text(ctx, "so A", 1).id
 
 
@@ -376,7 +440,7 @@ def test_judge_calls_are_what_the_judge_reports_per_problem_not_its_cache():
 
 
 @pytest.mark.parametrize("prune", [False, True])
-def test_exact_duplicates_dropped_and_renormalised_in_the_baseline_folded_when_pruning(prune):
+def test_exact_duplicates_dropped_and_renormalised_pruned_or_not(prune):
     table = {(): [cand("A", logprob=-1.0), cand("B", logprob=-2.0), cand("A", logprob=-1.0)]}
     dispatcher = Dispatcher(TablePolicy(table), TableReward({}), RestateJudge() if prune else None)
     ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=3), SeedStream(0, "p"))
@@ -387,7 +451,108 @@ def test_exact_duplicates_dropped_and_renormalised_in_the_baseline_folded_when_p
     asyncio.run(run_workers(dispatcher, [0], work, 1))
     a, b = ctx.tree.live_children(ctx.tree.root)
     assert ctx.tree[3].merged_into == a.id and ctx.stats.duplicates == 1
-    if prune:  # the paper's merge: the class carries both copies' prior
-        assert a.prior == pytest.approx(2 * sibling_priors(table[()])[0])
-    else:  # the reference: a softmax over the distinct steps
-        assert (a.prior, b.prior) == pytest.approx(tuple(sibling_priors(table[()][:2])))
+    # the reference, in both modes: a softmax over the distinct steps (pruned runs used to fold
+    # the duplicate's prior into its first copy)
+    assert (a.prior, b.prior) == pytest.approx(tuple(sibling_priors(table[()][:2])))
+
+
+# -- PUCT weight, retries, missing PRM scores ------------------------------------------------------
+def test_puct_weight_is_the_references_log_schedule():
+    """pb_c = log((N + 19652 + 1) / 19652) + 1.25 with N the parent's visits; null base = flat."""
+    assert exploration_weight(0, 1.25, 19652.0) == pytest.approx(math.log(19653 / 19652) + 1.25)
+    assert exploration_weight(19652, 1.25, 19652.0) == pytest.approx(math.log((19652 + 19653) / 19652) + 1.25)
+    assert exploration_weight(100, 1.25, None) == 1.25
+    tree = Tree(Q)
+    tree.root.visits = 19652
+    child = tree.add_child(tree.root, "a", prior=0.5, value=0.1)
+    weight = math.log((19652 + 19653) / 19652) + 1.25
+    assert puct_score(child, 19652, 1.25, 19652.0) == pytest.approx(0.1 + weight * 0.5 * math.sqrt(19652))
+    assert SearchConfig().c_puct_base == 19652.0  # the default is the reference's
+
+
+def test_mcts_uses_the_configured_puct_base():
+    """With a tiny base the weight grows fast and the prior-heavy sibling wins more visits."""
+    table = {
+        (): [cand("A", tokens=1, logprob=0.0), cand("B", tokens=1, logprob=-3.0)],
+        ("A",): [cand("A1 answer 1", finished=True)],
+        ("B",): [cand("B1 answer 2", finished=True)],
+    }
+    values = {"A": 0.1, "B": 0.6, "A1 answer 1": 0.1, "B1 answer 2": 0.6}
+    visits = {}
+    for base in (None, 0.01):
+        _, ctx = run_search(mcts, TablePolicy(table), TableReward(values), None, prune=False, width=2,
+                            num_simulations=8, c_puct_base=base)
+        visits[base] = by_text(ctx, "A", 1).visits
+    assert visits[0.01] > visits[None]
+
+
+class FlakyPolicy:
+    """Candidates cut by the token limit for the first ``bad`` calls, then a usable one."""
+
+    def __init__(self, bad: int) -> None:
+        self.bad, self.calls, self.seeds = bad, 0, []
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            self.calls += 1
+            self.seeds.append(r.seed)
+            if r.steps:
+                out.append([cand("done answer 1", tokens=2, finished=True)])
+            elif self.calls <= self.bad:
+                out.append([Candidate("runaway", 7, -7.0, False, truncated=True)] * r.n)
+            else:
+                out.append([cand("A", tokens=3)])
+        return out
+
+
+@pytest.mark.parametrize("bad, dead", [(2, False), (3, True)])
+def test_an_empty_expansion_is_retried_up_to_three_calls(bad, dead):
+    policy = FlakyPolicy(bad)
+    _, ctx = run_search(sbs, policy, TableReward({}), None, prune=False, width=2, beam_size=1)
+    root = ctx.tree.root
+    assert len(set(policy.seeds)) == len(policy.seeds)  # every retry is a fresh sample
+    assert ctx.stats.truncated == 2 * min(bad, 3)
+    assert ctx.stats.generated_tokens == 7 * 2 * min(bad, 3) + (0 if dead else 3 + 2)
+    if dead:
+        assert root.terminal and ctx.stats.dead_ends == 1 and ctx.stats.retries == 2 and policy.calls == 3
+    else:
+        assert not root.terminal and ctx.stats.dead_ends == 0 and ctx.stats.retries == 2
+        assert [n.text for n in ctx.tree.live_children(root)] == ["A"]
+
+
+def test_expansion_attempts_one_makes_it_a_dead_end_at_once():
+    policy = FlakyPolicy(1)
+    _, ctx = run_search(sbs, policy, TableReward({}), None, prune=False, width=2, beam_size=1, expansion_attempts=1)
+    assert ctx.tree.root.terminal and policy.calls == 1 and ctx.stats.retries == 0
+
+
+class GappyReward(TableReward):
+    """Returns no score for a step named in ``missing``."""
+
+    def score(self, requests):
+        out = super().score(requests)
+        return [[] if r.steps[-1] == "B" else s for r, s in zip(requests, out)]
+
+
+def test_a_missing_prm_score_is_valued_zero_and_flagged_on_its_node():
+    ctx, kids = _expand_root({(): [cand("A"), cand("B")]}, {"A": 0.4}, None, width=2)
+    a, b = kids
+    assert (a.value, a.prm_missing) == (0.4, False)
+    dispatcher = Dispatcher(TablePolicy({(): [cand("A"), cand("B")]}), GappyReward({"A": 0.4}), None)
+    ctx = SearchContext(Q, dispatcher.handle(0), SearchConfig(width=2), SeedStream(0, "p"))
+
+    async def work(_):
+        await expand(ctx, [ctx.tree.root])
+
+    asyncio.run(run_workers(dispatcher, [0], work, 1))
+    b = by_text(ctx, "B", 1)
+    assert b.value == 0.0 and b.prm_missing and ctx.stats.prm_missing == 1
+    assert [n["prm_missing"] for n in ctx.tree.to_json()] == [False, False, True]
+
+
+@pytest.mark.parametrize("field, value", [("merge_value", "max"), ("c_puct_base", 0.0), ("expansion_attempts", 0)])
+def test_new_search_settings_are_validated(field, value):
+    with pytest.raises(InputError) as info:
+        SearchConfig(**{field: value}).validate()
+    assert f"search.{field}" in str(info.value)

@@ -35,7 +35,7 @@ class _RefNode:
 
 
 class _RefReplay:
-    """The reference's MCTS order on scripted engines (PUCT with a constant c, no noise)."""
+    """The reference's MCTS order on scripted engines (PUCT with its log schedule, no noise)."""
 
     def __init__(self, policy, reward, *, width: int, sims: int, c: float, max_depth: int) -> None:
         self.policy, self.reward = policy, reward
@@ -60,7 +60,8 @@ class _RefReplay:
             node.children.append(_RefNode(node.steps + (cand.text,), w / sum(weights), s[-1], terminal))
 
     def ucb(self, parent: _RefNode, child: _RefNode) -> float:
-        return child.value() + self.c * child.prior * math.sqrt(parent.visits) / (child.visits + 1)
+        pb_c = math.log((parent.visits + 19652 + 1) / 19652) + self.c  # the reference's _ucb_score
+        return child.value() + pb_c * child.prior * math.sqrt(parent.visits) / (child.visits + 1)
 
     def simulate(self, node: _RefNode, path: list[_RefNode]) -> None:
         path = list(path)

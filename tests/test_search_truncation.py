@@ -65,3 +65,14 @@ def test_a_step_with_the_answer_ends_the_solution_only_where_the_format_says_so(
     final, ctx = run_search(sbs, ScriptedEngine(_boxed_then_more, end_at_answer=False), TableReward({}),
                             prune=False, width=1, beam_size=1)
     assert ctx.tree.steps(final) == ("so x = \\boxed{3}", "Check: 3 is right.")
+
+
+def test_mistral_sft_ends_a_solution_only_at_eos_as_the_reference():
+    """The reference's environments have no stop string (STOP_STR = None): "The answer is" does
+    not end a Math-Shepherd solution; the policy's EOS does. (It used to end it.)"""
+    from equiv.search.policies.prompts import FORMATS, resolve_format
+
+    fmt = FORMATS["mistral_sft"]
+    assert fmt.end_at_answer is False and fmt.is_final("Step 3: The answer is: 18")
+    assert resolve_format("auto", "peiyi9979/mistral-7b-sft").end_at_answer is False
+    assert resolve_format("mistral_sft", "x", end_at_answer=True).end_at_answer is True  # the override stays

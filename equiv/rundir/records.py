@@ -42,12 +42,18 @@ class ResultRecord(TypedDict, total=False):
     truncated: int
     truncated_tokens: int
     dead_ends: int
+    retries: int
+    prm_missing: int
     policy_requests: int
     nodes: int
     seconds: float
     path: list[str]
     error: str | None
     tree: str
+    aggregations: dict[str, dict[str, Any]]
+    """Algorithms that finish several solutions (SBS, lookahead, DFS): each answer aggregation's
+    ``{"prediction", "correct"}`` (``majority_vote``, ``prm_min_max``, ``prm_min_vote``,
+    ``prm_last_max``, ``prm_last_vote``); ``prediction``/``correct`` are ``majority_vote``'s."""
 
 
 def record_key(record: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None) -> RecordKey:
@@ -81,6 +87,12 @@ def check_record(
             raise InputError(f"must be an integer, got {tokens!r}", path=path, line=line, field="generated_tokens")
         if tokens < 0:
             raise InputError("must be >= 0", path=path, line=line, field="generated_tokens")
+    aggregations = record.get("aggregations")
+    if aggregations is not None and not (
+        isinstance(aggregations, dict) and all(isinstance(v, dict) for v in aggregations.values())
+    ):
+        raise InputError("must be an object of {prediction, correct} objects", path=path, line=line,
+                         field="aggregations")
     for name in NUMBER_FIELDS:
         value = record.get(name)
         if value is not None and not is_finite_number(value):

@@ -13,6 +13,22 @@ def _mean(records: Sequence[Mapping[str, Any]], key: str) -> float:
     return sum(float(r.get(key) or 0) for r in records) / len(records) if records else 0.0
 
 
+def aggregation_accuracy(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """Accuracy of each answer aggregation a record carries (``aggregations``), over all records
+    (one without it -- an error -- counts as wrong); None when no record has any."""
+    names: list[str] = []
+    for r in records:
+        for name in r.get("aggregations") or {}:
+            if name not in names:
+                names.append(name)
+    if not names or not records:
+        return None
+    return {
+        name: sum(bool(((r.get("aggregations") or {}).get(name) or {}).get("correct")) for r in records) / len(records)
+        for name in names
+    }
+
+
 def summarise(records: Sequence[Mapping[str, Any]], *, algo: str, pruner: str) -> dict[str, Any]:
     """``summary.json``'s numbers over all records (an errored record counts as wrong and
     contributes the work it did before failing)."""
@@ -28,6 +44,7 @@ def summarise(records: Sequence[Mapping[str, Any]], *, algo: str, pruner: str) -
             "mean_generated_tokens": _mean(rs, "generated_tokens"),
         }
     correct = sum(bool(r.get("correct")) for r in records)
+    aggregations = aggregation_accuracy(records)
     return {
         "algo": algo,
         "pruner": pruner,
@@ -42,7 +59,12 @@ def summarise(records: Sequence[Mapping[str, Any]], *, algo: str, pruner: str) -
         "pruned_per_expansion": pruned / expanded if expanded else 0.0,
         "seconds": sum(float(r.get("seconds") or 0) for r in records),
         "per_seed": per_seed,
+        **({} if aggregations is None else {"aggregations": aggregations}),
     }
+
+
+def _percent(accuracies: Mapping[str, float] | None) -> dict[str, float] | None:
+    return None if accuracies is None else {k: 100.0 * v for k, v in accuracies.items()}
 
 
 def compare_rows(runs: Sequence[tuple[str, Mapping[RecordKey, Mapping[str, Any]]]]) -> tuple[list[dict[str, Any]], int]:
@@ -79,6 +101,7 @@ def compare_rows(runs: Sequence[tuple[str, Mapping[RecordKey, Mapping[str, Any]]
                 "errors": sum(1 for r in sel if r.get("error")),
                 "pruned_per_expansion": pruned / expanded if expanded else None,
                 "total_problems": len(records),
+                "aggregations": _percent(aggregation_accuracy(sel)),
             }
         )
     base = rows[0]["mean_generated_tokens"]

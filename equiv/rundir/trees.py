@@ -30,6 +30,8 @@ class TreeNode:
     on_path: bool = False
     merged_into: int | None = None
     judge_prob: float | None = None
+    prm_missing: bool = False
+    """The reward model returned no score for this step; ``value`` is the 0.0 standing in."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +73,7 @@ class TreeNode:
             on_path=bool(raw.get("on_path", False)),
             merged_into=num("merged_into", integer=True),
             judge_prob=num("judge_prob"),
+            prm_missing=bool(raw.get("prm_missing", False)),
         )
 
 

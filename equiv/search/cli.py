@@ -321,6 +321,10 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
              for row in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    for r in rows:
+        if r.get("aggregations"):  # several finished solutions per problem: every answer rule
+            rules = ", ".join(f"{name} {acc:.2f}" for name, acc in r["aggregations"].items())
+            lines.append(f"{r['run']}: accuracy % by answer aggregation: {rules}")
     return "\n".join(lines)
 
 

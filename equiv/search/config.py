@@ -13,6 +13,7 @@ from equiv.errors import InputError
 
 ALGORITHMS = ("mcts", "sbs", "dfs", "lookahead")
 PRUNE_STAGES = ("after_prm", "before_prm")
+MERGE_VALUES = ("own", "class_max")
 
 
 @dataclass
@@ -26,7 +27,11 @@ class SearchConfig:
     num_simulations: int = 20
     """MCTS: simulations before committing one step."""
     c_puct: float = 1.25
-    """MCTS: PUCT exploration constant."""
+    """MCTS: PUCT exploration constant (the reference's ``pb_c_init``)."""
+    c_puct_base: float | None = 19652.0
+    """MCTS: the reference's ``pb_c_base``: the exploration weight is
+    ``log((N + c_puct_base + 1) / c_puct_base) + c_puct`` with N the parent's visits, as the
+    reference computes it (AlphaZero's schedule). None = a flat ``c_puct``."""
     beam_size: int = 3
     """SBS and lookahead: beams kept after each step (also the number of solutions collected)."""
     num_sequence: int = 3
@@ -43,17 +48,33 @@ class SearchConfig:
     """``after_prm`` (paper-faithful: every candidate is scored, then merged) or ``before_prm``
     (only class representatives are scored, saving PRM work)."""
     dedupe_exact: bool = True
-    """Merge candidates with identical text before judging (the unpruned baseline does this
-    too: the reference keyed children by text)."""
+    """Drop candidates whose text repeats an earlier sibling's before priors are normalised
+    (pruned and unpruned runs alike: the reference keyed children by text)."""
+    merge_value: str = "own"
+    """Value of a kept node whose class absorbed siblings: ``own`` (the reference, what the
+    paper measured: its visit-weighted merge is a no-op at merge time, so the kept node keeps
+    its own PRM value) or ``class_max`` (the class's highest PRM value: the class is as good as
+    its best-scored phrasing; an option to measure)."""
+    expansion_attempts: int = 3
+    """Policy calls for one expansion when a call returns candidates but none usable (all cut
+    by the token limit) before the node becomes a dead end (the reference retries 3 times)."""
 
     def validate(self) -> None:
-        for name in ("width", "max_depth", "num_simulations", "beam_size", "num_sequence", "dfs_max_expansions"):
+        for name in ("width", "max_depth", "num_simulations", "beam_size", "num_sequence", "dfs_max_expansions",
+                     "expansion_attempts"):
             if getattr(self, name) < 1:
                 raise InputError(f"must be >= 1, got {getattr(self, name)}", field=f"search.{name}")
         if self.lookahead_steps < 0:
             raise InputError(f"must be >= 0, got {self.lookahead_steps}", field="search.lookahead_steps")
         if self.c_puct < 0:
             raise InputError(f"must be >= 0, got {self.c_puct}", field="search.c_puct")
+        if self.c_puct_base is not None and self.c_puct_base <= 0:
+            raise InputError(f"must be > 0 or null, got {self.c_puct_base}", field="search.c_puct_base")
+        if self.merge_value not in MERGE_VALUES:
+            raise InputError(
+                f"unknown value {self.merge_value!r}; choose from {', '.join(MERGE_VALUES)}",
+                field="search.merge_value",
+            )
         if self.prune_stage not in PRUNE_STAGES:
             raise InputError(
                 f"unknown value {self.prune_stage!r}; choose from {', '.join(PRUNE_STAGES)}",

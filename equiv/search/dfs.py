@@ -19,7 +19,6 @@ def visit_order(children: list[Node], min_value: float) -> list[Node]:
 
 
 async def dfs(ctx: SearchContext) -> Node:
-    ctx.class_value = "own"  # visit order and the answer use scores the kept texts earned
     solutions: list[Node] = []
     deepest: list[Node] = [ctx.tree.root]
     settings = ctx.settings
@@ -40,6 +39,7 @@ async def dfs(ctx: SearchContext) -> Node:
         families = await expand(ctx, [node])
         children = families[0] if families else []
         stack.extend(reversed(visit_order(children, settings.dfs_min_value)))
+    ctx.solutions = solutions
     if solutions:
         return best_by_value(solutions)
     return deepest[0]

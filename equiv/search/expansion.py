@@ -4,23 +4,26 @@ Per expansion, data flows one way (docs/design.md §3):
 
 1. one batched policy call for all ``parents`` (one StepRequest each, ``n = width``);
 2. every candidate's completion tokens are counted here, whatever happens to it later; one cut
-   by the token limit (``Candidate.truncated``) is dropped, as the reference dropped it; the
-   rest become nodes, with priors a softmax over them of the mean token log-probability; a
-   parent left with none is a terminal dead end;
-3. exact duplicates (same text after whitespace normalisation) merge into the first occurrence
-   (pruned runs fold their prior in; the unpruned baseline renormalises over unique steps);
+   by the token limit (``Candidate.truncated``) is dropped, as the reference dropped it. A parent
+   whose call returned candidates but none usable is asked again with a fresh seed, up to
+   ``SearchConfig.expansion_attempts`` calls in all (the reference's environment retries three
+   times); one still left with none is a terminal dead end;
+3. exact duplicates (same text after whitespace normalisation) are dropped, keeping the first
+   occurrence, and the priors -- a softmax of the mean token log-probability -- are over the
+   unique steps, in pruned and unpruned runs alike (the reference keyed children by text before
+   normalising);
 4. equivalence classes: sibling pairs -> one batched judge call (the judge applies its own
    shortcuts and prefilter, and says which pairs took a model forward: ``judge_calls``) ->
    grouping into classes with one representative each (``PrunerConfig.grouping`` and
-   ``representative``);
+   ``representative``; default greedy, first in generation order, as the reference's
+   ``_merge_leaf_node``);
 5. PRM scores in one batched call — for every unique candidate (``after_prm``, paper-faithful)
    or for representatives only (``before_prm``, saves PRM work);
-6. merge bookkeeping: a pruned sibling gets ``merged_into`` and ``judge_prob``; the
-   representative's prior becomes the sum of its class's priors. Its value depends on
-   ``SearchContext.class_value``: ``"max"`` (MCTS, the paper's rule; docs/design.md §2) gives it the
-   max of the class's PRM values; ``"own"`` (SBS, DFS, lookahead, which rank on PRM values and
-   report the chosen path's value) keeps the highest-scoring member as representative when all
-   members are scored, so the value it is ranked on is the PRM score of its own text.
+6. merge bookkeeping (the reference's ``merge_node``): a pruned sibling gets ``merged_into`` and
+   ``judge_prob``; the representative's prior becomes the sum of its class's priors, and it is
+   terminal if any member is. Its value depends on ``SearchConfig.merge_value``: ``"own"`` (the
+   default, the reference: its visit-weighted merge is a no-op at merge time, so the kept node
+   keeps its own PRM value) or ``"class_max"`` (the class's highest PRM value; an option).
 
 Steps 4 and 5 swap order with ``prune_stage``. Each stage is a small function so it can be
 tested on its own; the algorithms only call :func:`expand`.
@@ -29,6 +32,7 @@ tested on its own; the algorithms only call :func:`expand`.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
@@ -40,6 +44,8 @@ from equiv.search.pairlog import notable_pairs
 from equiv.search.tree import Node, Tree
 from equiv.search.types import Candidate, ScoreRequest, StepRequest
 from equiv.text.levenshtein import normalise_whitespace
+
+logger = logging.getLogger(__name__)
 
 
 class AsyncEngines(Protocol):
@@ -80,6 +86,8 @@ class Stats:
     truncated: int = 0  # candidates dropped for hitting the token limit (their tokens count)
     truncated_tokens: int = 0  # their tokens (in generated_tokens, but on no tree node)
     dead_ends: int = 0  # nodes made terminal because no usable candidate came back
+    retries: int = 0  # policy requests repeated because the previous one gave no usable candidate
+    prm_missing: int = 0  # nodes the reward model returned no score for (valued 0.0, flagged)
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -108,7 +116,8 @@ class SearchContext:
     """Everything one problem's search needs; algorithms are functions of it.
 
     Pruning is on when ``engines`` has a judge; ``pruner`` says how its verdicts become classes
-    (``grouping``, ``representative``); the threshold is the judge's own.
+    (``grouping``, ``representative``); the threshold is the judge's own; ``settings.merge_value``
+    says what value a kept node carries.
     """
 
     question: str
@@ -119,11 +128,11 @@ class SearchContext:
     tree: Tree = None  # type: ignore[assignment]
     stats: Stats = field(default_factory=Stats)
     judged: set[tuple[str, str]] = field(default_factory=set)  # pair keys this problem has asked
-    class_value: str = "max"
-    """How a merged class is valued: ``"max"`` (MCTS) or ``"own"`` (the other algorithms set it;
-    see the module docstring, step 6)."""
     pair_log: list[dict[str, Any]] = field(default_factory=list)
     """Merged and near-threshold kept-apart sibling pairs (:mod:`equiv.search.pairlog`)."""
+    solutions: list[Node] = field(default_factory=list)
+    """Finished solutions in the order found, for algorithms that collect several (SBS,
+    lookahead, DFS); the runner aggregates their answers (:mod:`equiv.search.aggregate`)."""
 
     def __post_init__(self) -> None:
         if self.tree is None:
@@ -161,34 +170,75 @@ def exact_duplicate_of(texts: Sequence[str]) -> list[int | None]:
 
 
 def merge_class(
-    tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[float | None], *, take_max: bool = True
+    tree: Tree, rep: Node, members: Sequence[Node], probs: Sequence[float | None], *, class_max: bool = False
 ) -> None:
-    """Fold ``members`` into ``rep``: summed prior, merge bookkeeping, and (``take_max``) the
-    max of the class's PRM values as the representative's value."""
+    """Fold ``members`` into ``rep`` as the reference's ``merge_node`` does: summed prior, the
+    terminal flag ORed (a class with a finished member is finished), merge bookkeeping. The
+    value stays the representative's own unless ``class_max`` (then the class's highest)."""
     for member, prob in zip(members, probs):
         member.merged_into = rep.id
         member.judge_prob = prob
         rep.prior += member.prior
-        if take_max and member.value is not None and (rep.value is None or member.value > rep.value):
+        rep.terminal = rep.terminal or member.terminal
+        if class_max and member.value is not None and (rep.value is None or member.value > rep.value):
             rep.value = member.value
 
 
 # -- the step -------------------------------------------------------------------------------------
-def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candidate]) -> list[Node]:
-    """Candidates -> child nodes. A truncated candidate (token limit hit, no clean stop) is
-    dropped as the reference dropped it, but its tokens count; priors are over the kept ones.
-    A parent left with no children (nothing sampled because the context is full, or every
-    candidate truncated) becomes a terminal dead end."""
+def _usable(ctx: SearchContext, candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Count every candidate's tokens; drop those cut by the token limit (the reference dropped
+    them: only a clean stop is a step), keeping their tokens in the tally."""
     for cand in candidates:
+        ctx.stats.generated_tokens += int(cand.num_tokens)
         if cand.truncated:
-            ctx.stats.generated_tokens += int(cand.num_tokens)
             ctx.stats.truncated += 1
             ctx.stats.truncated_tokens += int(cand.num_tokens)
-    candidates = [c for c in candidates if not c.truncated]
-    priors = sibling_priors(candidates)
-    nodes = []
-    for cand, prior in zip(candidates, priors):
+        else:
+            ctx.stats.candidates += 1
+    return [c for c in candidates if not c.truncated]
+
+
+async def _generate(ctx: SearchContext, parents: Sequence[Node], width: int) -> list[list[Candidate]]:
+    """Each parent's usable candidates: one batched call, then repeated calls (fresh seeds) for
+    parents that got candidates but none usable, up to ``expansion_attempts`` calls in all, as
+    the reference's environment retries. A parent the policy returned nothing for (its context
+    is full) is not retried: another call cannot change that."""
+    usable: list[list[Candidate]] = [[] for _ in parents]
+    pending = list(range(len(parents)))
+    for attempt in range(ctx.settings.expansion_attempts):
+        if not pending:
+            break
+        requests = [
+            StepRequest(ctx.question, ctx.tree.steps(parents[i]), n=width, seed=ctx.seeds.next()) for i in pending
+        ]
+        outputs = await ctx.engines.generate(requests)
+        ctx.stats.policy_requests += len(requests)
+        if attempt > 0:
+            ctx.stats.retries += len(requests)
+        still = []
+        for i, cands in zip(pending, outputs):
+            usable[i] = _usable(ctx, cands)
+            if cands and not usable[i]:
+                still.append(i)
+        pending = still
+    return usable
+
+
+def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candidate]) -> list[Node]:
+    """Usable candidates -> child nodes; returns the unique ones.
+
+    Whitespace-equal candidates after the first are dropped before priors are normalised, in
+    pruned and unpruned runs alike (as the reference, whose children were keyed by text): the
+    priors are a softmax over the unique steps. A duplicate stays in the tree as a leaf merged
+    into its first copy (``judge_prob`` 1.0, prior 0), so the report shows it and its tokens stay
+    on a node. A parent left with no children becomes a terminal dead end.
+    """
+    dup_of = exact_duplicate_of([c.text for c in candidates]) if ctx.settings.dedupe_exact else [None] * len(candidates)
+    priors = iter(sibling_priors([c for c, first in zip(candidates, dup_of) if first is None]))
+    nodes: list[Node] = []
+    for cand, first in zip(candidates, dup_of):
         depth = parent.depth + 1
+        prior = next(priors) if first is None else 0.0
         node = ctx.tree.add_child(
             parent,
             cand.text,
@@ -198,56 +248,40 @@ def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candida
             logprob=float(cand.logprob),
             terminal=bool(cand.finished) or depth >= ctx.settings.max_depth,
         )
+        if first is not None:
+            node.merged_into = nodes[first].id
+            node.judge_prob = 1.0
+            ctx.stats.duplicates += 1
         nodes.append(node)
-        ctx.stats.generated_tokens += int(cand.num_tokens)
-        ctx.stats.candidates += 1
     parent.expanded = True
     if not nodes:
         parent.terminal = True  # the policy had nothing to add: a dead end
         ctx.stats.dead_ends += 1
-    return nodes
-
-
-def _drop_exact_duplicates(ctx: SearchContext, nodes: list[Node]) -> list[Node]:
-    """Merge whitespace-equal siblings into their first occurrence.
-
-    With pruning on, a duplicate is one more member of its class: its prior is folded into the
-    first copy (the paper's merge rule). The unpruned baseline does what the reference did (its
-    children were keyed by text): the duplicate is dropped and the priors are renormalised over
-    the unique steps, so the baseline's priors are a softmax over distinct steps.
-    """
-    if not ctx.settings.dedupe_exact:
-        return nodes
-    dup_of = exact_duplicate_of([n.text for n in nodes])
-    unique = []
-    for node, first in zip(nodes, dup_of):
-        if first is None:
-            unique.append(node)
-        elif ctx.engines.has_judge:
-            merge_class(ctx.tree, nodes[first], [node], [1.0])
-            ctx.stats.duplicates += 1
-        else:
-            node.merged_into = nodes[first].id
-            node.judge_prob = 1.0
-            ctx.stats.duplicates += 1
-    if not ctx.engines.has_judge and len(unique) < len(nodes):
-        total = sum(n.prior for n in unique)
-        for n in unique:
-            n.prior = n.prior / total if total > 0 else 1.0 / len(unique)
-    return unique
+    return [n for n in nodes if n.merged_into is None]
 
 
 async def score_nodes(ctx: SearchContext, nodes: Sequence[Node]) -> None:
-    """One batched PRM call; a node's value is the PRM score of its last step."""
+    """One batched PRM call; a node's value is the PRM score of its last step.
+
+    A step the reward model returns no score for is valued 0.0, as the reference values it, so
+    one unscorable step does not end the whole problem; unlike the reference it is not silent:
+    the node is flagged (``prm_missing``, in the tree file) and counted (the record's
+    ``prm_missing``), and a warning is logged.
+    """
     if not nodes:
         return
     requests = [ScoreRequest(ctx.question, ctx.tree.steps(n)) for n in nodes]
     scores = await ctx.engines.score(requests)
     ctx.stats.prm_calls += len(requests)
     for node, per_step in zip(nodes, scores):
-        if not per_step:
-            raise RuntimeError(f"reward model returned no score for a {len(node.text)}-char step")
-        node.value = float(per_step[-1])
+        if per_step:
+            node.value = float(per_step[-1])
+        else:
+            node.value = 0.0
+            node.prm_missing = True
+            ctx.stats.prm_missing += 1
+            logger.warning("reward model returned no score for node %d (a %d-char step); valued 0.0",
+                           node.id, len(node.text))
         node.own_value = node.value
 
 
@@ -284,9 +318,7 @@ async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[
             continue
         scored = all(n.value is not None for n in family)
         representative: str = ctx.pruner.representative
-        if ctx.class_value == "own" and scored:
-            representative = "score"  # the kept text is the one that earned the class's best score
-        elif representative == "score" and not scored:
+        if representative == "score" and not scored:
             representative = "prior"
         grouping = group_equivalent(
             len(family),
@@ -302,7 +334,7 @@ async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[
             rep_index = grouping.representative_of[i]
             if rep_index != i:
                 merge_class(ctx.tree, family[rep_index], [node], [grouping.prob_to_representative[i]],
-                            take_max=ctx.class_value == "max")
+                            class_max=ctx.settings.merge_value == "class_max")
                 ctx.stats.pruned += 1
 
 
@@ -312,13 +344,9 @@ async def expand(ctx: SearchContext, parents: Sequence[Node], *, n: int | None =
     if not parents:
         return []
     width = n or ctx.settings.width
-    requests = [StepRequest(ctx.question, ctx.tree.steps(p), n=width, seed=ctx.seeds.next()) for p in parents]
-    outputs = await ctx.engines.generate(requests)
-    ctx.stats.policy_requests += len(requests)
+    outputs = await _generate(ctx, parents, width)
     ctx.stats.expanded += len(parents)
-    families = [
-        _drop_exact_duplicates(ctx, _add_children(ctx, parent, cands)) for parent, cands in zip(parents, outputs)
-    ]
+    families = [_add_children(ctx, parent, cands) for parent, cands in zip(parents, outputs)]
     if ctx.settings.prune_stage == "before_prm":
         await merge_equivalent_siblings(ctx, families)
         await score_nodes(ctx, [node for f in families for node in f if node.merged_into is None])

@@ -4,7 +4,8 @@
 the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces handled), GSM8K's ``#### n``, the last
 "The answer is ...", and finally the last number in the text.
 
-``grade(prediction, answer, kind)`` decides correctness:
+``grade(prediction, answer, kind)`` decides correctness, after :func:`canonical_math` (a Unicode
+minus is ``-``; ``\\frac12`` is ``\\frac{1}{2}``, as the reference's ``_fix_fracs``):
 
 - ``gsm8k``: both sides reduced to a number (``$``, thousands commas, ``%``, trailing units and
   full stops dropped; fractions like ``3/4`` allowed) and compared with a relative tolerance of
@@ -48,6 +49,23 @@ MAX_PREDICTION_CHARS = 2000  # a longer "answer" is not an answer; do not feed i
 
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*-?\d+(?:\.\d+)?)?|-?\.\d+")
 _ANSWER_IS = re.compile(r"answer is\s*:?\s*(.+)", re.IGNORECASE)
+
+
+# -- canonical spelling --------------------------------------------------------------------------
+# ``\frac12`` / ``\frac1{2}`` / ``\frac{1}2``: TeX reads a bare token as an argument, so these
+# are 1/2 (the reference's ``_fix_fracs`` brace them); without braces the number regex saw "12".
+_BARE_FRAC = re.compile(r"\\([dt]?frac)(?!\s*\{)\s*([0-9A-Za-z])\s*(?:\{([^{}]*)\}|([0-9A-Za-z]))")
+_BARE_DENOMINATOR = re.compile(r"\\([dt]?frac)\s*\{([^{}]*)\}\s*([0-9A-Za-z])")
+_MINUS_SIGNS = ("\u2212", "\ufe63", "\uff0d")  # Unicode minus; small and full-width hyphen-minus
+
+
+def canonical_math(text: str) -> str:
+    """Spellings that mean the same answer, made one: a Unicode minus sign becomes
+    ``-``; a fraction with unbraced arguments gets its braces (``\\frac12`` -> ``\\frac{1}{2}``)."""
+    for sign in _MINUS_SIGNS:
+        text = text.replace(sign, "-")
+    text = _BARE_FRAC.sub(lambda m: f"\\{m.group(1)}{{{m.group(2)}}}{{{m.group(3) if m.group(3) is not None else m.group(4)}}}", text)
+    return _BARE_DENOMINATOR.sub(lambda m: f"\\{m.group(1)}{{{m.group(2)}}}{{{m.group(3)}}}", text)
 
 
 # -- extraction -----------------------------------------------------------------------------
@@ -95,6 +113,7 @@ def extract_answer(text: str | None, kind: Kind) -> str | None:
         return _other_kind(kind).extract(text)
     if not text:
         return None
+    text = canonical_math(text)
     boxed = _last_braced(text)
     if boxed:
         return boxed
@@ -138,7 +157,7 @@ def parse_number(text: str | None) -> Fraction | None:
     """The last number in ``text`` as an exact fraction (``$1,000.50`` -> 2001/2), or None."""
     if not text:
         return None
-    text = text.replace("\\!", "").replace("{,}", ",").replace("\\$", "$")
+    text = canonical_math(text).replace("\\!", "").replace("{,}", ",").replace("\\$", "$")
     text = _FRACTION.sub(_fraction_as_ratio, text)
     numbers = _NUMBER.findall(text)
     if not numbers:
@@ -335,6 +354,7 @@ def grade(prediction: str | None, answer: str, kind: Kind, *, timeout_s: float =
         return _numbers_match(pred, gold)
     if kind != "math":
         raise ValueError(f"unknown problem kind {kind!r}; expected 'gsm8k' or 'math'")
+    prediction, answer = canonical_math(prediction), canonical_math(str(answer))
     if _normalise_math(prediction) == _normalise_math(answer):
         return True
     result = _WORKER.equal(prediction, answer, timeout_s)

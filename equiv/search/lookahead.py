@@ -68,5 +68,4 @@ async def _top_k_by_rollout(ctx: SearchContext, pool: list[Node], k: int) -> lis
 
 
 async def lookahead(ctx: SearchContext) -> Node:
-    ctx.class_value = "own"  # rank and answer on scores the kept texts earned
     return await beam_loop(ctx, _top_k_by_rollout)

@@ -36,6 +36,7 @@ from equiv.rundir import (
     tree_file_name,
     write_atomic,
 )
+from equiv.search.aggregate import HEADLINE, Solution, aggregate
 from equiv.search.config import ALGORITHMS, RunConfig, SearchConfig
 from equiv.search.dfs import dfs
 from equiv.search.dispatch import Dispatcher, run_workers
@@ -108,8 +109,12 @@ async def solve_problem(
     correct = False
     error: str | None = None
     path: list[str] = []
+    aggregations: dict[str, dict] | None = None
     try:
         final = await SEARCHES[algo](ctx)
+        if ctx.solutions:
+            aggregations, chosen = aggregate_solutions(ctx, problem, grader)
+            final = chosen or final
         ctx.tree.mark_path(final)
         path = list(ctx.tree.steps(final))
         if path:
@@ -140,13 +145,36 @@ async def solve_problem(
         "truncated": stats.truncated,
         "truncated_tokens": stats.truncated_tokens,
         "dead_ends": stats.dead_ends,
+        "retries": stats.retries,
+        "prm_missing": stats.prm_missing,
         "policy_requests": stats.policy_requests,
         "nodes": len(ctx.tree),
         "seconds": round(time.perf_counter() - start, 4),
         "path": path,
         "error": error,
     }
+    if aggregations is not None and error is None:
+        record["aggregations"] = {m: {"prediction": a["prediction"], "correct": a["correct"]}
+                                  for m, a in aggregations.items()}
     return record, ctx
+
+
+def aggregate_solutions(ctx: SearchContext, problem: Any, grader: Grader) -> tuple[dict[str, dict], Node | None]:
+    """The reference evaluator's answer choices over ``ctx.solutions``, and the solution the
+    headline (:data:`equiv.search.aggregate.HEADLINE`) answers with (None: no solution has an
+    answer, so the search's own pick stands; it has none either and is graded wrong).
+
+    Step scores are each path step's own PRM value (``own_value``: what the PRM gave that text,
+    whatever ``merge_value`` put in ``value``)."""
+    solutions = []
+    for node in ctx.solutions:
+        steps = ctx.tree.ancestry(node)
+        answer = grader.extract("\n".join(n.text for n in steps), problem.kind) if steps else None
+        scores = tuple(float(n.own_value if n.own_value is not None else (n.value or 0.0)) for n in steps)
+        solutions.append(Solution(answer, scores))
+    results = aggregate(solutions, lambda p: bool(grader.grade(p, str(problem.answer), problem.kind)))
+    index = results[HEADLINE]["solution"]
+    return results, None if index is None else ctx.solutions[index]
 
 
 def check_eval_inputs(

@@ -5,7 +5,8 @@ are grouped into equivalence classes *before* the top-k, so the beam holds disti
 instead of several copies of the same step (docs/design.md §1). The pool of surviving
 representatives across all beams is ranked by PRM value and the best ``beam_size - finished``
 are kept; a selected terminal candidate is a finished solution and shrinks the beam, as in the
-reference. The answer is the finished solution with the highest PRM value.
+reference. The answer aggregates the finished solutions as the reference's evaluator does
+(:mod:`equiv.search.aggregate`; headline: majority vote).
 """
 
 from __future__ import annotations
@@ -26,22 +27,29 @@ Chooser = Callable[[SearchContext, list[Node], int], Awaitable[list[Node]]]
 
 
 async def beam_loop(ctx: SearchContext, choose: Chooser) -> Node:
-    """The beam loop SBS and lookahead share: expand all beams, let ``choose`` keep the best
-    ``beam_size - finished`` of the pooled representatives, retire terminal ones."""
+    """The beam loop SBS and lookahead share, in the reference's ``beam_search`` order.
+
+    Each round expands the chosen beams that are not finished (one batched call), then walks the
+    chosen in their ranked order: a finished one -- a selected terminal step, or a beam whose
+    expansion came back empty (a dead end, answerless, as the reference's end nodes) -- becomes
+    a solution; ``choose`` keeps the best ``beam_size - solutions`` of the live children of the
+    others. Stops at ``beam_size`` solutions. Returns the best solution by last-step value (the
+    runner answers by aggregating ``ctx.solutions``)."""
     beam = ctx.settings.beam_size
-    frontier: list[Node] = [ctx.tree.root]
+    chosen: list[Node] = [ctx.tree.root]
     finished: list[Node] = []
     last: list[Node] = []
-    while frontier and len(finished) < beam:
-        families = await expand(ctx, frontier)
-        pool = [child for family in families for child in family]
+    while chosen:
+        await expand(ctx, [n for n in chosen if not n.terminal])
+        finished.extend(n for n in chosen if n.terminal and n is not ctx.tree.root)
+        if len(finished) >= beam:
+            break
+        pool = [child for n in chosen if not n.terminal for child in ctx.tree.live_children(n)]
         if not pool:
             break
         chosen = await choose(ctx, pool, beam - len(finished))
         last = chosen
-        frontier = []
-        for node in chosen:
-            (finished if node.terminal else frontier).append(node)
+    ctx.solutions = finished
     if finished:
         return best_by_value(finished)
     return best_by_value(last) if last else ctx.tree.root
@@ -52,5 +60,4 @@ async def _top_k_by_value(ctx: SearchContext, pool: list[Node], k: int) -> list[
 
 
 async def sbs(ctx: SearchContext) -> Node:
-    ctx.class_value = "own"  # rank on scores the kept texts earned (not a merged sibling's)
     return await beam_loop(ctx, _top_k_by_value)

@@ -27,7 +27,7 @@ class Node:
     depth: int
     text: str
     prior: float = 1.0
-    value: float | None = None  # PRM value of this step (after a merge: max over its class)
+    value: float | None = None  # PRM value of this step (merge_value class_max: max over its class)
     visits: int = 0
     value_sum: float = 0.0
     tokens: int = 0  # completion tokens the policy spent producing this step
@@ -37,6 +37,7 @@ class Node:
     judge_prob: float | None = None  # equivalence probability to the representative
     own_prior: float = 1.0  # prior before merging (kept for the report)
     own_value: float | None = None  # PRM value before merging
+    prm_missing: bool = False  # the reward model returned no score: value 0.0 stands in for it
     children: list[int] = field(default_factory=list)
     expanded: bool = False
     on_path: bool = False
@@ -119,6 +120,7 @@ class Tree:
                 on_path=bool(n.on_path),
                 merged_into=n.merged_into,
                 judge_prob=None if n.judge_prob is None else float(n.judge_prob),
+                prm_missing=bool(n.prm_missing),
             ).to_json()
             for n in self.nodes
         ]

@@ -77,8 +77,8 @@ class PolicyConfig:
     """Override the chat format's system prompt."""
     end_at_answer: bool | None = None
     """Does a step stating the final answer (``\\boxed{``, "The answer is") end the solution, or
-    only EOS? None = the format's choice: EOS only for ``qwen25_math_chat`` (as the reference),
-    the answer step for ``mistral_sft`` and ``plain``."""
+    only EOS? None = the format's choice: EOS only for ``qwen25_math_chat`` and ``mistral_sft``
+    (as the reference), the answer step for ``plain`` and ``fewshot``."""
     device: str = "auto"
     """transformers: ``auto`` (cuda if available), ``cpu``, ``cuda``, ``cuda:1``..."""
     enforce_eager: bool = False

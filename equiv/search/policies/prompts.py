@@ -15,7 +15,8 @@ Each format owns three conventions that must agree with how its policy was train
     EOS (``end_at_answer`` off), as in the reference.
 ``mistral_sft``  Math-Shepherd's ``peiyi9979/mistral-7b-sft``: raw text ``question + " "`` and then
     ``"Step k: ... ки\\n"`` per step (the model writes the ``Step k:`` prefix itself). The step tag
-    ``ки`` is the delimiter. Final answer: ``The answer is``.
+    ``ки`` is the delimiter. Final answer: ``The answer is``, but the solution ends only at EOS
+    (``end_at_answer`` off), as in the reference.
 ``plain``  Any base model: ``question + "\\n\\n"`` then steps separated by blank lines.
 ``fewshot``  Base (pretrained, non-chat) models: solved exemplars, then ``Question: ...``
     ``Answer:`` and one step per line (delimiter ``"\\n"``); see :mod:`.fewshot`. Final answer:
@@ -55,10 +56,11 @@ class PromptFormat:
     """Text that states the final answer (see ``end_at_answer``)."""
     system_prompt: str | None = None
     end_at_answer: bool = True
-    """Does a step stating the final answer end the solution (besides EOS)? Off for Qwen, as in
-    the reference (its MATH/GSM8K envs have no stop string: a solution ends only at EOS, and
-    Qwen2.5-Math emits EOS itself right after its ``\\boxed{}`` step); on for Math-Shepherd's
-    policy, whose reference config stops at ``"The answer is "``, and for ``plain``."""
+    """Does a step stating the final answer end the solution (besides EOS)? Off for Qwen and
+    Math-Shepherd's policy, as in the reference: its MATH/GSM8K environments have no stop string
+    (``STOP_STR = None``; the ``"The answer is "`` its search configs pass is never read), so a
+    solution ends only at EOS, which both models emit right after their answer step. On for
+    ``plain`` and ``fewshot`` (base models may never emit EOS)."""
     exemplars: tuple = ()
     """``fewshot``: the solved problems shown before the question (:class:`.fewshot.Exemplar`)."""
     shots: int = 0
@@ -128,6 +130,7 @@ FORMATS: dict[str, PromptFormat] = {
         step_delimiter=MATH_SHEPHERD_STEP_TAG,
         step_suffix=f" {MATH_SHEPHERD_STEP_TAG}\n",
         answer_markers=("The answer is", "the answer is"),
+        end_at_answer=False,
     ),
     "plain": PromptFormat(
         name="plain",
