@@ -91,3 +91,21 @@ def test_bad_inputs_get_one_line(tmp_path):
         assert result.returncode == 2 and needle in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
     assert sibling_pairs  # imported API stays public
+
+
+def test_the_shipped_labelled_siblings_are_train_problems_and_read_as_pairs():
+    """benchmarks/data/gsm8k_train_siblings_gemma270m.jsonl: the sibling yardstick, labelled against
+    RUBRIC.md; it must read as pairs and hold no GSM8K test problem."""
+    import pytest
+
+    from tests.helpers.paths import SHARED_DATA
+
+    shipped = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "gsm8k_train_siblings_gemma270m.jsonl"
+    records, _ = read_pair_records(shipped)
+    assert records and all(r.extra["problem"].startswith("gsm8k-train-") for r in records)
+    assert all(r.extra.get("reader") for r in records)
+    test_file = SHARED_DATA / "gsm8k" / "test.jsonl"
+    if not test_file.is_file():
+        pytest.skip(f"needs {test_file} (the shared data)")
+    held = {" ".join(json.loads(line)["question"].split()) for line in test_file.read_text().splitlines() if line}
+    assert not {" ".join(r.extra["question"].split()) for r in records} & held
