@@ -39,7 +39,7 @@ import yaml
 from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
 DOCUMENTS = ("README.md", "docs/getting-started.md")
-LINKED = ("equiv", "configs", "trainer_cli.py", "search_cli.py", "pyproject.toml", "mkdocs.yml")
+LINKED = ("equiv", "configs", "benchmarks", "trainer_cli.py", "search_cli.py", "pyproject.toml", "mkdocs.yml")
 PYTHONS = ("python", "python3", ".venv/bin/python")
 
 
@@ -127,6 +127,8 @@ def kind(cmd: Command) -> str:
         return f"search_{a[2]}"
     if a[0] in PYTHONS and a[1:3] == ("-m", "equiv.judge.ensemble"):
         return "ensemble"
+    if a[0] in PYTHONS and a[1:3] == ("-m", "equiv.prune.crossval"):
+        return "crossval"
     return "unknown"
 
 
@@ -297,6 +299,20 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         assert res.returncode == 0, f"{cmd}\n{res.stderr[-3000:]}"
         settings = json.loads((out_dir / "config.json").read_text())["equiv"]
         assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "hybrid" in settings
+    elif k == "crossval":
+        # k fits of the recipe (minutes each): the command is parsed, its recipe's fit arguments are
+        # checked by the trainer, and its pooled data read; tests/test_prune_crossval.py runs it for real.
+        from equiv.prune.crossval import build_parser, recipe_records
+
+        args = build_parser().parse_args(list(cmd.argv[3:]))
+        if not SHARED_DATA.exists():
+            pytest.skip("the recipe's pairs are in ../shared/data/gsm8k_equiv")
+        records, _ = recipe_records((REPO_ROOT / args.config).resolve())
+        assert len(records) > args.folds
+        status, _, err = run_here(Command(cmd.source, (cmd.argv[0], "trainer_cli.py", "fit", "--config", str(args.config),
+                                                       *[a for a in args.fit_args if a != "--"])),
+                                  workdir, monkeypatch, capsys, "--print_config")
+        assert status == 0, f"{cmd}: its fit arguments do not parse\n{err[-3000:]}"
     elif k in ("search_pairs", "search_compare", "search_report"):
         if any(w.startswith("../shared/") for w in cmd.argv) and not SHARED_DATA.exists():
             pytest.skip("its data is in ../shared/data")

@@ -1,0 +1,104 @@
+"""k-fold cross-validation by problem (``python -m equiv.prune.crossval``) and its table."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from equiv.data.records import PairRecord, problem_key
+from equiv.errors import InputError
+from equiv.judge.tiny import build_tiny_longformer
+from equiv.prune.crossval import assign_folds, fit_command, main
+from equiv.prune.yardstick import format_table, per_fold, policies, yardstick_table
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _record(pid: int, k: int, result: int = 4) -> PairRecord:
+    return PairRecord("a", "b", result, extra={"id": f"toy-{pid}-{k}"})
+
+
+def test_folds_keep_problems_whole_and_do_not_depend_on_order():
+    records = [_record(p, k) for p in range(40) for k in range(3)]
+    folds = assign_folds(records, 4, seed=0)
+    by_problem: dict[str, set[int]] = {}
+    for r, f in zip(records, folds):
+        by_problem.setdefault(problem_key(r), set()).add(f)
+    assert all(len(fs) == 1 for fs in by_problem.values()) and set(folds) == {0, 1, 2, 3}
+    shuffled = records[::-1]
+    again = dict(zip((problem_key(r) for r in shuffled), assign_folds(shuffled, 4, seed=0)))
+    assert all(again[problem_key(r)] == f for r, f in zip(records, folds))
+    assert assign_folds(records, 4, seed=1) != folds  # the salt changes the deal
+    with pytest.raises(InputError, match="fewer folds"):
+        assign_folds(records[:3], 2)
+
+
+def test_the_fit_command_is_the_recipe_on_the_folds_training_part(tmp_path):
+    cmd = fit_command(Path("r.yaml"), [Path("o.yaml")], tmp_path / "train.jsonl", tmp_path / "fold0", ["--trainer.max_epochs=2"])
+    assert cmd[1].endswith("trainer_cli.py") and cmd[2] == "fit"
+    assert cmd[3:7] == ["--config", "r.yaml", "--config", "o.yaml"]
+    assert f"--data.train={tmp_path / 'train.jsonl'}" in cmd and "--data.train_more=[]" in cmd
+    assert cmd[-1] == "--trainer.max_epochs=2"
+
+
+def _rows(fold: int, part: str, probs_labels: list[tuple[float, int]]) -> list[dict]:
+    return [{"fold": fold, "part": part, "label": y, "prob": p, "threshold": 0.5, "raw_prob": p, "raw_threshold": 0.5,
+             "sentence1": f"x is {i}", "sentence2": f"x is {i}", "question": ""} for i, (p, y) in enumerate(probs_labels)]
+
+
+def test_the_table_scores_each_fold_and_repicks_only_on_calibration_rows():
+    rows = (_rows(0, "test", [(0.9, 1), (0.7, 0), (0.2, 0)]) + _rows(1, "test", [(0.95, 1), (0.6, 1), (0.1, 0)])
+            + _rows(0, "calibration", [(0.9, 1), (0.8, 0), (0.85, 1)]) + _rows(1, "calibration", [(0.6, 1), (0.3, 0)]))
+    judge = per_fold(rows, policies()["judge"])
+    assert [f["fp"] for f in judge] == [1, 0] and [f["tp"] for f in judge] == [1, 2]
+    assert judge[0]["false_merge_rate"] == 0.5
+    # fold 0's calibration rows need a threshold above 0.8 for precision 1: the 0.7 false merge goes
+    repicked = per_fold(rows, policies((0.95,))["judge@0.95"])
+    assert repicked[0]["fp"] == 0
+    table = yardstick_table(rows)
+    assert table["judge"]["folds"] == 2 and table["judge"]["fp"] == 1
+    assert "judge+guard@0.95" in table and "formula" in format_table(table)
+    # without calibration rows the re-picked policies are left out, not silently scored
+    assert "judge@0.95" not in yardstick_table([r for r in rows if r["part"] == "test"])
+
+
+@pytest.mark.slow
+def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
+    """The real command: a recipe with a calibration split, two folds fitted by trainer_cli.py in
+    subprocesses, scored as `--strategy model` would, the table printed; a rerun refits nothing."""
+    rng = random.Random(0)
+    train = tmp_path / "train.jsonl"
+    with train.open("w") as fh:
+        for p in range(24):
+            for k in range(2):
+                n = rng.randint(2, 9)
+                same = (p + k) % 2 == 0
+                fh.write(json.dumps({"id": f"toy-{p}-{k}", "question": f"Ann has {n} apples.",
+                                     "sentence1": f"Ann has {n} apples.",
+                                     "sentence2": f"Ann has {n} apples." if same else f"Ann has {n + 1} pears.",
+                                     "result": 4 if same else 0}) + "\n")
+    recipe = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    recipe["data"].pop("val")
+    recipe["data"].update(train=str(train), calibration_fraction=0.3)
+    recipe["model"]["model_name"] = str(build_tiny_longformer(tmp_path / "tiny", attention_window=8))
+    recipe["model"]["max_length"] = 64
+    recipe.update(threshold_from_val=True, hybrid=True, claim_guard=True)
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "cv"
+    args = ["--config", str(config), "--folds", "2", "--out", str(out), "--",
+            "--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "judge+guard" in printed and "false_merge_rate" in printed
+    rows = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
+    assert {r["fold"] for r in rows} == {0, 1} and {r["part"] for r in rows} == {"test", "calibration"}
+    assert len([r for r in rows if r["part"] == "test"]) == 48
+    stamp = (out / "fold0" / "judge" / "config.json").stat().st_mtime
+    assert main(args) == 0 and (out / "fold0" / "judge" / "config.json").stat().st_mtime == stamp
+    with pytest.raises(SystemExit):
+        main(["--config", str(config), "--folds", "3", "--out", str(out)])  # another plan in the same --out
