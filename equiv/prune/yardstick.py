@@ -18,7 +18,6 @@ steps a search would lose. Pure functions over rows; no model is loaded.
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -36,20 +35,15 @@ Row = dict[str, Any]
 
 def read_oof(path: str | Path) -> list[Row]:
     """The rows of an ``oof.jsonl`` (each needs fold, label, prob, threshold, raw_prob, raw_threshold)."""
-    rows: list[Row] = []
+    from equiv.rundir.io import read_json_lines
+
     need = ("fold", "label", "prob", "threshold", "raw_prob", "raw_threshold", "sentence1", "sentence2")
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"malformed JSON: {err.msg}", path=path, line=number) from None
-            for name in need:
-                if name not in row:
-                    raise InputError("missing", path=path, line=number, field=name)
-            rows.append(row)
+    found, _ = read_json_lines(path)
+    for number, row in found:
+        for name in need:
+            if name not in row:
+                raise InputError("missing", path=path, line=number, field=name)
+    rows = [row for _, row in found]
     if not rows:
         raise InputError("holds no rows", path=path)
     return rows
