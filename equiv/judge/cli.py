@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -154,12 +154,18 @@ class JudgeCLI(LightningCLI):
         out = export_judge(module, export_dir, metrics=metrics)
         target = self._subcommand_value("threshold_target_precision")
         guard = bool(self._subcommand_value("claim_guard"))
+        repick = bool(self._subcommand_value("threshold_from_val"))
+        hybrid = bool(self._subcommand_value("hybrid"))
+        probs = None  # the export's calibration-split probabilities, scored once for the guard and the combiner
+        if guard and repick and hybrid:
+            from equiv.judge.ensemble import score_judge_dir
+
+            probs = score_judge_dir(out, self.datamodule.labelled_pairs("val")[0])
         if guard:
-            metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, target,
-                                                         self._subcommand_value("threshold_from_val")))
+            metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, target, repick, probs))
             export_metrics(out, metrics)
-        if self._subcommand_value("hybrid"):
-            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, guard))
+        if hybrid:
+            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, guard, probs))
             export_metrics(out, metrics)
         print(f"exported judge from {source}", flush=True)
         print(f"judge directory: {out}", flush=True)
@@ -244,9 +250,10 @@ def _guard_vetoes(datamodule: Any) -> list[bool]:
 
 
 def attach_claim_guard(judge_dir: Path, datamodule: Any, target_precision: float | None,
-                       repick: bool) -> dict[str, float]:
+                       repick: bool, probs: Sequence[float] | None = None) -> dict[str, float]:
     """Store ``claim_guard: true`` in the export; with ``repick`` choose its ``decision_threshold``
-    again on the validation (calibration) split with the guard's vetoes applied, as search will."""
+    again on the validation (calibration) split with the guard's vetoes applied, as search will
+    (``probs``: the export's probabilities for those pairs, when the caller has them)."""
     from equiv.judge.calibrate import calibration_summary
     from equiv.judge.ensemble import score_judge_dir
     from equiv.judge.export import update_settings
@@ -255,7 +262,8 @@ def attach_claim_guard(judge_dir: Path, datamodule: Any, target_precision: float
     summary: dict[str, float] = {}
     pairs, labels, _ = datamodule.labelled_pairs("val")
     if repick and pairs:
-        probs = score_judge_dir(judge_dir, pairs)
+        if probs is None:
+            probs = score_judge_dir(judge_dir, pairs)
         guarded = [0.0 if v else p for p, v in zip(probs, _guard_vetoes(datamodule))]
         summary = calibration_summary(guarded, labels, target_precision) or {}
         if summary:
@@ -267,7 +275,8 @@ def attach_claim_guard(judge_dir: Path, datamodule: Any, target_precision: float
     return {f"guard_{k}" if k.startswith("calibration") else k: v for k, v in summary.items()}
 
 
-def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None, guard: bool = False) -> dict[str, float]:
+def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None, guard: bool = False,
+                  probs: Sequence[float] | None = None) -> dict[str, float]:
     """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs."""
     from equiv.judge.hybrid import attach_combiner
 
@@ -275,7 +284,7 @@ def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | No
     if not pairs:
         print("hybrid: no labelled validation pairs; no combiner stored", flush=True)
         return {}
-    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision,
+    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision, probs=probs,
                           vetoed=_guard_vetoes(datamodule) if guard else None)
     print(f"hybrid combiner fitted on {fit.pairs} validation pairs, threshold {fit.combiner.threshold} "
           f"(out of fold: precision={fit.precision:.4f} recall={fit.recall:.4f} f1={fit.f1:.4f})", flush=True)
