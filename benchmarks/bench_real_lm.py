@@ -15,9 +15,17 @@ with the pairs the judge merged and those it kept apart near the threshold), so 
 compare`` and ``report`` work on them.
 
 Printed per strategy: accuracy, mean generated tokens per problem, the token ratio to the
-unpruned run, the share of candidates merged as exact duplicates and by the judge, judge
-seconds as a share of generation seconds, and wall seconds. The last line is
+unpruned run, the share of candidates merged as exact duplicates and by the judge, how many
+sibling pairs the pruner merged and how many merges the claim guard vetoed, judge seconds as a
+share of generation seconds, and wall seconds. The last line is
 ``token_ratio: <pruned/unpruned for the model judge>``.
+
+A token saving is only worth what the merges behind it are worth, so every merged pair is also
+written for reading: ``<out>/merges.jsonl`` (one MathEquiv-format line per merged pair:
+``sentence1``, ``sentence2``, the ``question``, the pruner, its probability, the problem ``id``
+and ``seed``; add a ``result`` 0-4 against ``../shared/data/gsm8k_equiv/RUBRIC.md`` and
+``search_cli.py pairs --data`` scores any pruner on them) and ``<out>/merges.md`` (the same, as
+a list to read). Label them before quoting the token ratio.
 
 A 270M base model solves almost no GSM8K problem: accuracy near zero is expected. The token
 ratio and the merge shares are the point -- they measure real redundancy among sampled steps.
@@ -117,6 +125,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def merged_pairs(records: list[dict[str, Any]], pairs: list[dict[str, Any]], pruner: str) -> list[dict[str, Any]]:
+    """The sibling pairs a run merged (``judge_pairs.jsonl``'s ``merged`` lines) as MathEquiv-format
+    pairs to label: the two steps, the problem's question (from its record), the pruner, its
+    probability, and the problem's ``id`` and ``seed``. Pairs of problems without a record are
+    an error: they would be merges no one can place."""
+    questions = {(str(r["id"]), int(r.get("seed") or 0)): r.get("question", "") for r in records}
+    out: list[dict[str, Any]] = []
+    for pair in pairs:
+        if pair.get("kind") != "merged":
+            continue
+        key = (str(pair["id"]), int(pair.get("seed") or 0))
+        if key not in questions:
+            raise InputError(f"merged pair of problem {key[0]} seed {key[1]} has no record", field="id")
+        out.append({
+            "sentence1": pair["a"], "sentence2": pair["b"], "question": questions[key],
+            "pruner": pruner, "prob": pair.get("prob"), "depth": pair.get("depth"),
+            "id": key[0], "seed": key[1],
+        })
+    return out
+
+
+def merges_markdown(merges: list[dict[str, Any]]) -> str:
+    """``merges.md``: every merged pair, grouped by pruner, as a list a person reads."""
+    lines = ["# Sibling steps merged by each pruner", "",
+             "Label each against ../shared/data/gsm8k_equiv/RUBRIC.md before quoting the token ratio.", ""]
+    by_pruner: dict[str, list[dict[str, Any]]] = {}
+    for m in merges:
+        by_pruner.setdefault(m["pruner"], []).append(m)
+    for pruner, rows in by_pruner.items():
+        lines += [f"## {pruner}: {len(rows)} merged pairs", ""]
+        for i, m in enumerate(rows, 1):
+            prob = "-" if m["prob"] is None else f"{float(m['prob']):.3f}"
+            lines += [f"{i}. problem {m['id']} seed {m['seed']}, depth {m['depth']}, probability {prob}",
+                      f"   - a: {m['sentence1']!r}", f"   - b: {m['sentence2']!r}", ""]
+    return "\n".join(lines) + "\n"
+
+
 def figures(records: list[dict[str, Any]], gen_s: float, judge_s: float, wall_s: float) -> dict[str, Any]:
     """One table row from a run's records and its engine timings."""
     n = len(records)
@@ -151,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     from equiv.search.config import RunConfig, SearchConfig
     from equiv.search.policies import PolicyConfig, build_policy
     from equiv.search.rewards import RewardConfig, bind_policy_reward
-    from equiv.rundir import read_records
+    from equiv.rundir import read_pairs, read_records
     from equiv.search.runner import Engines, run_eval
 
     if args.threads:
@@ -181,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
           f"{args.fewshot_count} shots, torch threads {torch.get_num_threads()}", flush=True)
 
     rows: dict[str, dict[str, Any]] = {}
+    merges: list[dict[str, Any]] = []
     for name in ["none", *strategies]:
         if name == "model":
             pruner = PrunerConfig(strategy="model", model=args.judge, device=args.device)
@@ -209,23 +255,34 @@ def run(args: argparse.Namespace) -> int:
         judge_s = timed_judge.pair_verdicts.seconds if timed_judge is not None else 0.0
         rows[name] = figures(records, timed_policy.generate.seconds, judge_s, wall)
         rows[name]["run_dir"] = str(run_dir)
+        pairs_path = run_dir / "judge_pairs.jsonl"
+        run_merges = merged_pairs(records, read_pairs(pairs_path)[0] if pairs_path.exists() else [], name)
+        merges.extend(run_merges)
+        rows[name]["merged_pairs"] = len(run_merges)
+        rows[name]["guard_vetoes"] = int(getattr(getattr(judge, "stats", None), "guarded", 0) or 0)
         print(f"  {name}: done in {wall:.0f} s", flush=True)
 
     base = rows["none"]["mean_generated_tokens"]
     for row in rows.values():
         row["token_ratio"] = row["mean_generated_tokens"] / base if base else None
     print()
-    header = f"{'pruner':<12} {'acc %':>6} {'tokens':>8} {'ratio':>6} {'dup %':>6} {'judge %':>8} {'judge s/gen s':>14} {'wall s':>7}"
+    header = (f"{'pruner':<12} {'acc %':>6} {'tokens':>8} {'ratio':>6} {'dup %':>6} {'judge %':>8} {'merges':>7} "
+              f"{'vetoes':>7} {'judge s/gen s':>14} {'wall s':>7}")
     print(header)
     print("-" * len(header))
     for name, r in rows.items():
         ratio = "-" if r["token_ratio"] is None else f"{r['token_ratio']:.3f}"
         print(f"{'unpruned' if name == 'none' else name:<12} {100 * r['accuracy']:>6.1f} {r['mean_generated_tokens']:>8.1f} "
               f"{ratio:>6} {100 * r['duplicate_share']:>6.1f} {100 * r['judge_merge_share']:>8.1f} "
-              f"{r['judge_share']:>14.3f} {r['wall_seconds']:>7.0f}")
+              f"{r['merged_pairs']:>7} {r['guard_vetoes']:>7} {r['judge_share']:>14.3f} {r['wall_seconds']:>7.0f}")
     errors = sum(r["errors"] for r in rows.values())
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "merges.jsonl").write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in merges), encoding="utf-8")
+    (out / "merges.md").write_text(merges_markdown(merges), encoding="utf-8")
     print(f"\ndup % / judge %: candidates merged as exact duplicates / by the pruner, of all candidates; "
-          f"errors: {errors}; runs in {out}")
+          f"merges: sibling pairs the pruner merged (directly or through a third sibling); vetoes: merges "
+          f"the claim guard refused; errors: {errors}; runs in {out}")
+    print(f"merged pairs to read and label: {out / 'merges.md'} ({len(merges)} pairs; {out / 'merges.jsonl'})")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "load_seconds": load_s, "rows": rows}, indent=2) + "\n")
     ratio = rows["model"]["token_ratio"]

@@ -133,6 +133,14 @@ def test_bench_real_lm_quick_with_tiny_models(tmp_path):
         assert row["errors"] == 0 and row["problems"] == 1 and row["generation_seconds"] > 0
         assert (out / ("unpruned" if name == "none" else name) / "results.jsonl").exists()
     assert float(lines[-1].split()[-1]) == pytest.approx(rows["model"]["token_ratio"], abs=1e-4)
+    # every merged pair is written for reading, as many as the rows count, each from its run's judge_pairs
+    merges = [json.loads(line) for line in (out / "merges.jsonl").read_text().splitlines()]
+    assert len(merges) == sum(row["merged_pairs"] for row in rows.values())
+    assert rows["none"]["merged_pairs"] == 0 and (out / "merges.md").read_text().startswith("# Sibling steps merged")
+    for name, row in rows.items():
+        pairs_file = out / ("unpruned" if name == "none" else name) / "judge_pairs.jsonl"
+        listed = [json.loads(x) for x in pairs_file.read_text().splitlines()] if pairs_file.exists() else []
+        assert row["merged_pairs"] == sum(1 for x in listed if x["kind"] == "merged")
 
 
 def test_bench_real_lm_refuses_a_missing_judge(tmp_path):
