@@ -282,9 +282,15 @@ def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp
     assert result["strategy"] == "hybrid" and result["threshold"] == metrics["hybrid_threshold"]
 
 
-def test_fit_claim_guard_is_exported_and_its_thresholds_see_the_vetoes(tiny_longformer: Path, tmp_path: Path) -> None:
-    """fit --claim_guard true stores the guard; the raw threshold and the combiner's are chosen with
-    its vetoes applied, and `--strategy model` applies it with each record's question."""
+def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longformer: Path, tmp_path: Path) -> None:
+    """fit --claim_guard true stores the guard; the raw threshold is still the best one on the judge's
+    own calibration scores (chosen with the vetoes applied it collapses towards 0 and the score stops
+    mattering), the guard's effect at it is reported, and `--strategy model` applies it with each
+    record's question."""
+    from equiv.data.datamodule import split_by_problem
+    from equiv.data.records import read_pair_records
+    from equiv.judge.calibrate import binary_metrics, calibration_summary
+    from equiv.judge.ensemble import score_judge_dir
     from equiv.text.claims import claim_check
 
     rows = separable_pairs(48, seed=5)
@@ -306,6 +312,21 @@ def test_fit_claim_guard_is_exported_and_its_thresholds_see_the_vetoes(tiny_long
     assert settings["claim_guard"] is True
     assert settings["decision_threshold"] == metrics["decision_threshold"]
     assert "guard_calibration_f1" in metrics and "hybrid_threshold" in metrics
+
+    # the stored threshold is the best F1 on the plain calibration scores, not on the guarded ones
+    _, calibration = split_by_problem(read_pair_records(train)[0], 0.3)
+    cal = [r for r in calibration if r.result in (0, 1, 3, 4)]
+    labels = [int(r.result >= 3) for r in cal]
+    probs = score_judge_dir(out / "judge", [(r.sentence1, r.sentence2) for r in cal])  # no prefilter, as fit scores
+    vetoes = [claim_check(r.sentence1, r.sentence2, r.extra["question"]).veto for r in cal]
+    plain = calibration_summary(probs, labels, 0.9)  # the fit's --threshold_target_precision
+    guarded = calibration_summary([0.0 if v else p for p, v in zip(probs, vetoes)], labels, 0.9)
+    assert plain is not None and guarded is not None
+    assert settings["decision_threshold"] == pytest.approx(plain["decision_threshold"], abs=1e-5)
+    assert plain["decision_threshold"] != pytest.approx(guarded["decision_threshold"], abs=1e-5)  # the test can tell
+    at_stored = binary_metrics([p >= settings["decision_threshold"] and not v for p, v in zip(probs, vetoes)], labels)
+    assert metrics["guard_calibration_precision"] == pytest.approx(at_stored.precision, abs=1e-6)
+    assert metrics["guard_calibration_vetoes"] == sum(vetoes)
 
     from equiv.prune.cli import build_parser, run_pairs
 

@@ -160,13 +160,8 @@ def fit_combiner(
     *,
     folds: int = 5,
     target_precision: float | None = None,
-    vetoed: Sequence[bool] | None = None,
 ) -> CombinerFit:
-    """Fit on all rows; pick the threshold on k-fold out-of-fold probabilities (best F1 or a precision target).
-
-    ``vetoed``: pairs the claim guard (:mod:`equiv.text.claims`) rejects whatever the combiner says;
-    they count as "not equivalent" when the threshold is picked, as they will in search.
-    """
+    """Fit on all rows; pick the threshold on k-fold out-of-fold probabilities (best F1 or a precision target)."""
     from equiv.judge.calibrate import pick_threshold, threshold_sweep
 
     if not len(rows) == len(labels) == len(groups):
@@ -183,8 +178,6 @@ def fit_combiner(
         probs = Combiner(tuple(weights), bias, 0.5).probabilities([rows[i] for i in held])
         for i, p in zip(held, probs):
             out_of_fold[i] = p
-    if vetoed is not None:
-        out_of_fold = [0.0 if v else p for p, v in zip(out_of_fold, vetoed)]
     points = [p for p in threshold_sweep(out_of_fold, labels) if 0.0 < p.threshold < 1.0]
     chosen = pick_threshold(points, target_precision)
     weights, bias = fit_logistic(rows, labels)
@@ -202,7 +195,6 @@ def attach_combiner(
     target_precision: float | None = None,
     batch_size: int = 64,
     probs: Sequence[float] | None = None,
-    vetoed: Sequence[bool] | None = None,
 ) -> CombinerFit:
     """Score ``pairs`` with the exported judge (an ensemble too), fit the combiner, store it in its ``config.json``.
 
@@ -222,7 +214,7 @@ def attach_combiner(
     elif len(probs) != len(pairs):
         raise ValueError(f"{len(probs)} probabilities for {len(pairs)} pairs")
     rows = [pair_features(a, b, p) for (a, b), p in zip(pairs, probs)]
-    fit = fit_combiner(rows, labels, groups, target_precision=target_precision, vetoed=vetoed)
+    fit = fit_combiner(rows, labels, groups, target_precision=target_precision)
     update_settings(directory, {HYBRID_KEY: dict(fit.combiner.to_dict(), calibration={
         "precision": fit.precision, "recall": fit.recall, "f1": fit.f1, "pairs": fit.pairs})})
     return fit
