@@ -24,7 +24,8 @@ from typing import Any, Callable, Sequence
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
 from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
 from equiv.rundir import compare_rows as rundir_compare_rows
-from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, ScaleConfig, SearchConfig
+from equiv.search.algorithms import ALGORITHMS
+from equiv.search.config import DataConfig, RunConfig, ScaleConfig, SearchConfig
 from equiv.search.runner import Engines, run_eval
 
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
@@ -48,7 +49,7 @@ def build_eval_parser() -> Any:
         default_meta=False,
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
-    parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS)}")
+    parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS.names())}")
     parser.add_argument("--out", type=str, default=None, help="run directory (created; an existing one is resumed)")
     parser.add_class_arguments(SearchConfig, "search")
     parser.add_class_arguments(DataConfig, "data")
@@ -205,9 +206,8 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         return EXIT_BAD_INPUT
     with exit_on_input_error():
         if cfg.algo is None:
-            raise InputError(f"--algo is required: one of {', '.join(ALGORITHMS)}")
-        if cfg.algo not in ALGORITHMS:
-            raise InputError(f"unknown algorithm {cfg.algo!r}; choose from {', '.join(ALGORITHMS)}", field="algo")
+            raise InputError(f"--algo is required: one of {', '.join(ALGORITHMS.names())}")
+        ALGORITHMS.get(cfg.algo)  # an unknown name is one line listing the choices
         if not cfg.out:
             raise InputError("--out DIR is required (the run directory)")
         init = parser.instantiate_classes(cfg)

@@ -20,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from equiv.errors import InputError
 from equiv.rundir import (
@@ -37,25 +37,15 @@ from equiv.rundir import (
     write_atomic,
 )
 from equiv.search.aggregate import HEADLINE, Solution, aggregate
-from equiv.search.config import ALGORITHMS, RunConfig, SearchConfig
-from equiv.search.dfs import dfs
+from equiv.search.algorithms import ALGORITHMS
+from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.dispatch import Dispatcher, run_workers
 from equiv.prune.strategies import PrunerConfig
 from equiv.search.expansion import SearchContext, SeedStream
-from equiv.search.lookahead import lookahead
 from equiv.search.progress import Progress, finish_run
-from equiv.search.mcts import mcts
-from equiv.search.sbs import sbs
 from equiv.search.tree import Node
 from equiv.search.types import PairJudge, Policy, RewardModel
 
-SEARCHES: dict[str, Callable[[SearchContext], Awaitable[Node]]] = {
-    "mcts": mcts,
-    "sbs": sbs,
-    "dfs": dfs,
-    "lookahead": lookahead,
-}
-assert tuple(SEARCHES) == ALGORITHMS
 
 @dataclass
 class Engines:
@@ -111,8 +101,9 @@ async def solve_problem(
     path: list[str] = []
     aggregations: dict[str, dict] | None = None
     try:
-        final = await SEARCHES[algo](ctx)
-        if ctx.solutions:
+        entry = ALGORITHMS.get(algo)
+        final = await entry.search(ctx)
+        if entry.collects_solutions and ctx.solutions:
             aggregations, chosen = aggregate_solutions(ctx, problem, grader)
             final = chosen or final
         ctx.tree.mark_path(final)
@@ -187,8 +178,7 @@ def check_eval_inputs(
     """What every entry into an evaluation checks first (single-process and multi-worker):
     a known algorithm, valid settings, unique problem ids; returns the settings and the created
     output directory."""
-    if algo not in SEARCHES:
-        raise InputError(f"unknown algorithm {algo!r}; choose from {', '.join(SEARCHES)}", field="algo")
+    ALGORITHMS.get(algo)  # an unknown name is an InputError listing the choices
     search = search or SearchConfig()
     run = run or RunConfig()
     search.validate()
