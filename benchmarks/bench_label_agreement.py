@@ -46,7 +46,7 @@ from equiv.data.problems import read_jsonl_objects  # noqa: E402
 from equiv.data.records import LEVELS, LabelMapping, PairRecord, read_pair_records  # noqa: E402
 from equiv.errors import InputError  # noqa: E402
 from equiv.prune.calibrate import BinaryMetrics, binary_metrics  # noqa: E402
-from equiv.prune.strategies import PrunerConfig, build_judge  # noqa: E402
+from equiv.prune import PrunerConfig, build_judge  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv"
 DEFAULT_DATA = (DATA / "train.jsonl", DATA / "train_more.jsonl")

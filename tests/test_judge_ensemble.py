@@ -14,7 +14,7 @@ import pytest
 
 from equiv.errors import InputError
 from equiv.judge.ensemble import average_logits, build_ensemble, member_dirs, score_judge_dir
-from equiv.prune.strategies import ModelJudge
+from equiv.prune import ModelJudge
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 from tests.test_judge_cli import separable_pairs, write_jsonl
 

@@ -105,7 +105,7 @@ def score_members(
 def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64) -> list[float]:
     """P(equivalent) of each pair by the exported judge, every member fed its own input form.
 
-    The model part of what :class:`equiv.prune.strategies.ModelJudge` computes (no prefilter, no
+    The model part of what :class:`equiv.prune.model_judge.ModelJudge` computes (no prefilter, no
     free same-step check), on CPU; used to calibrate thresholds and combiners.
     """
     members = [Member.from_settings(*load_judge(path)) for path in member_dirs(judge_dir)]

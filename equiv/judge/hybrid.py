@@ -16,7 +16,7 @@ both. Where no formula can be extracted (prose-only steps), the three formula fe
 the decision rests on the model's logit and the ratio, with the weights it learned for them.
 
 The combiner is six numbers stored in the exported judge's ``config.json`` (``equiv.hybrid``),
-beside the raw model's own ``decision_threshold``; :class:`equiv.prune.strategies.HybridJudge`
+beside the raw model's own ``decision_threshold``; :class:`equiv.prune.model_judge.HybridJudge`
 applies it at search time with the same batching, caching and stats as the ``model`` strategy.
 Its threshold is picked on *out-of-fold* combined probabilities (k-fold over the calibration
 problems), so the stored threshold was never chosen on the pairs its weights were fitted on.

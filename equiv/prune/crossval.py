@@ -136,7 +136,7 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     combiner) and its raw classifier, each with its stored threshold. ``part`` says which pairs:
     ``test`` (the held-out fold) or ``calibration`` (the fold fit's own calibration split, on which a
     threshold policy may be chosen again without touching the held-out fold)."""
-    from equiv.prune.strategies import ModelJudge, PrunerConfig, build_judge
+    from equiv.prune import ModelJudge, PrunerConfig, build_judge
 
     kept = [(r, y) for r in records if (y := mapping.label(r.result)) is not None]
     pairs = [(r.sentence1, r.sentence2) for r, _ in kept]

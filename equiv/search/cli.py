@@ -214,6 +214,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         init.search.validate()
         init.run.validate()
         init.scale.validate()
+        init.pruner.validate()
         problems = load_data(init.data)
         out = writable_directory(cfg.out)
         config_text = parser.dump(cfg, skip_none=False)

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 from equiv.prune.grouping import group_equivalent, sibling_pairs
-from equiv.prune.strategies import PrunerConfig, pair_key
+from equiv.prune.cached import pair_key
+from equiv.prune.strategies import PrunerConfig
 from equiv.search.config import SearchConfig
 from equiv.search.pairlog import notable_pairs
 from equiv.search.tree import Node, Tree
