@@ -41,13 +41,21 @@ def resolve_device(name: str, *, field: str = "device") -> str:
     return name
 
 
-def _dtype_by_name(name: str, field: str) -> "torch.dtype":
-    import torch
-
+def check_dtype_name(name: str, *, field: str = "dtype") -> str:
+    """The canonical name of a dtype setting (``auto`` stays ``auto``; ``bf16`` -> ``bfloat16``);
+    an unknown name is an InputError on ``field``. No torch import: configs validate with it."""
+    if name == "auto":
+        return name
     canonical = _ALIASES.get(name, name)
     if canonical not in DTYPE_NAMES:
         raise InputError(f"unknown dtype {name!r} (use auto, {', '.join(DTYPE_NAMES)})", field=field)
-    return getattr(torch, canonical)
+    return canonical
+
+
+def _dtype_by_name(name: str, field: str) -> "torch.dtype":
+    import torch
+
+    return getattr(torch, check_dtype_name(name, field=field))
 
 
 def resolve_load_dtype(name: str, device: str | Any, *, field: str = "dtype") -> "torch.dtype | str":

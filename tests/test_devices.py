@@ -79,3 +79,15 @@ def test_lower_layers_do_not_import_higher_ones(layer):
     for path in files:
         above = {p for p in _imported_packages(path) if LAYERS.get(p, -1) > LAYERS[layer]}
         assert not above, f"{path.relative_to(PACKAGE)} imports {sorted(above)}"
+
+
+def test_policy_and_reward_configs_take_every_dtype_name_devices_knows():
+    from equiv.devices import DTYPE_NAMES
+    from equiv.search.policies import PolicyConfig
+    from equiv.search.rewards import RewardConfig
+
+    for name in ("auto", *DTYPE_NAMES, "bf16", "fp16", "fp32"):
+        PolicyConfig(model="m", dtype=name).validate()
+        RewardConfig(dtype=name).validate()
+    with pytest.raises(InputError, match="field 'reward.dtype': unknown dtype 'half'"):
+        RewardConfig(dtype="half").validate()

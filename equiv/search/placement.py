@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from equiv.errors import InputError
 from equiv.search.config import ScaleConfig
+from equiv.search.policies import BACKENDS
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,13 @@ def apply_memory_split(placement: Placement) -> None:
 def placed_engines(build: Callable[[Any], Any], init: Any, placement: Placement) -> Any:
     """Engine factory for ``search_cli.py eval``: the resolved config, adjusted to the placement.
 
-    On a GPU worker the policy gets the planned memory share and tensor parallelism; on CPU the
-    config is used as given. ``build`` is :func:`equiv.search.cli.build_engines` (or a test's
+    On a GPU worker an engine that takes its own GPU share (:attr:`Backend.gpu_share
+    <equiv.search.policies.Backend.gpu_share>`: vLLM) gets the planned memory share and tensor
+    parallelism; otherwise (CPU, or a policy in the worker's torch) the config is used as given. ``build`` is :func:`equiv.search.cli.build_engines` (or a test's
     scripted factory).
     """
     init = copy.deepcopy(init)
-    if placement.num_gpus > 0:
+    if placement.num_gpus > 0 and BACKENDS.get(init.policy.backend).gpu_share:
         init.policy.gpu_memory_utilization = placement.policy_gpu_memory_utilization
         init.policy.tensor_parallel_size = placement.tensor_parallel_size
         if placement.tensor_parallel_size > 1:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from equiv.devices import check_dtype_name
 from equiv.backbones import resolve_model_name
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
@@ -54,7 +55,7 @@ class VLLMPolicy(StepPolicy):
         path = resolve_model_name(cfg.model)
         kwargs = dict(
             model=path,
-            dtype=cfg.dtype,
+            dtype=check_dtype_name(cfg.dtype, field="policy.dtype"),
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             max_model_len=cfg.max_model_len,
             tensor_parallel_size=cfg.tensor_parallel_size,
