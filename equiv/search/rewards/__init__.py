@@ -146,11 +146,11 @@ def _bind_likelihood(policy: Any, cfg: RewardConfig) -> tuple[Any, RewardModel]:
 # The builders import their modules when called: each loads torch and transformers, which
 # choosing a kind (the CLI, config validation) must not.
 REWARDS.add(RewardKind("math_shepherd", _build_math_shepherd,
-                       "Math-Shepherd: P(+) at the ки tag after each step (the paper's PRM)"))
+                       "Math-Shepherd: P(`+`) at the `ки` tag after each step (the paper's PRM)"))
 REWARDS.add(RewardKind("likelihood", None, "no PRM: the policy's own mean token log-probability",
                        bind=_bind_likelihood))
 REWARDS.add(RewardKind("qwen25_math_prm", _build_qwen25_math_prm,
-                       "Qwen2.5-Math-PRM: a two-class head at <extra_0> step separators"))
+                       "Qwen2.5-Math-PRM: a two-class head at `<extra_0>` step separators"))
 
 
 __all__ = [
