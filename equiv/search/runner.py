@@ -115,7 +115,6 @@ async def solve_problem(
     except Exception as err:  # noqa: BLE001 - one problem's failure must not stop the run
         error = one_line(err)
         correct = False
-    stats = ctx.stats
     record: ResultRecord = {
         "id": str(problem.id),
         "seed": int(seed),
@@ -125,20 +124,7 @@ async def solve_problem(
         "answer": str(problem.answer),
         "prediction": prediction,
         "correct": correct,
-        "generated_tokens": stats.generated_tokens,
-        "prm_calls": stats.prm_calls,
-        "judge_calls": stats.judge_calls,
-        "judge_pairs": stats.judge_pairs,
-        "expanded": stats.expanded,
-        "pruned": stats.pruned,
-        "duplicates": stats.duplicates,
-        "candidates": stats.candidates,
-        "truncated": stats.truncated,
-        "truncated_tokens": stats.truncated_tokens,
-        "dead_ends": stats.dead_ends,
-        "retries": stats.retries,
-        "prm_missing": stats.prm_missing,
-        "policy_requests": stats.policy_requests,
+        **ctx.stats.to_dict(),  # type: ignore[typeddict-item]  # the WorkCounters fields
         "nodes": len(ctx.tree),
         "seconds": round(time.perf_counter() - start, 4),
         "path": path,
