@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from equiv.errors import InputError
-from equiv.judge.ensemble import average_logits, build_ensemble, member_dirs, score_judge_dir
+from equiv.judge.ensemble import build_ensemble
+from equiv.judge.members import average_logits, member_dirs, score_judge_dir
 from equiv.prune import ModelJudge
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 from tests.test_judge_cli import separable_pairs, write_jsonl

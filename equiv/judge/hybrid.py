@@ -35,18 +35,13 @@ from typing import Any, Sequence
 import torch
 
 from equiv.errors import InputError
+from equiv.judge.export import update_settings
+from equiv.judge.members import model_logit, score_judge_dir
 from equiv.text.formula import formula_signature
 from equiv.text.levenshtein import levenshtein_ratio
 
 FEATURES = ("model_logit", "formulas_agree", "formulas_both", "formulas_one", "levenshtein_ratio")
 HYBRID_KEY = "hybrid"
-_LOGIT_CLIP = 1e-6
-
-
-def model_logit(prob: float) -> float:
-    """``log(p / (1 - p))`` with ``p`` clipped to ``[1e-6, 1 - 1e-6]`` (a finite feature)."""
-    p = min(max(float(prob), _LOGIT_CLIP), 1.0 - _LOGIT_CLIP)
-    return math.log(p / (1.0 - p))
 
 
 def pair_features(a: str, b: str, prob: float) -> list[float]:
@@ -211,9 +206,6 @@ def attach_combiner(
     serves as a plain ``model`` judge (see ``HybridJudge``/``ModelJudge``). ``probs``: the judge's
     probabilities for ``pairs`` when the caller has scored them already (else they are scored here).
     """
-    from equiv.judge.ensemble import score_judge_dir
-    from equiv.judge.export import update_settings
-
     directory = Path(judge_dir)
     if directory.is_file():
         raise InputError("a hybrid combiner is stored in an exported directory, not a checkpoint", path=directory)

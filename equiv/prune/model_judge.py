@@ -78,7 +78,7 @@ class ModelJudge(CachedJudge):
             warnings.warn(f"max_length {wanted} is beyond the model's {limit} positions; using {limit}", stacklevel=2)
             wanted = limit
         self.max_length = int(wanted)
-        from equiv.judge.ensemble import Member, member_dirs
+        from equiv.judge.members import Member, member_dirs  # torch: only when a model judge is built
 
         self.members = [Member.from_settings(self.model, tokenizer, settings, self.max_length)]
         for extra in member_dirs(path)[1:]:
@@ -92,8 +92,6 @@ class ModelJudge(CachedJudge):
         return self.members[0].mark_differences
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        from equiv.judge.ensemble import score_members
-
         out: list[tuple[float, float] | None] = [None] * len(pairs)
         to_score: list[int] = []
         for i, (a, b) in enumerate(pairs):
@@ -104,6 +102,8 @@ class ModelJudge(CachedJudge):
                 to_score.append(i)
         if to_score:
             batch = [pairs[i] for i in to_score]
+            from equiv.judge.members import score_members
+
             probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
             self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)

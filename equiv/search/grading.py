@@ -41,6 +41,8 @@ from pathlib import Path
 from fractions import Fraction
 from typing import Literal
 
+from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
+
 logger = logging.getLogger(__name__)
 
 Kind = Literal["gsm8k", "math", "code", "choice"]
@@ -125,7 +127,7 @@ def extract_answer(text: str | None, kind: Kind) -> str | None:
     if matches:
         found = matches[-1].group(1).strip().splitlines()[0].strip()
         # "The answer is: 42 ки" (Math-Shepherd) -- drop the step tag.
-        found = found.replace("ки", "").strip()
+        found = found.replace(MATH_SHEPHERD_STEP_TAG, "").strip()
         if found:
             return _strip_answer(found)
     numbers = _NUMBER.findall(text)

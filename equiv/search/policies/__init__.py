@@ -24,7 +24,8 @@ from equiv.errors import InputError
 from equiv.registry import Registry
 from equiv.search.policies.base import RawCompletion, StepPolicy, derive_seed
 from equiv.search.policies.gguf import dequantized_dir, is_gguf
-from equiv.search.policies.prompts import FORMATS, PromptFormat, resolve_format
+from equiv.search.policies.prompt_format import PromptFormat
+from equiv.search.policies.prompts import FORMATS, resolve_format
 
 
 @dataclass

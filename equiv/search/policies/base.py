@@ -24,7 +24,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from equiv.search.policies.prompts import PromptFormat
+from equiv.search.policies.prompt_format import PromptFormat
 from equiv.search.types import Candidate, StepRequest
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from equiv.search.policies.prompts import PromptFormat
+from equiv.search.policies.prompt_format import PromptFormat
 
 CODE_SYSTEM = (
     "You are a careful Python programmer. Complete the function the user gives you. Answer with "

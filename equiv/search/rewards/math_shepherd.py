@@ -46,8 +46,9 @@ from equiv.search.rewards.prefix_sharing import (
     shared_prefix_logits,
 )
 from equiv.search.types import ScoreRequest
+from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
 
-STEP_TAG = "ки"
+STEP_TAG = MATH_SHEPHERD_STEP_TAG
 
 
 class CandidateHead:
