@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal
 from equiv.devices import check_dtype_name
 from equiv.errors import InputError
 from equiv.registry import Registry
-from equiv.search.policies.base import RawCompletion, StepPolicy, derive_seed
+from equiv.search.policies.base import RawCompletion, StepPolicy
 from equiv.search.policies.gguf import dequantized_dir, is_gguf
 from equiv.search.policies.prompt_format import PromptFormat
 from equiv.search.policies.prompts import FORMATS, resolve_format
@@ -181,6 +181,5 @@ __all__ = [
     "RawCompletion",
     "StepPolicy",
     "build_policy",
-    "derive_seed",
     "resolve_format",
 ]

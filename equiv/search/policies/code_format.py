@@ -45,9 +45,6 @@ class CodePromptFormat(PromptFormat):
             text = text[:cut]
         return text.strip("\n").rstrip()
 
-    def split_steps(self, text: str) -> list[str]:
-        return [part.strip("\n").rstrip() for part in text.split(self.step_delimiter)]
-
     def is_final(self, text: str) -> bool:
         lines = text.rstrip().splitlines()
         return bool(lines) and lines[-1].strip() == "```"

@@ -18,7 +18,7 @@ class PromptFormat:
 
     name: str
     step_delimiter: str
-    """Stop string that ends one step; also what separates steps in a multi-step rollout."""
+    """Stop string that ends one step."""
     step_suffix: str
     """Appended after each step already taken when building the prompt."""
     answer_markers: tuple[str, ...]
@@ -65,17 +65,6 @@ class PromptFormat:
         if cut >= 0:
             text = text[:cut]
         return text.strip()
-
-    def join_steps(self, steps: Sequence[str]) -> str:
-        """The text of a multi-step rollout (``StepRequest.max_steps > 1``).
-
-        :meth:`split_steps` inverts it, so a lookahead caller can score the rollout step by step.
-        """
-        return self.step_suffix.join(steps)
-
-    def split_steps(self, text: str) -> list[str]:
-        """Inverse of :meth:`join_steps` (splits on the delimiter, strips each step)."""
-        return [part.strip() for part in text.split(self.step_delimiter)]
 
     def is_final(self, text: str) -> bool:
         """Does this step text state the final answer? (``fewshot``: a blank line also ends the
