@@ -57,13 +57,8 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, SHARED_DATA  # noqa: E402  (offline env, this checkout on sys.path)
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # vllm-cpu: 1 GiB of KV cache
 
 TIMING_FIELDS = {"seconds"}
 
@@ -104,7 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu_memory_utilization", type=float, default=0.3)
     p.add_argument("--policy_dtype", default=None, choices=["auto", "bfloat16", "float16", "float32"],
                    help="policy dtype (default bfloat16 on vLLM; float32 for transformers on a CPU, auto on a GPU)")
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"),
+    p.add_argument("--data", default=str(SHARED_DATA / "gsm8k" / "test.jsonl"),
                    help="GSM8K-format JSONL (question, answer)")
     p.add_argument("--cache", default=str(ROOT / ".cache" / "tiny"), help="where the tiny models are built")
     p.add_argument("--torch_threads", type=int, default=None,
