@@ -26,7 +26,7 @@ from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, loa
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import DataConfig, RunConfig, ScaleConfig, SearchConfig
-from equiv.search.runner import Engines, run_eval
+from equiv.search.runner import Engines, check_settings, run_eval
 
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 
@@ -207,13 +207,11 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
     with exit_on_input_error():
         if cfg.algo is None:
             raise InputError(f"--algo is required: one of {', '.join(ALGORITHMS.names())}")
-        ALGORITHMS.get(cfg.algo)  # an unknown name is one line listing the choices
+        ALGORITHMS.get(cfg.algo)  # an unknown name is one line listing the choices, before --out
         if not cfg.out:
             raise InputError("--out DIR is required (the run directory)")
         init = parser.instantiate_classes(cfg)
-        init.search.validate()
-        init.run.validate()
-        init.scale.validate()
+        check_settings(cfg.algo, init.search, init.run, init.scale)  # before anything is written
         init.pruner.validate()
         problems = load_data(init.data)
         out = writable_directory(cfg.out)

@@ -145,8 +145,7 @@ def run_distributed(
     """
     from equiv.search.runner import check_eval_inputs
 
-    scale.validate()
-    search, run, out = check_eval_inputs(algo, problems, out_dir, search, run)
+    search, run, out = check_eval_inputs(algo, problems, out_dir, search, run, scale)
     order = [(str(p.id), int(s)) for p in problems for s in run.seeds]
 
     # Resume: fold shards of a killed run into results.jsonl, then let the run directory's

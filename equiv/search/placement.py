@@ -37,9 +37,8 @@ def plan_placement(scale: ScaleConfig, *, gpus_available: float, tensor_parallel
     the policy's. With GPUs, each worker takes ``tensor_parallel_size`` whole GPUs (the policy
     needs them all; PRM and judge sit on the first one, in the memory the policy leaves). A plan
     asking for more GPUs than exist would hang in Ray's scheduler forever, so it is an input
-    error instead.
+    error instead. ``scale`` is validated already (:func:`equiv.search.runner.check_settings`).
     """
-    scale.validate()
     if tensor_parallel_size < 1:
         raise InputError(f"must be >= 1, got {tensor_parallel_size}", field="policy.tensor_parallel_size")
     if scale.gpus_per_worker is not None:

@@ -38,7 +38,7 @@ from equiv.rundir import (
 )
 from equiv.search.aggregate import HEADLINE, Solution, aggregate
 from equiv.search.algorithms import ALGORITHMS
-from equiv.search.config import RunConfig, SearchConfig
+from equiv.search.config import RunConfig, ScaleConfig, SearchConfig
 from equiv.search.dispatch import Dispatcher, run_workers
 from equiv.prune.strategies import PrunerConfig
 from equiv.search.expansion import SearchContext, SeedStream
@@ -154,21 +154,31 @@ def aggregate_solutions(ctx: SearchContext, problem: Any, grader: Grader) -> tup
     return results, None if index is None else ctx.solutions[index]
 
 
+def check_settings(algo: str, search: SearchConfig, run: RunConfig, scale: ScaleConfig | None = None) -> None:
+    """The one place an evaluation's settings are validated: the CLI calls it before it writes
+    anything to the run directory, and :func:`check_eval_inputs` (every library entry) again for
+    callers that come without the CLI. Each config checks itself (its ``validate()``)."""
+    ALGORITHMS.get(algo)  # an unknown name is an InputError listing the choices
+    search.validate()
+    run.validate()
+    if scale is not None:
+        scale.validate()
+
+
 def check_eval_inputs(
     algo: str,
     problems: Sequence[Any],
     out_dir: str | Path,
     search: SearchConfig | None,
     run: RunConfig | None,
+    scale: ScaleConfig | None = None,
 ) -> tuple[SearchConfig, RunConfig, Path]:
     """What every entry into an evaluation checks first (single-process and multi-worker):
     a known algorithm, valid settings, unique problem ids; returns the settings and the created
     output directory."""
-    ALGORITHMS.get(algo)  # an unknown name is an InputError listing the choices
     search = search or SearchConfig()
     run = run or RunConfig()
-    search.validate()
-    run.validate()
+    check_settings(algo, search, run, scale)
     ids = [str(p.id) for p in problems]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
