@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Sequence
 
 from equiv.errors import InputError, exit_on_input_error
-from equiv.judge.export import METRICS_FILE, SETTINGS_KEY, export_metrics, update_settings
+from equiv.judge.export import export_metrics, update_settings
+from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.hybrid import attach_combiner
-from equiv.judge.members import MEMBERS_KEY, member_dirs, score_judge_dir
+from equiv.judge.members import member_dirs, score_judge_dir
 
 MEMBERS_DIR = "members"
 
@@ -62,7 +63,7 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         (out / name / METRICS_FILE).unlink(missing_ok=True)
         names.append(name)
     # The first member's combiner belongs to its own logit, not the ensemble's.
-    update_settings(out, {MEMBERS_KEY: names, "ensemble_of": [str(s) for s in sources]}, remove=("hybrid",))
+    update_settings(out, {MEMBERS_KEY: names, "ensemble_of": [str(s) for s in sources]}, remove=(HYBRID_KEY,))
     (out / METRICS_FILE).unlink(missing_ok=True)
     return out
 

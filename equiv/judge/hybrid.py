@@ -36,12 +36,12 @@ import torch
 
 from equiv.errors import InputError
 from equiv.judge.export import update_settings
+from equiv.judge.export_keys import HYBRID_KEY
 from equiv.judge.members import model_logit, score_judge_dir
 from equiv.text.formula import formula_signature
 from equiv.text.levenshtein import levenshtein_ratio
 
 FEATURES = ("model_logit", "formulas_agree", "formulas_both", "formulas_one", "levenshtein_ratio")
-HYBRID_KEY = "hybrid"
 
 
 def pair_features(a: str, b: str, prob: float) -> list[float]:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError
-from equiv.judge.export import SETTINGS_KEY, load_judge
+from equiv.judge.export import load_judge
+from equiv.judge.export_keys import MEMBERS_KEY, SETTINGS_KEY
 from equiv.judge.inference import score_pairs
 
 _LOGIT_CLIP = 1e-6
 
-MEMBERS_KEY = "members"
 
 
 def model_logit(prob: float) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 
 from equiv.devices import resolve_autocast_dtype, resolve_device
 from equiv.errors import InputError
+from equiv.judge.export_keys import HYBRID_KEY
 from equiv.prune.cached import CachedJudge, Pair, check_threshold
 from equiv.prune.loading import load_classifier, model_token_limit
 from equiv.text.formatting import format_key
@@ -139,7 +140,7 @@ class HybridJudge(ModelJudge):
     name = "hybrid"
 
     def __init__(self, path: str | Path, *, threshold: float | None = None, **kwargs: Any) -> None:
-        from equiv.judge.hybrid import HYBRID_KEY, Combiner
+        from equiv.judge.hybrid import Combiner
 
         super().__init__(path, threshold=threshold, **kwargs)
         if HYBRID_KEY not in self.settings:
