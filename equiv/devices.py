@@ -11,7 +11,7 @@ model-backed strategy is built.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from equiv.errors import InputError
 
@@ -96,6 +96,17 @@ def direct_load_kwargs(device: str | Any) -> dict[str, Any]:
     if name == "cpu" or importlib.util.find_spec("accelerate") is None:
         return {}
     return {"device_map": name}
+
+
+def pad_token_id(tokenizer: Any, eos_ids: Iterable[int] | None = None) -> int:
+    """The id to pad rows with: the tokenizer's pad token, else the (lowest) end-of-sequence id
+    -- ``eos_ids`` where the caller knows the model's, else the tokenizer's -- else 0. Padding is
+    masked, so any real id would do; one rule keeps the policy and the PRMs alike."""
+    pad = tokenizer.pad_token_id
+    if pad is not None:
+        return pad
+    ids = set(eos_ids) if eos_ids is not None else {tokenizer.eos_token_id} - {None}
+    return min(ids, default=0)
 
 
 def padded_rows(
