@@ -41,7 +41,7 @@ from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import RunConfig, ScaleConfig, SearchConfig
 from equiv.search.dispatch import Dispatcher, run_workers
 from equiv.prune.strategies import PrunerConfig
-from equiv.search.expansion import SearchContext, SeedStream
+from equiv.search.expansion import AsyncEngines, SearchContext, SeedStream
 from equiv.search.progress import Progress, finish_run
 from equiv.search.tree import Node
 from equiv.search.types import PairJudge, Policy, RewardModel
@@ -52,7 +52,10 @@ class Engines:
     """The synchronous engines a run drives (built by the CLI, or scripted in tests).
 
     Pruning is on iff ``judge`` is set; ``pruner`` (the ``--pruner.*`` settings) says how its
-    verdicts are grouped into classes.
+    verdicts are grouped into classes. The run's :class:`~equiv.search.dispatch.Dispatcher`
+    batches their calls; each problem's search awaits them through its own
+    :class:`~equiv.search.dispatch.ProblemEngines` handle (what
+    :class:`~equiv.search.expansion.AsyncEngines` describes).
     """
 
     policy: Policy
@@ -86,15 +89,18 @@ async def solve_problem(
     seed: int,
     *,
     algo: str,
-    engines: Any,
+    engines: AsyncEngines,
     search: SearchConfig,
-    pruner_config: PrunerConfig,
+    pruner: PrunerConfig,
+    pruner_name: str,
     grader: Grader,
-    pruner: str,
 ) -> tuple[dict[str, Any], SearchContext]:
-    """Search one problem and build its record; a failure becomes the record's ``error``."""
+    """Search one problem and build its record; a failure becomes the record's ``error``.
+
+    ``pruner`` is how the judge's verdicts are grouped (the ``--pruner.*`` settings);
+    ``pruner_name`` is what the record says pruned it (``run_eval``'s ``pruner``)."""
     start = time.perf_counter()
-    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruner_config)
+    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruner)
     prediction: str | None = None
     correct = False
     error: str | None = None
@@ -119,7 +125,7 @@ async def solve_problem(
         "id": str(problem.id),
         "seed": int(seed),
         "algo": algo,
-        "pruner": pruner,
+        "pruner": pruner_name,
         "question": str(problem.question),
         "answer": str(problem.answer),
         "prediction": prediction,
@@ -200,7 +206,10 @@ def run_eval(
     grader: Grader | None = None,
     config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) an evaluation into ``out_dir``; returns the summary."""
+    """Run (or resume) an evaluation into ``out_dir``; returns the summary.
+
+    ``pruner`` is the name records and the summary carry (the strategy, or a scripted judge's
+    name); how the verdicts are grouped is ``engines.pruner``, a :class:`PrunerConfig`."""
     search, run, out = check_eval_inputs(algo, problems, out_dir, search, run)
     grader = grader or Grader.default()
     done, done_records = prepare_resume(out, algo=algo, pruner=pruner, retry_errors=run.retry_errors)
@@ -220,8 +229,8 @@ def run_eval(
             problem, seed = job
             handle = dispatcher.handle(order[(str(problem.id), int(seed))])
             record, ctx = await solve_problem(
-                problem, seed, algo=algo, engines=handle, search=search, pruner_config=engines.pruner,
-                grader=grader, pruner=pruner,
+                problem, seed, algo=algo, engines=handle, search=search, pruner=engines.pruner,
+                pruner_name=pruner, grader=grader,
             )
             if run.save_trees:
                 name = tree_file_name(record["id"], seed, many_seeds=many_seeds)
