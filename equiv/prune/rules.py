@@ -1,7 +1,8 @@
 """The rule strategies: ``exact``, ``levenshtein`` and ``formula`` (no model, no forward).
 
-``exact`` and ``formula`` are 0/1 rules (no threshold to choose); ``levenshtein`` is the paper's
-"ratio > 0.95" baseline with a strict threshold.
+``exact`` and ``formula`` are 0/1 rules (no threshold to choose: the base class's 0.5 reads
+their 0.0/1.0 right); ``levenshtein`` is the paper's "ratio > 0.95" baseline with a strict
+threshold.
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ class ExactJudge(CachedJudge):
     """Equivalent iff the texts are equal after whitespace normalisation."""
 
     name = "exact"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.threshold = 0.5
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         self.stats.scored += len(pairs)
@@ -55,10 +52,6 @@ class FormulaJudge(CachedJudge):
     """Equivalent iff both steps compute the same normalised formulas (see :mod:`.formula`)."""
 
     name = "formula"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.threshold = 0.5
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         self.stats.scored += len(pairs)
