@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from equiv.errors import InputError, exit_on_input_error
+from equiv.judge.calibrate import calibration_summary
 from equiv.judge.export import export_metrics, update_settings
 from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.hybrid import attach_combiner
@@ -78,8 +79,6 @@ def calibrate_ensemble(
     target_precision: float | None = None,
 ) -> dict[str, float]:
     """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split."""
-    from equiv.judge.calibrate import calibration_summary
-
     directory = Path(judge_dir)
     probs = score_judge_dir(directory, pairs)  # once: the threshold and the combiner both read them
     summary = calibration_summary(probs, labels, target_precision)

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import torch
 
 from equiv.errors import InputError
+from equiv.judge.calibrate import pick_threshold, threshold_sweep
 from equiv.judge.export import update_settings
 from equiv.judge.export_keys import HYBRID_KEY
 from equiv.judge.members import model_logit, score_judge_dir
@@ -162,8 +163,6 @@ def fit_combiner(
     ``vetoed``: pairs the claim guard (:mod:`equiv.text.claims`) rejects whatever the combiner says;
     they count as "not equivalent" when the threshold is picked, as they will in search.
     """
-    from equiv.judge.calibrate import pick_threshold, threshold_sweep
-
     if not len(rows) == len(labels) == len(groups):
         raise ValueError("rows, labels and groups must have the same length")
     if len(set(labels)) < 2:

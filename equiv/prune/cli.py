@@ -18,8 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
+from equiv.data.records import LabelMapping, problem_key, read_pair_records
 from equiv.errors import InputError, exit_on_input_error
+from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
+from equiv.text.levenshtein import levenshtein_ratio
 
 
 def strategy_choices() -> list[str]:
@@ -72,9 +75,6 @@ class Labelled(NamedTuple):
 
 
 def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> Labelled:
-    from equiv.data.records import problem_key, read_pair_records
-    from equiv.text.levenshtein import levenshtein_ratio
-
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:
         print(report.summary(path), file=sys.stderr)
@@ -96,8 +96,6 @@ def spread_by_problem(predictions: Sequence[bool], labels: Sequence[int], proble
     import random
     import statistics
 
-    from equiv.prune.calibrate import binary_metrics
-
     by_problem: dict[str, list[int]] = {}
     for i, key in enumerate(problems):
         by_problem.setdefault(key, []).append(i)
@@ -118,8 +116,6 @@ def _decide(scores: Sequence[float], threshold: float, strict: bool) -> list[boo
 
 def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     """Evaluate one strategy; returns the metrics dict (the CLI prints and writes it)."""
-    from equiv.data.records import LabelMapping
-
     check_pairs_args(args)
     cfg = PrunerConfig(
         strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
@@ -182,8 +178,6 @@ def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, scores:
                      labels: list[int]) -> ThresholdChoice:
     """Best F1 (or the highest recall at ``--target_precision``) over the scores of ``--data``,
     or of ``--sweep_data`` when given."""
-    from equiv.prune.calibrate import pick_threshold, threshold_sweep
-
     if args.sweep_data:
         sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
         s_scores = [s for _, s in judge.pair_results(sweep_on.pairs, sweep_on.questions)]
@@ -209,8 +203,6 @@ def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, scores:
 def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predictions: list[bool],
                     choice: ThresholdChoice) -> dict[str, Any]:
     """The metrics object ``pairs`` prints as its last line and writes to ``--output``."""
-    from equiv.prune.calibrate import binary_metrics
-
     labels, ratios = data.labels, data.ratios
     m = binary_metrics(predictions, labels)
     out: dict[str, Any] = {
@@ -236,8 +228,6 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
 
 def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: Labelled) -> list[dict[str, float]]:
     """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
-    from equiv.prune.calibrate import prefilter_sweep
-
     if args.sweep_data:
         data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
     labels, ratios = data.labels, data.ratios

@@ -18,10 +18,10 @@ from urllib.parse import quote
 import yaml
 
 from equiv.report.load import Run
-from equiv.rundir import PAIRS as PAIRS_FILE
-from equiv.rundir import read_pairs
 from equiv.report.stats import CompareRow, shared_ids
 from equiv.report.tree_view import NODE_FIELDS, TreeSelection, script_json
+from equiv.rundir import PAIRS as PAIRS_FILE
+from equiv.rundir import read_pairs
 
 PLOT_TITLES = {
     "tokens_per_problem": "Tokens per problem",

@@ -37,8 +37,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
-from equiv.prune.grouping import group_equivalent, sibling_pairs
 from equiv.prune.cached import pair_key
+from equiv.prune.grouping import group_equivalent, sibling_pairs
 from equiv.prune.strategies import PrunerConfig
 from equiv.rundir.records import WorkCounters
 from equiv.search.config import SearchConfig

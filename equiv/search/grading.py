@@ -41,6 +41,7 @@ from pathlib import Path
 from fractions import Fraction
 from typing import Literal
 
+from equiv.search import choice_grading, code_grading
 from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
 
 logger = logging.getLogger(__name__)
@@ -320,17 +321,13 @@ atexit.register(_WORKER.close)
 
 
 class _OtherKind:
-    """Extract and grade of the non-math kinds (modules of their own, imported on first use)."""
+    """Extract and grade of the non-math kinds (modules of their own, read when first used)."""
 
     def __init__(self, kind: str) -> None:
         if kind == "code":
-            from equiv.search.code_grading import extract_program, grade_code
-
-            self.extract, self.grade = extract_program, grade_code
+            self.extract, self.grade = code_grading.extract_program, code_grading.grade_code
         else:
-            from equiv.search.choice_grading import extract_choice, grade_choice
-
-            self.extract, self.grade = extract_choice, grade_choice
+            self.extract, self.grade = choice_grading.extract_choice, choice_grading.grade_choice
 
 
 def _other_kind(kind: str) -> _OtherKind:

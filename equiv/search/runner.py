@@ -36,12 +36,13 @@ from equiv.rundir import (
     tree_file_name,
     write_atomic,
 )
+from equiv.prune.strategies import PrunerConfig
 from equiv.search.aggregate import HEADLINE, Solution, aggregate
 from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import RunConfig, ScaleConfig, SearchConfig
 from equiv.search.dispatch import Dispatcher, run_workers
-from equiv.prune.strategies import PrunerConfig
 from equiv.search.expansion import AsyncEngines, SearchContext, SeedStream
+from equiv.search.grading import extract_answer, grade
 from equiv.search.progress import Progress, finish_run
 from equiv.search.tree import Node
 from equiv.search.types import PairJudge, Policy, RewardModel
@@ -73,8 +74,6 @@ class Grader:
 
     @classmethod
     def default(cls) -> "Grader":
-        from equiv.search.grading import extract_answer, grade
-
         return cls(extract=extract_answer, grade=grade)
 
 

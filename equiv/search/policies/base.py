@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from equiv.search.policies.fewshot import with_exemplars
 from equiv.search.policies.prompt_format import PromptFormat
+from equiv.search.policies.prompts import resolve_format
 from equiv.search.types import Candidate, StepRequest
 
 
@@ -45,8 +47,6 @@ class StepPolicy:
 
     def _configure(self, cfg: Any, tokenizer: Any) -> None:
         """Set what both backends take from a :class:`PolicyConfig`: prompt format and sampling."""
-        from equiv.search.policies.prompts import resolve_format
-
         self.tokenizer = tokenizer
         self.fmt = resolve_format(
             cfg.prompt_format,
@@ -56,9 +56,7 @@ class StepPolicy:
             system_prompt=cfg.system_prompt,
             end_at_answer=cfg.end_at_answer,
         )
-        from equiv.search.policies.fewshot import with_exemplars  # base models: solved exemplars
-
-        self.fmt = with_exemplars(self.fmt, cfg)
+        self.fmt = with_exemplars(self.fmt, cfg)  # base models: solved exemplars
         self.temperature = cfg.temperature
         self.top_p = cfg.top_p
         self.max_new_tokens = cfg.max_new_tokens

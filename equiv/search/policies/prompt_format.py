@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from equiv.errors import InputError
+from equiv.search.policies.fewshot import render_prompt
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,6 @@ class PromptFormat:
         elif self.name == "mistral_sft":
             head = question.strip() + " "
         elif self.name == "fewshot":
-            from equiv.search.policies.fewshot import render_prompt
-
             return render_prompt(self.exemplars, self.shots, question, steps, self.step_suffix)
         else:
             head = question.strip() + "\n\n"

