@@ -156,3 +156,12 @@ def test_the_guides_tables_name_every_registered_entry(doc, heading, registry):
     section = text[text.index(heading):]
     rows = re.findall(r"^\| `(\w+)`", section[: section.index("\n#", 1)], flags=re.M)
     assert set(rows) == {e.name for e in registry if e.name != "none"}
+
+
+@pytest.mark.parametrize("name", ["exact", "levenshtein", "formula"])
+def test_a_strategy_entry_declares_what_its_judge_is(name):
+    from equiv.prune import PrunerConfig
+
+    entry = STRATEGIES.get(name)
+    judge = build_judge(PrunerConfig(strategy=name))
+    assert judge.name == name and judge.learned == entry.learned
