@@ -31,15 +31,13 @@ step's text never carries the delimiter.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any
 
 from equiv.errors import InputError
 from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
 from equiv.search.policies.code_format import CODE_FORMAT
 from equiv.search.policies.prompt_format import PromptFormat
 
-FormatName = Literal["qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot"]
-FORMAT_NAMES: tuple[str, ...] = ("qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot")
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -102,7 +100,7 @@ def resolve_format(
             name = "plain"
     if name not in FORMATS:
         raise InputError(
-            f"unknown prompt format {name!r}; choose from auto, {', '.join(FORMAT_NAMES)}",
+            f"unknown prompt format {name!r}; choose from auto, {', '.join(FORMATS)}",
             field="policy.prompt_format",
         )
     fmt = FORMATS[name]
