@@ -57,13 +57,12 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+from common import ROOT, SHARED_DATA  # noqa: E402  (offline env, this checkout on sys.path)
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # vllm-cpu: 1 GiB of KV cache
+
+from equiv.search.algorithms import ALGORITHMS  # noqa: E402
+from equiv.search.policies import BACKENDS  # noqa: E402
 
 TIMING_FIELDS = {"seconds"}
 
@@ -71,7 +70,7 @@ TIMING_FIELDS = {"seconds"}
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="8 problems, K=8 (under two minutes on 2 CPU cores)")
-    p.add_argument("--backend", choices=["vllm", "transformers"], default="vllm")
+    p.add_argument("--backend", choices=BACKENDS.names(), default="vllm")
     p.add_argument("--model", default=None, help="policy model (default: the tiny random-init Llama)")
     p.add_argument("--prm", default=None, help="PRM model (default: the tiny Math-Shepherd-style PRM)")
     p.add_argument("--pruner", default="model", choices=["none", "exact", "levenshtein", "embedding", "model"])
@@ -93,7 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(records may then differ from concurrency 1 in float rounding)")
     p.add_argument("--problems", type=int, default=None, help="problems per run (default 32; --quick 8)")
     p.add_argument("--concurrency", "-k", type=int, default=8, help="K, problems in flight")
-    p.add_argument("--algo", default="sbs", choices=["sbs", "mcts", "dfs", "lookahead"])
+    p.add_argument("--algo", default="sbs", choices=ALGORITHMS.names())
     p.add_argument("--width", type=int, default=4)
     p.add_argument("--beam_size", type=int, default=2)
     p.add_argument("--max_depth", type=int, default=4)
@@ -104,7 +103,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu_memory_utilization", type=float, default=0.3)
     p.add_argument("--policy_dtype", default=None, choices=["auto", "bfloat16", "float16", "float32"],
                    help="policy dtype (default bfloat16 on vLLM; float32 for transformers on a CPU, auto on a GPU)")
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"),
+    p.add_argument("--data", default=str(SHARED_DATA / "gsm8k" / "test.jsonl"),
                    help="GSM8K-format JSONL (question, answer)")
     p.add_argument("--cache", default=str(ROOT / ".cache" / "tiny"), help="where the tiny models are built")
     p.add_argument("--torch_threads", type=int, default=None,

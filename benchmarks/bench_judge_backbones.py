@@ -19,18 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from common import SHARED_DATA  # noqa: E402  (offline env, this checkout on sys.path)
 
 import torch  # noqa: E402
 
@@ -38,7 +31,7 @@ from equiv.data.demo import DEMO_DIR  # noqa: E402
 from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
 from equiv.errors import InputError  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv" / "train.jsonl"
+DATA = SHARED_DATA / "gsm8k_equiv" / "train.jsonl"
 BACKBONES = {"minilm": "bundled:all-MiniLM-L6-v2", "gemma3-270m": "gguf:gemma3-270m"}
 RECIPE_TRAIN_PAIRS = 2238  # train.jsonl + train_more.jsonl less the calibration split
 

@@ -8,7 +8,7 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
 - ``untuned`` -- the untrained encoder: cosine of the bundled all-MiniLM-L6-v2 sentence embeddings,
   threshold chosen the same way (the paper's "w/o fine-tuning" arm);
 - ``finetuned`` -- ``configs/gsm8k_equiv.yaml`` (cross-encoder fine-tuned without EM), one fit per
-  seed, scored as the plain classifier (:class:`~equiv.prune.strategies.ModelJudge`) at its own
+  seed, scored as the plain classifier (:class:`~equiv.prune.model_judge.ModelJudge`) at its own
   calibrated ``decision_threshold``;
 - ``em`` -- the same recipe with ``configs/em.yaml`` (EM refinement of multi-sentence samples),
   scored the same way;
@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -59,13 +58,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("WANDB_MODE", "offline")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, SHARED_DATA  # noqa: E402  (offline env, this checkout on sys.path)
 
 from equiv.data.datamodule import MathEquivDataModule  # noqa: E402
 from equiv.data.demo import DEMO_DIR  # noqa: E402
@@ -73,9 +66,9 @@ from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
 from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
 from equiv.judge.hybrid import attach_combiner  # noqa: E402
 from equiv.prune.loading import stored_judge_kind  # noqa: E402
-from equiv.prune.strategies import CachedJudge, ModelJudge, PrunerConfig, build_judge  # noqa: E402
+from equiv.prune import CachedJudge, ModelJudge, PrunerConfig, build_judge  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv"
+DATA = SHARED_DATA / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
 # fit -> what `fit` gets on top of the recipe

@@ -27,28 +27,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from common import ROOT, SHARED_DATA  # noqa: E402  (offline env, this checkout on sys.path)
 
 from equiv.data.problems import read_jsonl_objects  # noqa: E402
 from equiv.data.records import LEVELS, LabelMapping, PairRecord, read_pair_records  # noqa: E402
 from equiv.errors import InputError  # noqa: E402
 from equiv.prune.calibrate import BinaryMetrics, binary_metrics  # noqa: E402
-from equiv.prune.strategies import PrunerConfig, build_judge  # noqa: E402
+from equiv.prune import PrunerConfig, build_judge  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "gsm8k_equiv"
+DATA = SHARED_DATA / "gsm8k_equiv"
 DEFAULT_DATA = (DATA / "train.jsonl", DATA / "train_more.jsonl")
 DEFAULT_SECOND = ROOT / "benchmarks" / "data" / "gsm8k_equiv_second_labels.jsonl"
 

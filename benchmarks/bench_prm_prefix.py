@@ -25,17 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, SHARED_DATA  # noqa: E402  (offline env, this checkout on sys.path)
 
 MODES = {
     "plain": {"share_prefix": False},
@@ -56,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max_words", type=int, default=30)
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per cell (the best is shown)")
     p.add_argument("--prm", default=None, help="PRM directory (default: the tiny PRM under .cache/tiny/prm)")
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"))
+    p.add_argument("--data", default=str(SHARED_DATA / "gsm8k" / "test.jsonl"))
     p.add_argument("--device", default="cpu", help="cpu, cuda")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
                    help="PRM dtype (max |diff| against the plain path grows to ~1e-2 in bfloat16)")

@@ -43,12 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import SHARED_DATA  # noqa: E402  (offline env, this checkout on sys.path)
 
 import torch  # noqa: E402
 
@@ -56,7 +51,7 @@ from equiv.prune import ModelJudge, group_siblings, sibling_pairs  # noqa: E402
 from equiv.text.formula import formulas_equivalent  # noqa: E402
 from equiv.text.levenshtein import levenshtein_ratio  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "gsm8k" / "model_solutions.jsonl"
+DEFAULT_DATA = SHARED_DATA / "gsm8k" / "model_solutions.jsonl"
 SOLUTION_KEYS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 REFERENCE_MAX_LENGTH = 2048
 

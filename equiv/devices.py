@@ -11,7 +11,7 @@ model-backed strategy is built.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from equiv.errors import InputError
 
@@ -41,13 +41,21 @@ def resolve_device(name: str, *, field: str = "device") -> str:
     return name
 
 
-def _dtype_by_name(name: str, field: str) -> "torch.dtype":
-    import torch
-
+def check_dtype_name(name: str, *, field: str = "dtype") -> str:
+    """The canonical name of a dtype setting (``auto`` stays ``auto``; ``bf16`` -> ``bfloat16``);
+    an unknown name is an InputError on ``field``. No torch import: configs validate with it."""
+    if name == "auto":
+        return name
     canonical = _ALIASES.get(name, name)
     if canonical not in DTYPE_NAMES:
         raise InputError(f"unknown dtype {name!r} (use auto, {', '.join(DTYPE_NAMES)})", field=field)
-    return getattr(torch, canonical)
+    return canonical
+
+
+def _dtype_by_name(name: str, field: str) -> "torch.dtype":
+    import torch
+
+    return getattr(torch, check_dtype_name(name, field=field))
 
 
 def resolve_load_dtype(name: str, device: str | Any, *, field: str = "dtype") -> "torch.dtype | str":
@@ -88,6 +96,17 @@ def direct_load_kwargs(device: str | Any) -> dict[str, Any]:
     if name == "cpu" or importlib.util.find_spec("accelerate") is None:
         return {}
     return {"device_map": name}
+
+
+def pad_token_id(tokenizer: Any, eos_ids: Iterable[int] | None = None) -> int:
+    """The id to pad rows with: the tokenizer's pad token, else the (lowest) end-of-sequence id
+    -- ``eos_ids`` where the caller knows the model's, else the tokenizer's -- else 0. Padding is
+    masked, so any real id would do; one rule keeps the policy and the PRMs alike."""
+    pad = tokenizer.pad_token_id
+    if pad is not None:
+        return pad
+    ids = set(eos_ids) if eos_ids is not None else {tokenizer.eos_token_id} - {None}
+    return min(ids, default=0)
 
 
 def padded_rows(

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from equiv.errors import InputError
-from equiv.search.rewards import RewardConfig, build_reward_model, register_reward_model, registered_reward_models
+from equiv.search.rewards import REWARDS, RewardConfig, build_reward_model, register_reward_model, registered_reward_models
 from equiv.search.types import RewardModel, ScoreRequest
 
 REQS = [
@@ -105,6 +105,7 @@ def test_registry(tmp_path):
     assert rm.score(REQS[:1]) == [[0.5, 0.5, 0.5]]
     with pytest.raises(ValueError, match="already registered"):
         register_reward_model("constant_for_test")(lambda cfg: None)
+    REWARDS.remove("constant_for_test")
 
 
 def test_qwen25_math_prm_format_and_scores(tmp_path):

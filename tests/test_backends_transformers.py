@@ -94,25 +94,10 @@ def test_stop_string_cuts_at_first_occurrence_and_counts_tokens_exactly(tiny_pol
     assert cand.num_tokens == k
 
 
-def test_multi_step_rollout_extends_the_first_step(policy):
-    one = policy.generate([StepRequest("What is 2 + 3?", (), 2, 4)])[0]
-    roll = policy.generate([StepRequest("What is 2 + 3?", (), 2, 4, max_steps=3)])[0]
-    for single, multi in zip(one, roll):
-        steps = policy.fmt.split_steps(multi.text)
-        assert 1 <= len(steps) <= 3
-        assert steps[0] == single.text  # round 1 is the same sample
-        assert multi.num_tokens >= single.num_tokens
-        if len(steps) > 1:
-            assert multi.num_tokens > single.num_tokens and multi.logprob < single.logprob
-        if not single.finished and single.num_tokens < MAX_NEW:
-            assert len(steps) > 1  # a completed, unfinished step is continued
-
-
-def test_greedy_view_shares_the_engine(policy):
-    greedy = policy.with_sampling(temperature=0.0)
-    assert greedy.model is policy.model and policy.temperature == 0.7
-    a = greedy.generate([StepRequest("What is 2 + 3?", (), 2, 1)])[0]
-    b = greedy.generate([StepRequest("What is 2 + 3?", (), 1, 99)])[0]
+def test_a_greedy_request_ignores_its_seed(policy):
+    assert policy.temperature == 0.7
+    a = policy.generate([StepRequest("What is 2 + 3?", (), 2, 1, temperature=0.0)])[0]
+    b = policy.generate([StepRequest("What is 2 + 3?", (), 1, 99, temperature=0.0)])[0]
     assert a[0].text == a[1].text == b[0].text
     assert a[0].num_tokens == a[1].num_tokens == b[0].num_tokens
     assert a[0].logprob == pytest.approx(b[0].logprob, rel=1e-5)
@@ -132,7 +117,7 @@ def test_batched_requests_follow_their_own_seeds(tiny_policy_dir, policy):
         StepRequest("What is 2 + 3?", (), 3, 7),
         StepRequest("Janet's ducks lay 16 eggs per day. How many does she sell?", ("She eats 3.",), 2, 8),
         StepRequest("What is 2 + 3?", (), 2, 5, temperature=0.0),
-        StepRequest("A robe takes 2 bolts.", (), 1, 11, max_steps=2),
+        StepRequest("A robe takes 2 bolts.", (), 1, 11),
     ]
     alone = [policy.generate([r])[0] for r in reqs]
     for rows in (256, 3):  # one batch; chunks of at most 3 rows (the 3-sample request alone)
@@ -185,7 +170,7 @@ def test_real_shaped_build_keeps_steps_short_and_the_extra_vocabulary_silent(tmp
 def test_tiny_top_p_is_greedy(tiny_policy_dir, policy):
     nucleus = make(tiny_policy_dir, top_p=1e-6)
     sampled = nucleus.generate([StepRequest("What is 2 + 3?", (), 3, 1)])[0]
-    greedy = policy.with_sampling(temperature=0.0).generate([StepRequest("What is 2 + 3?", (), 1, 2)])[0][0]
+    greedy = policy.generate([StepRequest("What is 2 + 3?", (), 1, 2, temperature=0.0)])[0][0]
     assert all(c.text == greedy.text and c.num_tokens == greedy.num_tokens for c in sampled)
 
 
@@ -195,7 +180,6 @@ def test_formats_and_config_errors(tiny_policy_dir):
     assert prompt == "Q? Step 1: a ки\nStep 2: b ки\n"
     assert mistral.clean_step("Step 3: c ки\nStep 4") == "Step 3: c"
     assert mistral.is_final("Step 3: The answer is: 5")
-    assert mistral.split_steps(mistral.join_steps(["a", "b"])) == ["a", "b"]
     assert resolve_format("auto", "peiyi9979/mistral-7b-sft").name == "mistral_sft"
     assert resolve_format("auto", "some/base-model", None).name == "plain"
     with pytest.raises(InputError, match="prompt format"):

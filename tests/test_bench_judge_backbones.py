@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 
 from equiv.data.demo import DEMO_DIR
+from tests.helpers.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_judge_backbones.py"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_judge_backbones as bench  # noqa: E402
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -25,8 +28,14 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_minilm_step_time_table_and_json(tmp_path):
     out = tmp_path / "out.json"
-    proc = run("--backbones", "minilm", "--data", DEMO_DIR / "train.jsonl", "--pairs", "8", "--batch_size", "4",
-               "--max_length", "48", "--steps", "1", "--threads", "1", "--epoch_pairs", "400", "--json", out)
+    # In process (torch is loaded in this worker already; the script's own process is run by the
+    # next test): one thread, as conftest gives each worker; the script's seed does not leak.
+    import torch
+
+    with torch.random.fork_rng():
+        proc = invoke(bench.main, ["--backbones", "minilm", "--data", DEMO_DIR / "train.jsonl", "--pairs", "8",
+                                   "--batch_size", "4", "--max_length", "48", "--steps", "1", "--threads", "1",
+                                   "--epoch_pairs", "400", "--json", out])
     assert proc.returncode == 0, proc.stderr
     row = json.loads(out.read_text())["rows"]["minilm"]
     assert 22 < row["params_m"] < 23.5  # all-MiniLM-L6-v2 plus a 2-label head

@@ -2,7 +2,7 @@
 
 The figures are checked against second labels built here with known disagreements, so a wrong
 join, a swapped precision/recall or a level-2 pair counted as a label would fail. The real CLI runs
-in a subprocess; no score of a trained judge is asserted.
+in a subprocess (with a judge: in process, through ``main``); no score of a trained judge is asserted.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ VALID = DEMO_DIR / "valid.jsonl"
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_label_agreement as bench  # noqa: E402
+from tests.helpers.cli import invoke  # noqa: E402
 
 
 def demo_rows() -> list[dict]:
@@ -78,7 +79,10 @@ def test_a_judge_is_scored_against_both_annotators(tmp_path):
     second = [{"id": r["id"], "result": r["result"]} for r in rows]
     judge = make_tiny_judge(tmp_path / "judge")
     out = tmp_path / "out.json"
-    proc = run("--data", VALID, "--second", write_second(tmp_path / "second.jsonl", second), "--judge", judge, "--json", out)
+    # In process: the judge's torch is loaded in this worker already (the CLI's own process is
+    # exercised by the other tests here).
+    proc = invoke(bench.main, ["--data", VALID, "--second", write_second(tmp_path / "second.jsonl", second),
+                               "--judge", judge, "--json", out])
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(out.read_text())
     assert figures["annotators"]["f1"] == 1.0 and figures["annotators"]["kappa"] == 1.0

@@ -290,7 +290,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     from equiv.data.datamodule import split_by_problem
     from equiv.data.records import read_pair_records
     from equiv.judge.calibrate import binary_metrics, calibration_summary
-    from equiv.judge.ensemble import score_judge_dir
+    from equiv.judge.members import score_judge_dir
     from equiv.text.claims import claim_check
 
     rows = separable_pairs(48, seed=5)

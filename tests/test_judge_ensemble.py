@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from equiv.errors import InputError
-from equiv.judge.ensemble import average_logits, build_ensemble, member_dirs, score_judge_dir
-from equiv.prune.strategies import ModelJudge
+from equiv.judge.ensemble import build_ensemble
+from equiv.judge.ensemble import main as ensemble_main
+from equiv.judge.members import average_logits, member_dirs, score_judge_dir
+from equiv.prune import ModelJudge
+from tests.helpers.cli import invoke
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 from tests.test_judge_cli import separable_pairs, write_jsonl
 
@@ -108,7 +111,8 @@ def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
     train = write_jsonl(tmp_path / "train.jsonl", [dict(r, id=f"toy-{i // 2}-{i % 2}") for i, r in enumerate(separable_pairs(20, 7))])
     config = tmp_path / "recipe.yaml"
     config.write_text(f"data:\n  train: {train}\n  calibration_fraction: 0.3\n")
-    done = _run("-m", "equiv.judge.ensemble", "--members", str(plain), str(marked), "--out", str(tmp_path / "e"), "--config", str(config))
+    # In process (the command's real-process run is the test above): the refusal is in main().
+    done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--config", config])
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(marked) in lines[0] and "999" in lines[0] and "members" in lines[0]

@@ -96,7 +96,6 @@ def test_runner_grades_the_searched_program_in_the_sandbox(tmp_path, monkeypatch
 def test_code_format_keeps_indentation_and_ends_at_the_fence():
     fmt = resolve_format("code", "any")
     assert fmt.clean_step("\n    return a + b\n\n    # more") == "    return a + b"
-    assert fmt.split_steps("def f():\n    x = 1\n\n    return x") == ["def f():\n    x = 1", "    return x"]
     assert fmt.is_final("    return x\n```") and not fmt.is_final("```python\ndef f():")
     assert fmt.build("Q", ["def f():", "    return 1"]) == "Q\n\ndef f():\n\n    return 1\n\n"
     custom = resolve_format("code", "any", step_delimiter="\n# step\n")

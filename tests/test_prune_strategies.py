@@ -92,7 +92,7 @@ def test_config_validation_and_factory():
         ({"strategy": "model", "batch_size": 0}, "batch_size"),
     ]:
         with pytest.raises(InputError) as err:
-            PrunerConfig(**kwargs)
+            PrunerConfig(**kwargs).validate()
         assert err.value.field == field
     for kwargs, field in [
         ({"strategy": "exact", "threshold": 0.5}, "threshold"),
@@ -240,7 +240,7 @@ def test_embedding_baseline_with_bundled_minilm():
 
 
 def test_new_pairs_reach_the_judge_in_the_order_asked_and_the_cache_ignores_order():
-    from equiv.prune.strategies import CachedJudge
+    from equiv.prune import CachedJudge
 
     class Recording(CachedJudge):
         name = "recording"

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from equiv.report.load import load_runs
+from equiv.search.algorithms import ALGORITHMS
 from equiv.report.stats import compare_rows
 from tests.helpers.cli import Result, search_cli
 from tests.helpers.runs import NASTY, runner_runs, write_run
 
-ALGOS = ("mcts", "sbs", "dfs", "lookahead")
+ALGOS = ALGORITHMS.names()
 
 
 def report_in_a_process(repo_root: Path, *args: object) -> subprocess.CompletedProcess:

@@ -143,8 +143,9 @@ def test_placed_engines_applies_the_gpu_split_only_on_gpu_workers():
 
     from equiv.search.placement import placed_engines
 
-    def init():
-        return SimpleNamespace(policy=SimpleNamespace(gpu_memory_utilization=0.9, tensor_parallel_size=1, engine_kwargs={}))
+    def init(backend="vllm"):
+        return SimpleNamespace(policy=SimpleNamespace(backend=backend, gpu_memory_utilization=0.9, tensor_parallel_size=1,
+                                                      engine_kwargs={}))
 
     cpu = plan_placement(ScaleConfig(workers=2), gpus_available=0)
     assert placed_engines(lambda i: i, init(), cpu).policy.gpu_memory_utilization == 0.9
@@ -154,6 +155,9 @@ def test_placed_engines_applies_the_gpu_split_only_on_gpu_workers():
     assert built.policy.gpu_memory_utilization == 0.5 and built.policy.tensor_parallel_size == 4
     assert built.policy.engine_kwargs == {"distributed_executor_backend": "mp"}
     assert original.policy.gpu_memory_utilization == 0.9  # the caller's config is not mutated
+    # A backend that lives in the worker's torch takes no engine share (Backend.gpu_share false).
+    plain = placed_engines(lambda i: i, init("transformers"), gpu)
+    assert plain.policy.gpu_memory_utilization == 0.9 and plain.policy.engine_kwargs == {}
 
 
 # -- Ctrl-C: the same handling on the single-process and the Ray path ------------------------------

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from equiv.prune.strategies import CachedJudge, PrunerConfig
+from equiv.prune import CachedJudge, PrunerConfig
 from equiv.search.config import SearchConfig
 from equiv.search.dfs import dfs
 from equiv.search.dispatch import Dispatcher, run_workers

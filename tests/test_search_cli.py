@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from equiv.search.algorithms import ALGORITHMS
 from equiv.search.cli import compare_main, compare_rows, eval_main
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
@@ -168,7 +169,7 @@ RECIPES = sorted((REPO / "configs" / "search").glob("*.yaml"))
 
 def test_there_is_a_recipe_per_paper_setting():
     names = {p.stem for p in RECIPES}
-    for algo in ("mcts", "sbs", "dfs", "lookahead"):
+    for algo in ALGORITHMS.names():
         for variant in ("baseline", "pruned"):
             assert f"{algo}_qwen25math7b_math500_{variant}" in names
     for variant in ("baseline", "pruned"):
@@ -184,7 +185,7 @@ def test_recipe_parses(recipe):
     parser = build_eval_parser()
     cfg = parser.parse_args(["--config", str(recipe)])
     init = parser.instantiate_classes(cfg)
-    assert cfg.algo in ("mcts", "sbs", "dfs", "lookahead")
+    assert cfg.algo in ALGORITHMS
     init.search.validate()
     init.run.validate()
     init.policy.validate()

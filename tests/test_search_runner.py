@@ -8,6 +8,7 @@ import operator
 import pytest
 
 from equiv.errors import InputError
+from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade
@@ -44,10 +45,14 @@ def comparable(out):
 # One problem at a time, the largest generate batch is at most its beams (lookahead: its rollouts,
 # beams x width). With problems in flight it grows for SBS and lookahead; for MCTS and DFS it need
 # not grow, only never shrinks (their calls still merge across problems: fewer of them).
-@pytest.mark.parametrize("algo, largest_alone, largest_generate", [
-    ("mcts", 3, operator.ge), ("sbs", 3, operator.gt), ("dfs", 3, operator.ge), ("lookahead", 3 * 4, operator.gt),
-])
-def test_concurrency_does_not_change_results_but_batches_across_problems(tmp_path, algo, largest_alone, largest_generate):
+CONCURRENCY_CASES = {  # per algorithm: the largest generate batch alone, and how K = 4 compares
+    "mcts": (3, operator.ge), "sbs": (3, operator.gt), "dfs": (3, operator.ge), "lookahead": (3 * 4, operator.gt),
+}
+
+
+@pytest.mark.parametrize("algo", ALGORITHMS.names())
+def test_concurrency_does_not_change_results_but_batches_across_problems(tmp_path, algo):
+    largest_alone, largest_generate = CONCURRENCY_CASES[algo]
     one = evaluate(tmp_path / "c1", algo, concurrency=1)
     four = evaluate(tmp_path / "c4", algo, concurrency=4)
     assert comparable(tmp_path / "c1") == comparable(tmp_path / "c4")

@@ -76,3 +76,24 @@ def test_mistral_sft_ends_a_solution_only_at_eos_as_the_reference():
     assert fmt.end_at_answer is False and fmt.is_final("Step 3: The answer is: 18")
     assert resolve_format("auto", "peiyi9979/mistral-7b-sft").end_at_answer is False
     assert resolve_format("mistral_sft", "x", end_at_answer=True).end_at_answer is True  # the override stays
+
+
+def _rollout_runs_away(prompt: str):
+    steps = prompt.count("\n\n")
+    if steps == 1:  # after the question: two first steps
+        return [raw("add 2", tokens=4), raw("add 3", tokens=5)]
+    return [raw(RUNAWAY, tokens=1024, logprob=-10.0, end="length")]  # every continuation runs away
+
+
+def test_lookahead_counts_a_runaway_rollout_as_truncated_like_an_expansion_does():
+    from equiv.search.lookahead import lookahead
+
+    values = {"add 2": 0.4, "add 3": 0.6}
+    _, ctx = run_search(lookahead, ScriptedEngine(_rollout_runs_away), TableReward(values), prune=False, width=2,
+                        beam_size=1, lookahead_steps=1, max_depth=2)
+    s = ctx.stats
+    # The search's policy calls all go through one counting function (expansion.generate): a
+    # rollout step cut by the token limit is truncated, not a candidate, as in an expansion.
+    assert s.truncated >= 2 and s.truncated_tokens == 1024 * s.truncated
+    assert s.generated_tokens == s.truncated_tokens + sum(n.tokens for n in ctx.tree)
+    assert s.candidates == sum(1 for n in ctx.tree if n.parent is not None)  # was: + the rollouts

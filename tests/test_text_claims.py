@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from equiv.prune.strategies import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
+from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
 from equiv.text.claims import claim_check, entity_conflict, number_conflict, step_numbers
 from tests.helpers.cli import search_cli

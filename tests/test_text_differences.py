@@ -12,7 +12,7 @@ import pytest
 from equiv.data.datamodule import PairCollator
 from equiv.judge.export import read_checkpoint
 from equiv.judge.inference import score_pairs
-from equiv.prune.strategies import ModelJudge
+from equiv.prune import ModelJudge
 from equiv.text.differences import mark_differences
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from equiv.prune.strategies import ExactJudge, ModelJudge
+from equiv.prune import ExactJudge, ModelJudge
 from equiv.text.formatting import format_key
 from tests.helpers.judges import make_tiny_judge
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+from equiv.data.commonsense_qa import DEFAULT_HUB_ID, DEFAULT_SPLIT, format_row
+from equiv.data.humaneval import read_humaneval
 from equiv.errors import InputError
 
 Kind = Literal["gsm8k", "math", "code", "choice"]
@@ -271,14 +273,10 @@ def _sample(problems: list[Problem], sample: int | None, seed: int) -> list[Prob
 
 
 def _load_humaneval(path: str | Path | None) -> list[Problem]:
-    from equiv.data.humaneval import read_humaneval
-
     return [Problem(id=tid, question=q, answer=task.to_answer(), kind="code") for tid, q, task in read_humaneval(path)]
 
 
 def _load_commonsense_qa(path: str | Path | None, split: str | None, hub_id: str | None) -> list[Problem]:
-    from equiv.data.commonsense_qa import DEFAULT_HUB_ID, DEFAULT_SPLIT, format_row
-
     if path is not None:
         path = Path(path)
         rows = [(obj, {"path": path, "line": lineno}) for lineno, obj in read_jsonl_objects(path)]

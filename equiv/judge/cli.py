@@ -29,8 +29,12 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
 from equiv.errors import InputError, check_config_files, exit_on_input_error, one_line
-from equiv.judge.export import export_judge, export_metrics, read_checkpoint
+from equiv.judge.calibrate import binary_metrics, calibration_summary
+from equiv.judge.export import export_judge, export_metrics, read_checkpoint, update_settings
+from equiv.judge.hybrid import attach_combiner
+from equiv.judge.members import score_judge_dir
 from equiv.judge.module import METRIC_NAMES, PairClassifier
+from equiv.text.claims import claim_check
 
 
 class JudgeCLI(LightningCLI):
@@ -159,8 +163,6 @@ class JudgeCLI(LightningCLI):
         hybrid = bool(self._subcommand_value("hybrid"))
         probs = None  # the export's calibration-split probabilities, scored once for the guard and the combiner
         if guard and repick and hybrid:
-            from equiv.judge.ensemble import score_judge_dir
-
             probs = score_judge_dir(out, self.datamodule.labelled_pairs("val")[0])
         if guard:
             metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, repick, probs))
@@ -217,8 +219,6 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
     The validation split should be a calibration split (``data.calibration_fraction``): data the
     weights were not trained on, and not the file the judge is finally reported on.
     """
-    from equiv.judge.calibrate import calibration_summary
-
     was_training = module.training
     module.eval()
     probs: list[float] = []
@@ -243,8 +243,6 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
 
 def _guard_vetoes(datamodule: Any) -> list[bool]:
     """The claim guard's veto for each labelled validation pair (in ``labelled_pairs("val")`` order)."""
-    from equiv.text.claims import claim_check
-
     pairs, _, _ = datamodule.labelled_pairs("val")
     questions = datamodule.labelled_questions("val")
     return [claim_check(a, b, q).veto for (a, b), q in zip(pairs, questions)]
@@ -263,10 +261,6 @@ def attach_claim_guard(judge_dir: Path, datamodule: Any, report: bool,
     that judge's precision was 0.375 (docs/results.md). The guard is a veto on top of a judge that
     stands on its own, which is also what the cross-validation yardstick measures.
     """
-    from equiv.judge.calibrate import binary_metrics
-    from equiv.judge.ensemble import score_judge_dir
-    from equiv.judge.export import update_settings
-
     settings = update_settings(judge_dir, {"claim_guard": True})
     pairs, labels, _ = datamodule.labelled_pairs("val")
     if not report or not pairs:
@@ -289,8 +283,6 @@ def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | No
     """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs
     (its threshold chosen on its own out-of-fold scores, a claim guard or not: see
     :func:`attach_claim_guard`)."""
-    from equiv.judge.hybrid import attach_combiner
-
     pairs, labels, problems = datamodule.labelled_pairs("val")
     if not pairs:
         print("hybrid: no labelled validation pairs; no combiner stored", flush=True)

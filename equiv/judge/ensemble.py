@@ -23,93 +23,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Sequence
 
 from equiv.errors import InputError, exit_on_input_error
-from equiv.judge.export import METRICS_FILE, SETTINGS_KEY, export_metrics, load_judge, update_settings
-from equiv.judge.hybrid import model_logit
+from equiv.judge.calibrate import calibration_summary
+from equiv.judge.export import export_metrics, update_settings
+from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
+from equiv.judge.hybrid import attach_combiner
+from equiv.judge.members import member_dirs, score_judge_dir
 
-MEMBERS_KEY = "members"
 MEMBERS_DIR = "members"
-
-
-def average_logits(member_probs: Sequence[Sequence[float]]) -> list[float]:
-    """``sigmoid(mean logit)`` per pair over the members' probabilities (one list per member)."""
-    if not member_probs:
-        return []
-    count = len(member_probs)
-    return [1.0 / (1.0 + math.exp(-sum(model_logit(p) for p in column) / count)) for column in zip(*member_probs)]
-
-
-def member_dirs(judge_dir: str | Path) -> list[Path]:
-    """The directories whose models make up the judge: itself, then each of ``equiv.members``."""
-    directory = Path(judge_dir)
-    config_path = directory / "config.json"
-    if directory.is_file() or not config_path.is_file():
-        return [directory]
-    settings = json.loads(config_path.read_text(encoding="utf-8")).get(SETTINGS_KEY) or {}
-    members = settings.get(MEMBERS_KEY) or []
-    if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
-        raise InputError("must be a list of member directories", path=config_path, field=f"{SETTINGS_KEY}.{MEMBERS_KEY}")
-    out = [directory]
-    for name in members:
-        path = directory / name
-        if not (path / "config.json").is_file():
-            raise InputError(f"member {name!r} is missing (no {path / 'config.json'})", path=config_path,
-                             field=f"{SETTINGS_KEY}.{MEMBERS_KEY}")
-        out.append(path)
-    return out
-
-
-class Member(NamedTuple):
-    """One classifier of a judge, with the input form it was trained on (its ``equiv`` settings)."""
-
-    model: Any
-    tokenizer: Any
-    positive_index: int
-    mark_differences: bool
-    max_length: int
-
-    @classmethod
-    def from_settings(cls, model: Any, tokenizer: Any, settings: dict[str, Any], max_length: int | None = None) -> "Member":
-        """A loaded classifier and its export's settings; ``max_length`` overrides the stored one."""
-        return cls(model, tokenizer, int(settings.get("positive_index", 1)), bool(settings.get("mark_differences", False)),
-                   int(max_length or settings.get("max_length") or 512))
-
-
-def score_members(
-    members: Sequence[Member],
-    pairs: Sequence[tuple[str, str]],
-    *,
-    batch_size: int = 64,
-    autocast_dtype: Any = None,
-) -> list[float]:
-    """P(equivalent) per pair: each member scores the pairs in its own input form, and with more
-    than one member the result is the sigmoid of their mean logit (:func:`average_logits`)."""
-    from equiv.judge.inference import score_pairs
-
-    per_member = [
-        score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
-            m.model, m.tokenizer, list(pairs), batch_size=batch_size, max_length=m.max_length,
-            positive_index=m.positive_index, autocast_dtype=autocast_dtype, mark_differences=m.mark_differences,
-        ).tolist()
-        for m in members
-    ]
-    return per_member[0] if len(per_member) == 1 else average_logits(per_member)
-
-
-def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64) -> list[float]:
-    """P(equivalent) of each pair by the exported judge, every member fed its own input form.
-
-    The model part of what :class:`equiv.prune.strategies.ModelJudge` computes (no prefilter, no
-    free same-step check), on CPU; used to calibrate thresholds and combiners.
-    """
-    members = [Member.from_settings(*load_judge(path)) for path in member_dirs(judge_dir)]
-    return score_members(members, pairs, batch_size=batch_size)
 
 
 def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
@@ -138,7 +64,7 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         (out / name / METRICS_FILE).unlink(missing_ok=True)
         names.append(name)
     # The first member's combiner belongs to its own logit, not the ensemble's.
-    update_settings(out, {MEMBERS_KEY: names, "ensemble_of": [str(s) for s in sources]}, remove=("hybrid",))
+    update_settings(out, {MEMBERS_KEY: names, "ensemble_of": [str(s) for s in sources]}, remove=(HYBRID_KEY,))
     (out / METRICS_FILE).unlink(missing_ok=True)
     return out
 
@@ -153,9 +79,6 @@ def calibrate_ensemble(
     target_precision: float | None = None,
 ) -> dict[str, float]:
     """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split."""
-    from equiv.judge.calibrate import calibration_summary
-    from equiv.judge.hybrid import attach_combiner
-
     directory = Path(judge_dir)
     probs = score_judge_dir(directory, pairs)  # once: the threshold and the combiner both read them
     summary = calibration_summary(probs, labels, target_precision)

@@ -20,9 +20,8 @@ from typing import Any
 import torch
 
 from equiv.errors import InputError
+from equiv.judge.export_keys import METRICS_FILE, SETTINGS_KEY
 
-SETTINGS_KEY = "equiv"
-METRICS_FILE = "equiv_metrics.json"
 
 
 def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] | None = None) -> Path:

@@ -16,7 +16,7 @@ both. Where no formula can be extracted (prose-only steps), the three formula fe
 the decision rests on the model's logit and the ratio, with the weights it learned for them.
 
 The combiner is six numbers stored in the exported judge's ``config.json`` (``equiv.hybrid``),
-beside the raw model's own ``decision_threshold``; :class:`equiv.prune.strategies.HybridJudge`
+beside the raw model's own ``decision_threshold``; :class:`equiv.prune.model_judge.HybridJudge`
 applies it at search time with the same batching, caching and stats as the ``model`` strategy.
 Its threshold is picked on *out-of-fold* combined probabilities (k-fold over the calibration
 problems), so the stored threshold was never chosen on the pairs its weights were fitted on.
@@ -35,18 +35,14 @@ from typing import Any, Sequence
 import torch
 
 from equiv.errors import InputError
+from equiv.judge.calibrate import pick_threshold, threshold_sweep
+from equiv.judge.export import update_settings
+from equiv.judge.export_keys import HYBRID_KEY
+from equiv.judge.members import model_logit, score_judge_dir
 from equiv.text.formula import formula_signature
 from equiv.text.levenshtein import levenshtein_ratio
 
 FEATURES = ("model_logit", "formulas_agree", "formulas_both", "formulas_one", "levenshtein_ratio")
-HYBRID_KEY = "hybrid"
-_LOGIT_CLIP = 1e-6
-
-
-def model_logit(prob: float) -> float:
-    """``log(p / (1 - p))`` with ``p`` clipped to ``[1e-6, 1 - 1e-6]`` (a finite feature)."""
-    p = min(max(float(prob), _LOGIT_CLIP), 1.0 - _LOGIT_CLIP)
-    return math.log(p / (1.0 - p))
 
 
 def pair_features(a: str, b: str, prob: float) -> list[float]:
@@ -162,8 +158,6 @@ def fit_combiner(
     target_precision: float | None = None,
 ) -> CombinerFit:
     """Fit on all rows; pick the threshold on k-fold out-of-fold probabilities (best F1 or a precision target)."""
-    from equiv.judge.calibrate import pick_threshold, threshold_sweep
-
     if not len(rows) == len(labels) == len(groups):
         raise ValueError("rows, labels and groups must have the same length")
     if len(set(labels)) < 2:
@@ -203,9 +197,6 @@ def attach_combiner(
     serves as a plain ``model`` judge (see ``HybridJudge``/``ModelJudge``). ``probs``: the judge's
     probabilities for ``pairs`` when the caller has scored them already (else they are scored here).
     """
-    from equiv.judge.ensemble import score_judge_dir
-    from equiv.judge.export import update_settings
-
     directory = Path(judge_dir)
     if directory.is_file():
         raise InputError("a hybrid combiner is stored in an exported directory, not a checkpoint", path=directory)

@@ -10,21 +10,13 @@ Importing this package does not import torch; the model and embedding strategies
 when built.
 """
 
+from equiv.prune.cached import CachedJudge, JudgeStats, PairVerdict, pair_key
+from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.grouping import Grouping, group_equivalent, group_siblings, sibling_pairs
+from equiv.prune.model_judge import HybridJudge, ModelJudge
+from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
+from equiv.prune.strategies import STRATEGIES, PrunerConfig, Strategy, build_judge
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
-from equiv.prune.strategies import (
-    CachedJudge,
-    EmbeddingJudge,
-    ExactJudge,
-    FormulaJudge,
-    JudgeStats,
-    LevenshteinJudge,
-    HybridJudge,
-    ModelJudge,
-    PairVerdict,
-    PrunerConfig,
-    build_judge,
-)
 
 __all__ = [
     "CachedJudge",
@@ -38,10 +30,13 @@ __all__ = [
     "ModelJudge",
     "PairVerdict",
     "PrunerConfig",
+    "STRATEGIES",
+    "Strategy",
     "build_judge",
     "group_equivalent",
     "group_siblings",
     "levenshtein_ratio",
     "normalise_whitespace",
+    "pair_key",
     "sibling_pairs",
 ]

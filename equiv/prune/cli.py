@@ -18,9 +18,16 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
+from equiv.data.records import LabelMapping, problem_key, read_pair_records
 from equiv.errors import InputError, exit_on_input_error
+from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, threshold_sweep
+from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
+from equiv.text.levenshtein import levenshtein_ratio
 
-STRATEGY_CHOICES = ("exact", "levenshtein", "embedding", "formula", "model", "hybrid")
+
+def strategy_choices() -> list[str]:
+    """Every registered strategy that prunes (``none`` judges nothing to score)."""
+    return [s.name for s in STRATEGIES if s.prunes]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate an equivalence strategy on a MathEquiv-format file (JSON list or JSONL).",
     )
     p.add_argument("--data", required=True, help="labelled pairs: sentence1, sentence2, result (0-4)")
-    p.add_argument("--strategy", required=True, choices=STRATEGY_CHOICES)
+    p.add_argument("--strategy", required=True, choices=strategy_choices())
     p.add_argument("--model", help="model: exported judge dir or .ckpt; embedding: sentence-transformers model "
                    "(default bundled:all-MiniLM-L6-v2)")
     p.add_argument("--threshold", type=float, help="equivalent iff probability >= X (levenshtein: ratio > X); "
@@ -68,9 +75,6 @@ class Labelled(NamedTuple):
 
 
 def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> Labelled:
-    from equiv.data.records import problem_key, read_pair_records
-    from equiv.text.levenshtein import levenshtein_ratio
-
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:
         print(report.summary(path), file=sys.stderr)
@@ -92,8 +96,6 @@ def spread_by_problem(predictions: Sequence[bool], labels: Sequence[int], proble
     import random
     import statistics
 
-    from equiv.prune.calibrate import binary_metrics
-
     by_problem: dict[str, list[int]] = {}
     for i, key in enumerate(problems):
         by_problem.setdefault(key, []).append(i)
@@ -114,25 +116,7 @@ def _decide(scores: Sequence[float], threshold: float, strict: bool) -> list[boo
 
 def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     """Evaluate one strategy; returns the metrics dict (the CLI prints and writes it)."""
-    from equiv.data.records import LabelMapping
-    from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep
-    from equiv.prune.strategies import PrunerConfig, build_judge
-
-    if args.target_precision is not None and not (args.sweep or args.sweep_prefilter):
-        raise InputError("--target_precision needs --sweep", field="target_precision")
-    if args.sweep_data and not (args.sweep or args.sweep_prefilter):
-        raise InputError("--sweep_data needs --sweep", field="sweep_data")
-    if args.sweep and args.threshold is not None:
-        raise InputError("give either --threshold or --sweep, not both", field="threshold")
-    if args.sweep and args.strategy in ("exact", "formula"):
-        raise InputError(f"strategy {args.strategy!r} is a 0/1 rule; there is no threshold to sweep", field="sweep")
-    if args.target_precision is not None and not 0.0 < args.target_precision <= 1.0:
-        raise InputError(f"must be in (0, 1], got {args.target_precision}", field="target_precision")
-    if args.sweep_prefilter and args.strategy != "model":
-        raise InputError("--sweep_prefilter is for the model strategy", field="sweep_prefilter")
-    if not Path(args.data).exists():
-        raise InputError("file not found", path=args.data, field="data")
-
+    check_pairs_args(args)
     cfg = PrunerConfig(
         strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
         batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
@@ -144,50 +128,89 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
 
     data = _read_labelled(args.data, mapping, args.skip_invalid)
-    pairs, labels, dropped, ratios = data.pairs, data.labels, data.dropped, data.ratios
-    results = judge.pair_results(pairs, data.questions)
+    results = judge.pair_results(data.pairs, data.questions)
     probs = [p for p, _ in results]
     scores = [s for _, s in results]
-
-    threshold = judge.threshold
-    threshold_source = "given" if args.threshold is not None else "default"
-    sweep_points: list[dict[str, float]] = []
     if args.sweep:
-        if args.sweep_data:
-            sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
-            s_scores = [s for _, s in judge.pair_results(sweep_on.pairs, sweep_on.questions)]
-            s_labels = sweep_on.labels
-        else:
-            s_scores, s_labels = scores, labels
-        # Thresholds live in (0, 1]: prefiltered pairs score 0 and must stay "not equivalent".
-        points = [p for p in threshold_sweep(s_scores, s_labels) if 0.0 < p.threshold <= 1.0]
-        chosen = pick_threshold(points, args.target_precision)
-        threshold = round(chosen.threshold, 6)
-        threshold_source = f"sweep on {args.sweep_data or args.data}"
-        if args.target_precision is not None:
-            threshold_source += f" (target precision {args.target_precision})"
-            if chosen.metrics.precision < args.target_precision:
-                print(f"warning: no threshold reaches precision {args.target_precision}; "
-                      f"using the most precise ({chosen.metrics.precision:.4f})", file=sys.stderr)
-        else:
-            threshold_source += " (best F1)"
-        sweep_points = [{"threshold": p.threshold, **{k: getattr(p.metrics, k) for k in ("precision", "recall", "f1")}}
-                        for p in points]
-        predictions = _decide(scores, chosen.threshold, judge.strict)
+        choice = _sweep_threshold(judge, args, mapping, scores, data.labels)
+        predictions = _decide(scores, choice.decide_at, judge.strict)
     else:
-        predictions = [p >= threshold for p in probs]
+        threshold_source = "given" if args.threshold is not None else "default"
+        choice = ThresholdChoice(judge.threshold, threshold_source, judge.threshold, [])
+        predictions = [p >= judge.threshold for p in probs]
+    prefilter_table = _prefilter_table(judge, args, mapping, data) if args.sweep_prefilter else None
+    out = _metrics_record(judge, args, data, predictions, choice)
+    if choice.points:
+        out["_sweep"] = choice.points
+    if prefilter_table:
+        out["_prefilter_sweep"] = prefilter_table
+    return out
 
-    prefilter_table = None
-    if args.sweep_prefilter:
-        prefilter_table = _prefilter_table(judge, args, mapping, data)
 
+def check_pairs_args(args: argparse.Namespace) -> None:
+    """Option combinations that would mean nothing, refused before any model loads."""
+    if args.target_precision is not None and not (args.sweep or args.sweep_prefilter):
+        raise InputError("--target_precision needs --sweep", field="target_precision")
+    if args.sweep_data and not (args.sweep or args.sweep_prefilter):
+        raise InputError("--sweep_data needs --sweep", field="sweep_data")
+    if args.sweep and args.threshold is not None:
+        raise InputError("give either --threshold or --sweep, not both", field="threshold")
+    if args.sweep and not STRATEGIES.get(args.strategy).threshold:
+        raise InputError(f"strategy {args.strategy!r} is a 0/1 rule; there is no threshold to sweep", field="sweep")
+    if args.target_precision is not None and not 0.0 < args.target_precision <= 1.0:
+        raise InputError(f"must be in (0, 1], got {args.target_precision}", field="target_precision")
+    if args.sweep_prefilter and args.strategy != "model":
+        raise InputError("--sweep_prefilter is for the model strategy", field="sweep_prefilter")
+    if not Path(args.data).exists():
+        raise InputError("file not found", path=args.data, field="data")
+
+
+class ThresholdChoice(NamedTuple):
+    """The threshold reported, where it came from, the one predictions use, and the sweep."""
+
+    threshold: float
+    source: str
+    decide_at: float
+    points: list[dict[str, float]]
+
+
+def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, scores: list[float],
+                     labels: list[int]) -> ThresholdChoice:
+    """Best F1 (or the highest recall at ``--target_precision``) over the scores of ``--data``,
+    or of ``--sweep_data`` when given."""
+    if args.sweep_data:
+        sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+        s_scores = [s for _, s in judge.pair_results(sweep_on.pairs, sweep_on.questions)]
+        s_labels = sweep_on.labels
+    else:
+        s_scores, s_labels = scores, labels
+    # Thresholds live in (0, 1]: prefiltered pairs score 0 and must stay "not equivalent".
+    points = [p for p in threshold_sweep(s_scores, s_labels) if 0.0 < p.threshold <= 1.0]
+    chosen = pick_threshold(points, args.target_precision)
+    source = f"sweep on {args.sweep_data or args.data}"
+    if args.target_precision is not None:
+        source += f" (target precision {args.target_precision})"
+        if chosen.metrics.precision < args.target_precision:
+            print(f"warning: no threshold reaches precision {args.target_precision}; "
+                  f"using the most precise ({chosen.metrics.precision:.4f})", file=sys.stderr)
+    else:
+        source += " (best F1)"
+    table = [{"threshold": p.threshold, **{k: getattr(p.metrics, k) for k in ("precision", "recall", "f1")}}
+             for p in points]
+    return ThresholdChoice(round(chosen.threshold, 6), source, chosen.threshold, table)
+
+
+def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predictions: list[bool],
+                    choice: ThresholdChoice) -> dict[str, Any]:
+    """The metrics object ``pairs`` prints as its last line and writes to ``--output``."""
+    labels, ratios = data.labels, data.ratios
     m = binary_metrics(predictions, labels)
     out: dict[str, Any] = {
         "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1,
         "false_merge_rate": m.false_merge_rate, "n": m.n, "problems": len(set(data.problems)),
-        "strategy": judge.name, "threshold": threshold, "threshold_source": threshold_source,
+        "strategy": judge.name, "threshold": choice.threshold, "threshold_source": choice.source,
         "claim_guard": judge.claim_guard,
-        "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": dropped, "data": str(args.data),
+        "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": data.dropped, "data": str(args.data),
     }
     out.update(spread_by_problem(predictions, labels, data.problems))
     prefilter = getattr(judge, "prefilter", None)
@@ -200,17 +223,11 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     if "model" in desc:
         out["model"] = desc["model"]
     out["judge_stats"] = judge.stats.to_dict()
-    if sweep_points:
-        out["_sweep"] = sweep_points
-    if prefilter_table:
-        out["_prefilter_sweep"] = prefilter_table
     return out
 
 
 def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: Labelled) -> list[dict[str, float]]:
     """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
-    from equiv.prune.calibrate import prefilter_sweep
-
     if args.sweep_data:
         data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
     labels, ratios = data.labels, data.ratios

@@ -40,6 +40,8 @@ import yaml
 from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
+from equiv.prune import build_judge, ModelJudge, PrunerConfig
+from equiv.prune.yardstick import format_table, read_oof, yardstick_table
 
 OOF = "oof.jsonl"
 FOLDS = "folds.json"
@@ -136,8 +138,6 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     combiner) and its raw classifier, each with its stored threshold. ``part`` says which pairs:
     ``test`` (the held-out fold) or ``calibration`` (the fold fit's own calibration split, on which a
     threshold policy may be chosen again without touching the held-out fold)."""
-    from equiv.prune.strategies import ModelJudge, PrunerConfig, build_judge
-
     kept = [(r, y) for r in records if (y := mapping.label(r.result)) is not None]
     pairs = [(r.sentence1, r.sentence2) for r, _ in kept]
     judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu"))
@@ -218,7 +218,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     with exit_on_input_error():
         oof = crossval(args)
-        from equiv.prune.yardstick import format_table, yardstick_table, read_oof
 
         print(format_table(yardstick_table(read_oof(oof))))
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from equiv.errors import InputError
+from equiv.judge.export_keys import HYBRID_KEY, SETTINGS_KEY
 
 ROBERTA_LIKE = ("roberta", "longformer", "xlm-roberta", "camembert", "xlm-roberta-xl")
 
@@ -93,5 +94,5 @@ def stored_judge_kind(path: str | Path) -> str:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return "model"
-    block = data.get("equiv") if isinstance(data, dict) else None
-    return "hybrid" if isinstance(block, dict) and "hybrid" in block else "model"
+    block = data.get(SETTINGS_KEY) if isinstance(data, dict) else None
+    return "hybrid" if isinstance(block, dict) and HYBRID_KEY in block else "model"

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from equiv.errors import InputError
 from equiv.judge.calibrate import BinaryMetrics, binary_metrics, pick_threshold, threshold_sweep
+from equiv.rundir.io import read_json_lines
 from equiv.text.claims import claim_check
 from equiv.text.formula import formulas_equivalent
 from equiv.text.levenshtein import levenshtein_ratio
@@ -35,8 +36,6 @@ Row = dict[str, Any]
 
 def read_oof(path: str | Path) -> list[Row]:
     """The rows of an ``oof.jsonl`` (each needs fold, label, prob, threshold, raw_prob, raw_threshold)."""
-    from equiv.rundir.io import read_json_lines
-
     need = ("fold", "label", "prob", "threshold", "raw_prob", "raw_threshold", "sentence1", "sentence2")
     found, _ = read_json_lines(path)
     for number, row in found:

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+from equiv.rundir import keyed
 
 VARIABLES = ("pruning_rate", "token_saving", "depth", "tokens")
 PAIRS = tuple((a, b) for i, a in enumerate(VARIABLES) for b in VARIABLES[i + 1 :])
@@ -236,6 +237,4 @@ def correlations_html(name: str, pts: Sequence[Point], corr: Sequence[Correlatio
 
 def record_map(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], Mapping[str, Any]]:
     """Records keyed by ``(id, seed)`` as ``compare`` keys them (:func:`equiv.rundir.keyed`)."""
-    from equiv.rundir import keyed
-
     return dict(keyed(dict(r) for r in records))

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from equiv.errors import InputError, exit_on_input_error
+from equiv.report.build import build_report
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,7 +44,6 @@ def report_main(argv: list[str]) -> int:
     try:
         with exit_on_input_error():
             args = build_parser().parse_args(argv)
-            from equiv.report.build import build_report  # after parsing: --help stays instant
 
             problems = [p.strip() for p in args.problems.split(",") if p.strip()] if args.problems else None
             files = build_report(args.runs, args.out, title=args.title, problems=problems,

@@ -20,6 +20,8 @@ import yaml
 from equiv.report.load import Run
 from equiv.report.stats import CompareRow, shared_ids
 from equiv.report.tree_view import NODE_FIELDS, TreeSelection, script_json
+from equiv.rundir import PAIRS as PAIRS_FILE
+from equiv.rundir import read_pairs
 
 PLOT_TITLES = {
     "tokens_per_problem": "Tokens per problem",
@@ -75,22 +77,15 @@ def plots_block(plots: dict[str, bytes | None], notes: dict[str, str]) -> str:
 
 def judge_pairs_link(run: Run) -> str:
     """A link to the run's ``judge_pairs.jsonl`` (what the judge merged / kept apart near the
-    threshold, :mod:`equiv.search.pairlog`) with its counts; empty when the run has none."""
-    import json
+    threshold, :mod:`equiv.search.pairlog`) with its counts; empty when the run has none.
 
-    from equiv.rundir import PAIRS as PAIRS_FILE
-
+    Read through the run directory's reader (:func:`equiv.rundir.read_pairs`): a torn last line
+    is dropped, any other malformed line is a one-line error naming file and line."""
     path = Path(run.path) / PAIRS_FILE
     if not path.is_file():
         return ""
-    counts = {"merged": 0, "kept_apart": 0}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            kind = json.loads(line).get("kind")
-        except (ValueError, AttributeError):
-            continue  # a torn line: the link still leads to the file
-        if kind in counts:
-            counts[kind] += 1
+    pairs, _torn = read_pairs(path)
+    counts = {kind: sum(1 for p in pairs if p.get("kind") == kind) for kind in ("merged", "kept_apart")}
     return (f'<a href="{esc(path.resolve().as_uri())}">{PAIRS_FILE}</a>: {counts["merged"]} merged pair(s), '
             f'{counts["kept_apart"]} kept apart near the threshold')
 

@@ -58,10 +58,10 @@ class Run:
 
     def rekey(self, *, with_seed: bool) -> None:
         """Key records and trees by id, or by id and seed (see the module docstring)."""
-        self.results = {problem_key(r["id"], r.get("seed"), with_seed): r for r in self.records}
+        self.results = {report_key(r["id"], r.get("seed"), with_seed): r for r in self.records}
         trees: dict[str, TreeFile] = {}
         for tree in self.tree_list:
-            key = problem_key(tree.id, tree.seed, with_seed)
+            key = report_key(tree.id, tree.seed, with_seed)
             if key in trees:
                 raise InputError(f"tree for problem {key!r} also in {trees[key].path}", path=tree.path, field="id")
             trees[key] = tree
@@ -88,7 +88,7 @@ class Run:
         return None
 
 
-def problem_key(pid: Any, seed: Any, with_seed: bool) -> str:
+def report_key(pid: Any, seed: Any, with_seed: bool) -> str:
     """The report's key for a problem: its id, plus the seed when runs hold several seeds."""
     return f"{pid} seed={seed}" if with_seed and seed is not None else str(pid)
 

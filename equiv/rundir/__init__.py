@@ -52,7 +52,9 @@ from equiv.rundir.io import (
 )
 from equiv.rundir.records import (
     NUMBER_FIELDS,
+    WORK_FIELDS,
     ResultRecord,
+    WorkCounters,
     record_key,
     check_record,
     read_records,
@@ -111,6 +113,8 @@ __all__ = [
     "read_json_file",
     "NUMBER_FIELDS",
     "ResultRecord",
+    "WORK_FIELDS",
+    "WorkCounters",
     "record_key",
     "check_record",
     "read_records",

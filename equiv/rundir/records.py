@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypedDict
 
@@ -16,11 +17,51 @@ NUMBER_FIELDS = ("prm_calls", "judge_calls", "expanded", "pruned", "seconds")
 """Optional numeric record fields; when present and not null they must be finite numbers."""
 
 
-class ResultRecord(TypedDict, total=False):
-    """One line of ``results.jsonl``: the outcome and the work of one (problem, seed) search.
+@dataclass
+class WorkCounters:
+    """The work one (problem, seed) search did: the one owner of these record fields.
 
-    ``id`` is required; ``seed`` defaults to 0 in the key. What each counter counts is in
-    docs/search.md, "Token accounting".
+    The search counts into an instance where it calls the engines (``equiv.search.expansion``)
+    and the record carries every field under its own name, in this order; what each counts is in
+    docs/search.md, "Token accounting" (and docs/design.md §2: every returned completion token
+    counts, including those of candidates later dropped, merged or pruned).
+    """
+
+    generated_tokens: int = 0  # every completion token the policy returned
+    prm_calls: int = 0  # sequences sent to the PRM
+    # Pairs a learned judge (model, embedding) had to run on, as the judge reports it: distinct
+    # within this problem, not settled by its free shortcuts (whitespace, the model's prefilter).
+    # 0 for rule-based strategies, which cost no forward.
+    # Per problem, so a pair another problem already put in the judge's cache still counts here
+    # (records must not depend on what else was in flight); the run's cache hits are in
+    # summary.json's judge_stats.
+    judge_calls: int = 0
+    judge_pairs: int = 0  # all sibling pairs sent to the judge, repeats and rule-decided included
+    expanded: int = 0  # nodes expanded
+    pruned: int = 0  # candidates merged into a representative by the judge
+    duplicates: int = 0  # candidates merged as exact duplicates
+    candidates: int = 0  # completions returned that the token limit did not cut
+    truncated: int = 0  # completions cut by the token limit (dropped; their tokens count)
+    truncated_tokens: int = 0  # their tokens (in generated_tokens, but on no tree node)
+    dead_ends: int = 0  # nodes made terminal because no usable candidate came back
+    retries: int = 0  # policy requests repeated because the previous one gave no usable candidate
+    prm_missing: int = 0  # nodes the reward model returned no score for (valued 0.0, flagged)
+    policy_requests: int = 0  # requests sent to the policy (expansions, retries, rollouts)
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+WORK_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(WorkCounters))
+"""The record fields :class:`WorkCounters` owns (integers, present in every record the runner writes)."""
+
+
+class ResultRecord(TypedDict, total=False):
+    """One line of ``results.jsonl``: the outcome of one (problem, seed) search.
+
+    ``id`` is required; ``seed`` defaults to 0 in the key. Between ``correct`` and ``nodes`` a
+    record written by the runner holds every :data:`WORK_FIELDS` counter (the work it did,
+    owned by :class:`WorkCounters`, not repeated here).
     """
 
     id: str | int
@@ -31,20 +72,6 @@ class ResultRecord(TypedDict, total=False):
     answer: str
     prediction: str | None
     correct: bool
-    generated_tokens: int
-    prm_calls: int
-    judge_calls: int
-    judge_pairs: int
-    expanded: int
-    pruned: int
-    duplicates: int
-    candidates: int
-    truncated: int
-    truncated_tokens: int
-    dead_ends: int
-    retries: int
-    prm_missing: int
-    policy_requests: int
     nodes: int
     seconds: float
     path: list[str]

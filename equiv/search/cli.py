@@ -21,11 +21,19 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from equiv.data.problems import load_problems
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
+from equiv.prune import build_judge, PrunerConfig
 from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
 from equiv.rundir import compare_rows as rundir_compare_rows
-from equiv.search.config import ALGORITHMS, DataConfig, RunConfig, ScaleConfig, SearchConfig
-from equiv.search.runner import Engines, run_eval
+from equiv.search import distributed
+from equiv.search.algorithms import ALGORITHMS
+from equiv.search.config import DataConfig, RunConfig, ScaleConfig, SearchConfig
+from equiv.search.placement import placed_engines
+from equiv.search.policies import build_policy, PolicyConfig
+from equiv.search.rewards import bind_policy_reward, RewardConfig
+from equiv.search.runner import Engines, check_settings, run_eval
+from equiv.search.tiny import resolve_tiny
 
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 
@@ -37,10 +45,6 @@ def _one_line(text: str) -> str:
 def build_eval_parser() -> Any:
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    from equiv.prune import PrunerConfig
-    from equiv.search.policies import PolicyConfig
-    from equiv.search.rewards import RewardConfig
-
     parser = ArgumentParser(
         prog="search_cli.py eval",
         description="PRM-guided tree search on a math benchmark, with or without equivalence pruning.",
@@ -48,7 +52,7 @@ def build_eval_parser() -> Any:
         default_meta=False,
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
-    parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS)}")
+    parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS.names())}")
     parser.add_argument("--out", type=str, default=None, help="run directory (created; an existing one is resumed)")
     parser.add_class_arguments(SearchConfig, "search")
     parser.add_class_arguments(DataConfig, "data")
@@ -63,8 +67,6 @@ def build_eval_parser() -> Any:
 def resolve_tiny_models(init: Any) -> None:
     """Build ``tiny:`` policy / PRM models once, in this process, before any engine is built
     (Ray workers would otherwise race to build them)."""
-    from equiv.search.tiny import resolve_tiny
-
     init.policy.model = resolve_tiny(init.policy.model, "policy")
     init.reward.model = resolve_tiny(init.reward.model, "prm")
 
@@ -73,10 +75,6 @@ def build_engines(init: Any) -> Engines:
     """Load the policy, PRM and judge the configuration names (minutes for 7B models).
 
     ``tiny:`` model names must already be resolved (:func:`resolve_tiny_models`)."""
-    from equiv.prune import build_judge
-    from equiv.search.policies import build_policy
-    from equiv.search.rewards import bind_policy_reward
-
     check_fewshot_source(init)
     judge = build_judge(init.pruner)
     policy = build_policy(init.policy)
@@ -97,8 +95,6 @@ def check_fewshot_source(init: Any) -> None:
 
 
 def load_data(data: DataConfig) -> list[Any]:
-    from equiv.data.problems import load_problems
-
     problems = load_problems(
         data.dataset,
         path=data.path,
@@ -205,15 +201,13 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         return EXIT_BAD_INPUT
     with exit_on_input_error():
         if cfg.algo is None:
-            raise InputError(f"--algo is required: one of {', '.join(ALGORITHMS)}")
-        if cfg.algo not in ALGORITHMS:
-            raise InputError(f"unknown algorithm {cfg.algo!r}; choose from {', '.join(ALGORITHMS)}", field="algo")
+            raise InputError(f"--algo is required: one of {', '.join(ALGORITHMS.names())}")
+        ALGORITHMS.get(cfg.algo)  # an unknown name is one line listing the choices, before --out
         if not cfg.out:
             raise InputError("--out DIR is required (the run directory)")
         init = parser.instantiate_classes(cfg)
-        init.search.validate()
-        init.run.validate()
-        init.scale.validate()
+        check_settings(cfg.algo, init.search, init.run, init.scale)  # before anything is written
+        init.pruner.validate()
         problems = load_data(init.data)
         out = writable_directory(cfg.out)
         config_text = parser.dump(cfg, skip_none=False)
@@ -257,11 +251,9 @@ def _evaluate(
             pruner=init.pruner.strategy,
             config=config,
         )
-    from equiv.search.distributed import run_distributed
-    from equiv.search.placement import placed_engines
 
     resolve_paths_on_driver(init)
-    return run_distributed(
+    return distributed.run_distributed(
         algo=algo,
         problems=problems,
         engine_factory=functools.partial(placed_engines, factory, init),

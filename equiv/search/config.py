@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from equiv.errors import InputError
 
-ALGORITHMS = ("mcts", "sbs", "dfs", "lookahead")
 PRUNE_STAGES = ("after_prm", "before_prm")
 MERGE_VALUES = ("own", "class_max")
 

@@ -27,6 +27,7 @@ from equiv.rundir import RESULTS, merge_run_dir, prepare_resume, record_key, sha
 from equiv.search.config import ScaleConfig
 from equiv.search.placement import Placement, apply_memory_split, assign_round_robin, plan_placement
 from equiv.search.progress import Progress, finish_run
+from equiv.search.runner import check_eval_inputs, run_eval
 
 # How long the driver waits for killed workers to be gone before it merges their shards.
 _KILL_WAIT_S = 60.0
@@ -69,8 +70,6 @@ class ShardWorker:
         while this stays one ``run_eval`` call over all seeds -- the same batching and the same
         ``trees/`` file names as a one-process run.
         """
-        from equiv.search.runner import run_eval
-
         shard = shard_dir(out_dir, self.worker)
         shard.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(shard / RESULTS, finished)
@@ -143,10 +142,7 @@ def run_distributed(
     ``report`` need not know. An interrupt (Ctrl-C) merges what the workers finished, writes the
     summary (``complete``: false) and propagates, as in a single-process run.
     """
-    from equiv.search.runner import check_eval_inputs
-
-    scale.validate()
-    search, run, out = check_eval_inputs(algo, problems, out_dir, search, run)
+    search, run, out = check_eval_inputs(algo, problems, out_dir, search, run, scale)
     order = [(str(p.id), int(s)) for p in problems for s in run.seeds]
 
     # Resume: fold shards of a killed run into results.jsonl, then let the run directory's

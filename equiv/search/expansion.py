@@ -37,8 +37,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+from equiv.prune.cached import pair_key
 from equiv.prune.grouping import group_equivalent, sibling_pairs
-from equiv.prune.strategies import PrunerConfig, pair_key
+from equiv.prune.strategies import PrunerConfig
+from equiv.rundir.records import WorkCounters
 from equiv.search.config import SearchConfig
 from equiv.search.pairlog import notable_pairs
 from equiv.search.tree import Node, Tree
@@ -62,35 +64,6 @@ class AsyncEngines(Protocol):
         """``(probability, model_call)`` per pair: the judge's answer and whether it took a
         learned model's forward (``question``: the problem the siblings answer)."""
         ...
-
-
-@dataclass
-class Stats:
-    """Per-problem work counters (docs/design.md §2: every returned completion token counts)."""
-
-    generated_tokens: int = 0
-    policy_requests: int = 0
-    candidates: int = 0
-    prm_calls: int = 0  # sequences sent to the PRM
-    # Pairs a learned judge (model, embedding) had to run on, as the judge reports it: distinct
-    # within this problem, not settled by its free shortcuts (whitespace, the model's prefilter).
-    # 0 for rule-based strategies, which cost no forward.
-    # Per problem, so a pair another problem already put in the judge's cache still counts here
-    # (records must not depend on what else was in flight); the run's cache hits are in
-    # summary.json's judge_stats.
-    judge_calls: int = 0
-    judge_pairs: int = 0  # all sibling pairs sent to the judge, repeats and rule-decided included
-    expanded: int = 0  # nodes expanded
-    pruned: int = 0  # candidates merged into a representative by the judge
-    duplicates: int = 0  # candidates merged as exact duplicates
-    truncated: int = 0  # candidates dropped for hitting the token limit (their tokens count)
-    truncated_tokens: int = 0  # their tokens (in generated_tokens, but on no tree node)
-    dead_ends: int = 0  # nodes made terminal because no usable candidate came back
-    retries: int = 0  # policy requests repeated because the previous one gave no usable candidate
-    prm_missing: int = 0  # nodes the reward model returned no score for (valued 0.0, flagged)
-
-    def to_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
 
 
 class SeedStream:
@@ -126,7 +99,9 @@ class SearchContext:
     seeds: SeedStream
     pruner: PrunerConfig = field(default_factory=PrunerConfig)
     tree: Tree = None  # type: ignore[assignment]
-    stats: Stats = field(default_factory=Stats)
+    stats: WorkCounters = field(default_factory=WorkCounters)
+    """The record's work counters, counted where the engines are called (:func:`generate`,
+    :func:`score`, :func:`merge_equivalent_siblings`) and where the tree grows."""
     judged: set[tuple[str, str]] = field(default_factory=set)  # pair keys this problem has asked
     pair_log: list[dict[str, Any]] = field(default_factory=list)
     """Merged and near-threshold kept-apart sibling pairs (:mod:`equiv.search.pairlog`)."""
@@ -185,16 +160,33 @@ def merge_class(
 
 
 # -- the step -------------------------------------------------------------------------------------
-def _usable(ctx: SearchContext, candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Count every candidate's tokens; drop those cut by the token limit (the reference dropped
-    them: only a clean stop is a step), keeping their tokens in the tally."""
-    for cand in candidates:
-        ctx.stats.generated_tokens += int(cand.num_tokens)
-        if cand.truncated:
-            ctx.stats.truncated += 1
-            ctx.stats.truncated_tokens += int(cand.num_tokens)
-        else:
-            ctx.stats.candidates += 1
+async def generate(ctx: SearchContext, requests: Sequence[StepRequest]) -> list[list[Candidate]]:
+    """One batched policy call, counted: requests, every returned token, and each completion
+    as a candidate or, cut by the token limit, as truncated (its tokens kept apart too).
+    Every policy call of a search goes through here (expansions, retries, lookahead rollouts)."""
+    outputs = await ctx.engines.generate(requests)
+    ctx.stats.policy_requests += len(requests)
+    for cands in outputs:
+        for cand in cands:
+            ctx.stats.generated_tokens += int(cand.num_tokens)
+            if cand.truncated:
+                ctx.stats.truncated += 1
+                ctx.stats.truncated_tokens += int(cand.num_tokens)
+            else:
+                ctx.stats.candidates += 1
+    return outputs
+
+
+async def score(ctx: SearchContext, requests: Sequence[ScoreRequest]) -> list[list[float]]:
+    """One batched PRM call, counted (``prm_calls``: sequences sent). Every PRM call of a search
+    goes through here."""
+    scores = await ctx.engines.score(requests)
+    ctx.stats.prm_calls += len(requests)
+    return scores
+
+
+def usable(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates a search may add: those a clean stop ended (the reference dropped the rest)."""
     return [c for c in candidates if not c.truncated]
 
 
@@ -203,7 +195,7 @@ async def _generate(ctx: SearchContext, parents: Sequence[Node], width: int) -> 
     parents that got candidates but none usable, up to ``expansion_attempts`` calls in all, as
     the reference's environment retries. A parent the policy returned nothing for (its context
     is full) is not retried: another call cannot change that."""
-    usable: list[list[Candidate]] = [[] for _ in parents]
+    kept: list[list[Candidate]] = [[] for _ in parents]
     pending = list(range(len(parents)))
     for attempt in range(ctx.settings.expansion_attempts):
         if not pending:
@@ -211,17 +203,16 @@ async def _generate(ctx: SearchContext, parents: Sequence[Node], width: int) -> 
         requests = [
             StepRequest(ctx.question, ctx.tree.steps(parents[i]), n=width, seed=ctx.seeds.next()) for i in pending
         ]
-        outputs = await ctx.engines.generate(requests)
-        ctx.stats.policy_requests += len(requests)
+        outputs = await generate(ctx, requests)
         if attempt > 0:
             ctx.stats.retries += len(requests)
         still = []
         for i, cands in zip(pending, outputs):
-            usable[i] = _usable(ctx, cands)
-            if cands and not usable[i]:
+            kept[i] = usable(cands)
+            if cands and not kept[i]:
                 still.append(i)
         pending = still
-    return usable
+    return kept
 
 
 def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candidate]) -> list[Node]:
@@ -271,8 +262,7 @@ async def score_nodes(ctx: SearchContext, nodes: Sequence[Node]) -> None:
     if not nodes:
         return
     requests = [ScoreRequest(ctx.question, ctx.tree.steps(n)) for n in nodes]
-    scores = await ctx.engines.score(requests)
-    ctx.stats.prm_calls += len(requests)
+    scores = await score(ctx, requests)
     for node, per_step in zip(nodes, scores):
         if per_step:
             node.value = float(per_step[-1])

@@ -41,6 +41,9 @@ from pathlib import Path
 from fractions import Fraction
 from typing import Literal
 
+from equiv.search import choice_grading, code_grading
+from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
+
 logger = logging.getLogger(__name__)
 
 Kind = Literal["gsm8k", "math", "code", "choice"]
@@ -125,7 +128,7 @@ def extract_answer(text: str | None, kind: Kind) -> str | None:
     if matches:
         found = matches[-1].group(1).strip().splitlines()[0].strip()
         # "The answer is: 42 ки" (Math-Shepherd) -- drop the step tag.
-        found = found.replace("ки", "").strip()
+        found = found.replace(MATH_SHEPHERD_STEP_TAG, "").strip()
         if found:
             return _strip_answer(found)
     numbers = _NUMBER.findall(text)
@@ -318,17 +321,13 @@ atexit.register(_WORKER.close)
 
 
 class _OtherKind:
-    """Extract and grade of the non-math kinds (modules of their own, imported on first use)."""
+    """Extract and grade of the non-math kinds (modules of their own, read when first used)."""
 
     def __init__(self, kind: str) -> None:
         if kind == "code":
-            from equiv.search.code_grading import extract_program, grade_code
-
-            self.extract, self.grade = extract_program, grade_code
+            self.extract, self.grade = code_grading.extract_program, code_grading.grade_code
         else:
-            from equiv.search.choice_grading import extract_choice, grade_choice
-
-            self.extract, self.grade = extract_choice, grade_choice
+            self.extract, self.grade = choice_grading.extract_choice, choice_grading.grade_choice
 
 
 def _other_kind(kind: str) -> _OtherKind:

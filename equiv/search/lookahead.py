@@ -6,12 +6,14 @@ representatives are rolled out, which is where pruning saves work here. Each non
 representative is continued for up to ``lookahead_steps`` steps at ``lookahead_temperature``
 (greedy by default), one batched policy call per lookahead step for all rollouts; the PRM score
 of the rollout's last step is the candidate's lookahead value, used for the top-k. Rollout
-steps are discarded (only the first step joins the tree) but their tokens count.
+steps are discarded (only the first step joins the tree) but their tokens count, as every policy
+call's do (:func:`~equiv.search.expansion.generate`: a rollout step cut by the token limit is
+``truncated``, like any other).
 """
 
 from __future__ import annotations
 
-from equiv.search.expansion import SearchContext
+from equiv.search.expansion import SearchContext, generate, score
 from equiv.search.sbs import beam_loop
 from equiv.search.tree import Node
 from equiv.search.types import ScoreRequest, StepRequest
@@ -39,13 +41,9 @@ async def rollout_values(ctx: SearchContext, nodes: list[Node]) -> dict[int, flo
             )
             for n in active
         ]
-        outputs = await ctx.engines.generate(requests)
-        ctx.stats.policy_requests += len(requests)
+        outputs = await generate(ctx, requests)
         still = []
         for node, cands in zip(active, outputs):
-            for cand in cands:
-                ctx.stats.generated_tokens += int(cand.num_tokens)
-                ctx.stats.candidates += 1
             if not cands or cands[0].truncated:
                 continue  # a runaway step ends the rollout; the value comes from the steps before
             paths[node.id].append(cands[0].text)
@@ -54,8 +52,7 @@ async def rollout_values(ctx: SearchContext, nodes: list[Node]) -> dict[int, flo
                 still.append(node)
         active = still
     requests = [ScoreRequest(ctx.question, tuple(paths[n.id])) for n in live]
-    scores = await ctx.engines.score(requests)
-    ctx.stats.prm_calls += len(requests)
+    scores = await score(ctx, requests)
     for node, per_step in zip(live, scores):
         if per_step:
             values[node.id] = float(per_step[-1])

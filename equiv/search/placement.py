@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from equiv.errors import InputError
 from equiv.search.config import ScaleConfig
+from equiv.search.policies import BACKENDS
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,8 @@ def plan_placement(scale: ScaleConfig, *, gpus_available: float, tensor_parallel
     the policy's. With GPUs, each worker takes ``tensor_parallel_size`` whole GPUs (the policy
     needs them all; PRM and judge sit on the first one, in the memory the policy leaves). A plan
     asking for more GPUs than exist would hang in Ray's scheduler forever, so it is an input
-    error instead.
+    error instead. ``scale`` is validated already (:func:`equiv.search.runner.check_settings`).
     """
-    scale.validate()
     if tensor_parallel_size < 1:
         raise InputError(f"must be >= 1, got {tensor_parallel_size}", field="policy.tensor_parallel_size")
     if scale.gpus_per_worker is not None:
@@ -104,12 +104,13 @@ def apply_memory_split(placement: Placement) -> None:
 def placed_engines(build: Callable[[Any], Any], init: Any, placement: Placement) -> Any:
     """Engine factory for ``search_cli.py eval``: the resolved config, adjusted to the placement.
 
-    On a GPU worker the policy gets the planned memory share and tensor parallelism; on CPU the
-    config is used as given. ``build`` is :func:`equiv.search.cli.build_engines` (or a test's
+    On a GPU worker an engine that takes its own GPU share (:attr:`Backend.gpu_share
+    <equiv.search.policies.Backend.gpu_share>`: vLLM) gets the planned memory share and tensor
+    parallelism; otherwise (CPU, or a policy in the worker's torch) the config is used as given. ``build`` is :func:`equiv.search.cli.build_engines` (or a test's
     scripted factory).
     """
     init = copy.deepcopy(init)
-    if placement.num_gpus > 0:
+    if placement.num_gpus > 0 and BACKENDS.get(init.policy.backend).gpu_share:
         init.policy.gpu_memory_utilization = placement.policy_gpu_memory_utilization
         init.policy.tensor_parallel_size = placement.tensor_parallel_size
         if placement.tensor_parallel_size > 1:

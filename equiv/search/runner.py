@@ -20,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from equiv.errors import InputError
 from equiv.rundir import (
@@ -36,33 +36,27 @@ from equiv.rundir import (
     tree_file_name,
     write_atomic,
 )
-from equiv.search.aggregate import HEADLINE, Solution, aggregate
-from equiv.search.config import ALGORITHMS, RunConfig, SearchConfig
-from equiv.search.dfs import dfs
-from equiv.search.dispatch import Dispatcher, run_workers
 from equiv.prune.strategies import PrunerConfig
-from equiv.search.expansion import SearchContext, SeedStream
-from equiv.search.lookahead import lookahead
+from equiv.search.aggregate import HEADLINE, Solution, aggregate
+from equiv.search.algorithms import ALGORITHMS
+from equiv.search.config import RunConfig, ScaleConfig, SearchConfig
+from equiv.search.dispatch import Dispatcher, run_workers
+from equiv.search.expansion import AsyncEngines, SearchContext, SeedStream
+from equiv.search.grading import extract_answer, grade
 from equiv.search.progress import Progress, finish_run
-from equiv.search.mcts import mcts
-from equiv.search.sbs import sbs
 from equiv.search.tree import Node
 from equiv.search.types import PairJudge, Policy, RewardModel
 
-SEARCHES: dict[str, Callable[[SearchContext], Awaitable[Node]]] = {
-    "mcts": mcts,
-    "sbs": sbs,
-    "dfs": dfs,
-    "lookahead": lookahead,
-}
-assert tuple(SEARCHES) == ALGORITHMS
 
 @dataclass
 class Engines:
     """The synchronous engines a run drives (built by the CLI, or scripted in tests).
 
     Pruning is on iff ``judge`` is set; ``pruner`` (the ``--pruner.*`` settings) says how its
-    verdicts are grouped into classes.
+    verdicts are grouped into classes. The run's :class:`~equiv.search.dispatch.Dispatcher`
+    batches their calls; each problem's search awaits them through its own
+    :class:`~equiv.search.dispatch.ProblemEngines` handle (what
+    :class:`~equiv.search.expansion.AsyncEngines` describes).
     """
 
     policy: Policy
@@ -80,8 +74,6 @@ class Grader:
 
     @classmethod
     def default(cls) -> "Grader":
-        from equiv.search.grading import extract_answer, grade
-
         return cls(extract=extract_answer, grade=grade)
 
 
@@ -96,23 +88,27 @@ async def solve_problem(
     seed: int,
     *,
     algo: str,
-    engines: Any,
+    engines: AsyncEngines,
     search: SearchConfig,
-    pruner_config: PrunerConfig,
+    pruner: PrunerConfig,
+    pruner_name: str,
     grader: Grader,
-    pruner: str,
 ) -> tuple[dict[str, Any], SearchContext]:
-    """Search one problem and build its record; a failure becomes the record's ``error``."""
+    """Search one problem and build its record; a failure becomes the record's ``error``.
+
+    ``pruner`` is how the judge's verdicts are grouped (the ``--pruner.*`` settings);
+    ``pruner_name`` is what the record says pruned it (``run_eval``'s ``pruner``)."""
     start = time.perf_counter()
-    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruner_config)
+    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruner)
     prediction: str | None = None
     correct = False
     error: str | None = None
     path: list[str] = []
     aggregations: dict[str, dict] | None = None
     try:
-        final = await SEARCHES[algo](ctx)
-        if ctx.solutions:
+        entry = ALGORITHMS.get(algo)
+        final = await entry.search(ctx)
+        if entry.collects_solutions and ctx.solutions:
             aggregations, chosen = aggregate_solutions(ctx, problem, grader)
             final = chosen or final
         ctx.tree.mark_path(final)
@@ -124,30 +120,16 @@ async def solve_problem(
     except Exception as err:  # noqa: BLE001 - one problem's failure must not stop the run
         error = one_line(err)
         correct = False
-    stats = ctx.stats
     record: ResultRecord = {
         "id": str(problem.id),
         "seed": int(seed),
         "algo": algo,
-        "pruner": pruner,
+        "pruner": pruner_name,
         "question": str(problem.question),
         "answer": str(problem.answer),
         "prediction": prediction,
         "correct": correct,
-        "generated_tokens": stats.generated_tokens,
-        "prm_calls": stats.prm_calls,
-        "judge_calls": stats.judge_calls,
-        "judge_pairs": stats.judge_pairs,
-        "expanded": stats.expanded,
-        "pruned": stats.pruned,
-        "duplicates": stats.duplicates,
-        "candidates": stats.candidates,
-        "truncated": stats.truncated,
-        "truncated_tokens": stats.truncated_tokens,
-        "dead_ends": stats.dead_ends,
-        "retries": stats.retries,
-        "prm_missing": stats.prm_missing,
-        "policy_requests": stats.policy_requests,
+        **ctx.stats.to_dict(),  # type: ignore[typeddict-item]  # the WorkCounters fields
         "nodes": len(ctx.tree),
         "seconds": round(time.perf_counter() - start, 4),
         "path": path,
@@ -177,22 +159,31 @@ def aggregate_solutions(ctx: SearchContext, problem: Any, grader: Grader) -> tup
     return results, None if index is None else ctx.solutions[index]
 
 
+def check_settings(algo: str, search: SearchConfig, run: RunConfig, scale: ScaleConfig | None = None) -> None:
+    """The one place an evaluation's settings are validated: the CLI calls it before it writes
+    anything to the run directory, and :func:`check_eval_inputs` (every library entry) again for
+    callers that come without the CLI. Each config checks itself (its ``validate()``)."""
+    ALGORITHMS.get(algo)  # an unknown name is an InputError listing the choices
+    search.validate()
+    run.validate()
+    if scale is not None:
+        scale.validate()
+
+
 def check_eval_inputs(
     algo: str,
     problems: Sequence[Any],
     out_dir: str | Path,
     search: SearchConfig | None,
     run: RunConfig | None,
+    scale: ScaleConfig | None = None,
 ) -> tuple[SearchConfig, RunConfig, Path]:
     """What every entry into an evaluation checks first (single-process and multi-worker):
     a known algorithm, valid settings, unique problem ids; returns the settings and the created
     output directory."""
-    if algo not in SEARCHES:
-        raise InputError(f"unknown algorithm {algo!r}; choose from {', '.join(SEARCHES)}", field="algo")
     search = search or SearchConfig()
     run = run or RunConfig()
-    search.validate()
-    run.validate()
+    check_settings(algo, search, run, scale)
     ids = [str(p.id) for p in problems]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -214,7 +205,10 @@ def run_eval(
     grader: Grader | None = None,
     config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) an evaluation into ``out_dir``; returns the summary."""
+    """Run (or resume) an evaluation into ``out_dir``; returns the summary.
+
+    ``pruner`` is the name records and the summary carry (the strategy, or a scripted judge's
+    name); how the verdicts are grouped is ``engines.pruner``, a :class:`PrunerConfig`."""
     search, run, out = check_eval_inputs(algo, problems, out_dir, search, run)
     grader = grader or Grader.default()
     done, done_records = prepare_resume(out, algo=algo, pruner=pruner, retry_errors=run.retry_errors)
@@ -234,8 +228,8 @@ def run_eval(
             problem, seed = job
             handle = dispatcher.handle(order[(str(problem.id), int(seed))])
             record, ctx = await solve_problem(
-                problem, seed, algo=algo, engines=handle, search=search, pruner_config=engines.pruner,
-                grader=grader, pruner=pruner,
+                problem, seed, algo=algo, engines=handle, search=search, pruner=engines.pruner,
+                pruner_name=pruner, grader=grader,
             )
             if run.save_trees:
                 name = tree_file_name(record["id"], seed, many_seeds=many_seeds)

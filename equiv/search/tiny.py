@@ -36,6 +36,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
+
 TINY_VERSION = 4
 
 SHAPES: dict[str, dict] = {
@@ -113,7 +115,7 @@ def _build(out: Path, *, kind: str, shape: str = "tiny") -> None:
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, LlamaForTokenClassification
 
     # "\n\n" as one token: the byte-level pre-tokenizer would otherwise rarely merge it.
-    extra = {"policy": ["\n\n"], "prm": ["\n\n", "ки", "+", "-"], "token_prm": ["\n\n", "<extra_0>"]}[kind]
+    extra = {"policy": ["\n\n"], "prm": ["\n\n", MATH_SHEPHERD_STEP_TAG, "+", "-"], "token_prm": ["\n\n", "<extra_0>"]}[kind]
     tokenizer = _train_tokenizer(extra)
     dims = dict(SHAPES[shape])
     vocab_size = dims.pop("vocab_size") or len(tokenizer)

@@ -18,16 +18,15 @@ class StepRequest:
 
     ``seed`` makes the sample reproducible per request, independent of what else is batched with
     it (vLLM takes a per-request seed), which is what lets concurrent and sequential runs give
-    the same records. ``max_steps`` > 1 asks for a rollout of several steps in one completion
-    (lookahead search); 1 is one step, cut at the policy's step delimiter. ``temperature``
-    overrides the policy's sampling temperature for this request (greedy lookahead rollouts).
+    the same records. A request is one step, cut at the policy's step delimiter (a lookahead
+    rollout asks step by step). ``temperature`` overrides the policy's sampling temperature for
+    this request (lookahead's greedy rollouts, batched beside sampling requests).
     """
 
     question: str
     steps: tuple[str, ...]
     n: int
     seed: int
-    max_steps: int = 1
     # None = the policy's configured temperature; lookahead rollouts ask for 0.0 (greedy).
     temperature: float | None = None
 

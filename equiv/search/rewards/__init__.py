@@ -9,11 +9,10 @@ a two-class head -- so the search never formats PRM input itself.
 Registered: ``math_shepherd`` (:mod:`.math_shepherd`), ``qwen25_math_prm`` (:mod:`.qwen_prm`;
 the real checkpoint needs ``trust_remote_code: true``) and ``likelihood`` (:mod:`.likelihood`: no
 PRM, the policy's own mean token log-probability -- a weak, cheap signal; it is bound to the
-policy by :func:`bind_policy_reward`, so ``reward.model`` is ignored). Adding a PRM::
+policy by :func:`bind_policy_reward`, so ``reward.model`` is ignored). Every kind is a :class:`RewardKind` entry of :data:`REWARDS` (the pattern every extension point
+shares, :mod:`equiv.registry`). Adding a PRM::
 
-    @register_reward_model("my_prm")
-    def _build(cfg: RewardConfig) -> RewardModel:
-        return MyPRM.from_config(cfg)   # its own module, its own step format
+    REWARDS.add(RewardKind("my_prm", MyPRM.from_config, "what it reads"))  # its own module and step format
 
 and select it with ``--reward.kind my_prm``. Kind-specific settings go in
 ``RewardConfig.options``.
@@ -24,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from equiv.devices import check_dtype_name
 from equiv.errors import InputError
+from equiv.registry import Registry
 from equiv.search.types import RewardModel
 
 
@@ -38,7 +39,8 @@ class RewardConfig:
     model: str = "peiyi9979/math-shepherd-mistral-7b-prm"
     """Hub id or local directory of the PRM checkpoint (the paper's PRM by default)."""
     dtype: str = "auto"
-    """``auto`` (float32 on CPU, bfloat16 on GPU), ``bfloat16``, ``float16``, ``float32``."""
+    """``auto`` (float32 on CPU, bfloat16 on GPU) or a name in :data:`equiv.devices.DTYPE_NAMES`
+    (``bfloat16``, ``float16``, ``float32``, or ``bf16``, ``fp16``, ``fp32``)."""
     batch_size: int = 8
     """Sequences per forward pass (inputs are sorted by length first, so padding is small)."""
     device: str = "auto"
@@ -58,84 +60,103 @@ class RewardConfig:
     (default) or ``step``, ``transform`` -- ``prob`` (default, exp of the mean) or ``logprob``)."""
 
     def validate(self) -> None:
-        if self.kind not in _REGISTRY:
-            raise InputError(
-                f"unknown reward model kind {self.kind!r}; choose from {', '.join(sorted(_REGISTRY))}",
-                field="reward.kind",
-            )
-        if not self.model and self.kind not in POLICY_BOUND:
+        if not self.model and not REWARDS.get(self.kind).policy_bound:
             raise InputError("a reward model (hub id or directory) is required", field="reward.model")
         if self.batch_size < 1:
             raise InputError(f"must be >= 1, got {self.batch_size}", field="reward.batch_size")
-        if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
-            raise InputError(
-                f"unknown dtype {self.dtype!r}; choose from auto, bfloat16, float16, float32", field="reward.dtype"
-            )
+        check_dtype_name(self.dtype, field="reward.dtype")
 
 
-POLICY_BOUND = ("likelihood",)
-"""Kinds that score with the policy's own model: built with the policy (:func:`bind_policy_reward`)."""
+@dataclass(frozen=True)
+class RewardKind:
+    """One reward model kind as the runner and the CLI see it."""
+
+    name: str
+    """What ``--reward.kind`` selects it by."""
+    build: Callable[[RewardConfig], RewardModel] | None
+    """Loads the PRM ``reward.model`` names; None for a policy-bound kind."""
+    summary: str = ""
+    """One line for the docs' table."""
+    bind: Callable[[Any, RewardConfig], tuple[Any, RewardModel]] | None = None
+    """Policy-bound kinds (no weights of their own): wrap the policy so the reward can read what
+    it generated; returns the (policy, reward) pair a run drives. ``reward.model`` is ignored."""
+
+    @property
+    def policy_bound(self) -> bool:
+        return self.bind is not None
+
+
+REWARDS: Registry[RewardKind] = Registry("reward model kind", field="reward.kind")
 
 Builder = Callable[[RewardConfig], RewardModel]
-_REGISTRY: dict[str, Builder] = {}
 
 
 def register_reward_model(kind: str) -> Callable[[Builder], Builder]:
-    """Decorator: make ``kind`` buildable by :func:`build_reward_model`."""
+    """Decorator: make ``kind`` buildable by :func:`build_reward_model` (a PRM with weights)."""
 
     def deco(fn: Builder) -> Builder:
-        if kind in _REGISTRY and _REGISTRY[kind] is not fn:
-            raise ValueError(f"reward model kind {kind!r} is already registered")
-        _REGISTRY[kind] = fn
+        REWARDS.add(RewardKind(kind, fn))
         return fn
 
     return deco
 
 
 def registered_reward_models() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(REWARDS.names())
 
 
 def build_reward_model(cfg: RewardConfig) -> RewardModel:
     """Load the PRM named by ``cfg`` (this loads the model)."""
     cfg.validate()
-    return _REGISTRY[cfg.kind](cfg)
-
-
-@register_reward_model("math_shepherd")
-def _build_math_shepherd(cfg: RewardConfig) -> RewardModel:
-    from equiv.search.rewards.math_shepherd import MathShepherdPRM
-
-    return MathShepherdPRM.from_config(cfg)
-
-
-@register_reward_model("likelihood")
-def _build_likelihood(cfg: RewardConfig) -> RewardModel:
-    raise InputError("the likelihood reward scores with the policy's own model; build it with "
-                     "bind_policy_reward(policy, cfg)", field="reward.kind")
+    entry = REWARDS.get(cfg.kind)
+    if entry.build is None:
+        raise InputError(f"the {cfg.kind} reward scores with the policy's own model; build it with "
+                         "bind_policy_reward(policy, cfg)", field="reward.kind")
+    return entry.build(cfg)
 
 
 def bind_policy_reward(policy: Any, cfg: RewardConfig) -> tuple[Any, RewardModel]:
     """The (policy, reward) pair a run drives: for a policy-bound kind the policy wrapped so the
     reward can read what it generated; otherwise ``policy`` unchanged and the PRM loaded."""
     cfg.validate()
-    if cfg.kind == "likelihood":
-        from equiv.search.rewards.likelihood import bind_likelihood
-
-        return bind_likelihood(policy, cfg)
+    entry = REWARDS.get(cfg.kind)
+    if entry.bind is not None:
+        return entry.bind(policy, cfg)
     return policy, build_reward_model(cfg)
 
 
-@register_reward_model("qwen25_math_prm")
+def _build_math_shepherd(cfg: RewardConfig) -> RewardModel:
+    from equiv.search.rewards.math_shepherd import MathShepherdPRM
+
+    return MathShepherdPRM.from_config(cfg)
+
+
 def _build_qwen25_math_prm(cfg: RewardConfig) -> RewardModel:
     from equiv.search.rewards.qwen_prm import Qwen25MathPRM
 
     return Qwen25MathPRM.from_config(cfg)
 
 
+def _bind_likelihood(policy: Any, cfg: RewardConfig) -> tuple[Any, RewardModel]:
+    from equiv.search.rewards.likelihood import bind_likelihood
+
+    return bind_likelihood(policy, cfg)
+
+
+# The builders import their modules when called: each loads torch and transformers, which
+# choosing a kind (the CLI, config validation) must not.
+REWARDS.add(RewardKind("math_shepherd", _build_math_shepherd,
+                       "Math-Shepherd: P(`+`) at the `ки` tag after each step (the paper's PRM)"))
+REWARDS.add(RewardKind("likelihood", None, "no PRM: the policy's own mean token log-probability",
+                       bind=_bind_likelihood))
+REWARDS.add(RewardKind("qwen25_math_prm", _build_qwen25_math_prm,
+                       "Qwen2.5-Math-PRM: a two-class head at `<extra_0>` step separators"))
+
+
 __all__ = [
-    "POLICY_BOUND",
+    "REWARDS",
     "RewardConfig",
+    "RewardKind",
     "bind_policy_reward",
     "build_reward_model",
     "register_reward_model",

@@ -71,7 +71,7 @@ class LogprobLedger:
 class RecordingPolicy:
     """A policy that records each one-step candidate's log-probability in a ledger.
 
-    Everything else (``fmt``, ``tokenizer``, ``with_sampling``...) is the wrapped policy's.
+    Everything else (``fmt``, ``tokenizer``...) is the wrapped policy's.
     """
 
     def __init__(self, policy: Any, ledger: LogprobLedger) -> None:
@@ -81,8 +81,6 @@ class RecordingPolicy:
     def generate(self, requests: Sequence[StepRequest]) -> list[list[Candidate]]:
         outputs = self.policy.generate(requests)
         for request, candidates in zip(requests, outputs):
-            if request.max_steps != 1:
-                continue  # a rollout's text is several steps; per-step numbers are not returned
             for cand in candidates:
                 self.ledger.record(request.question, (*request.steps, cand.text), cand.logprob, cand.num_tokens)
         return outputs

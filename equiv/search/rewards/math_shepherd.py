@@ -35,7 +35,6 @@ from typing import Any, Sequence
 
 import torch
 
-from equiv.backbones import resolve_model_name
 from equiv.search.rewards.batching import padded_batches
 from equiv.search.rewards.prefix_sharing import (
     CachedSequence,
@@ -45,9 +44,15 @@ from equiv.search.rewards.prefix_sharing import (
     make_groups,
     shared_prefix_logits,
 )
+from equiv.devices import pad_token_id
+from equiv.errors import InputError
+from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
+from equiv.search.rewards.loading import check_options, load_prm
 from equiv.search.types import ScoreRequest
 
-STEP_TAG = "ки"
+STEP_TAG = MATH_SHEPHERD_STEP_TAG
+OPTIONS = ("step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size", "cache_children", "candidate_head")
+"""``reward.options`` this kind reads (the constructor's keyword arguments)."""
 
 
 class CandidateHead:
@@ -115,8 +120,6 @@ class MathShepherdPRM:
         self.batch_size = batch_size
         self.share_prefix = bool(share_prefix)
         if int(head_cache_size) < 0:
-            from equiv.errors import InputError
-
             raise InputError(f"must be >= 0, got {head_cache_size}", field="reward.options.head_cache_size")
         self.head_cache = HeadCache(int(head_cache_size)) if self.share_prefix and int(head_cache_size) > 0 else None
         self.cache_children = bool(cache_children) and self.head_cache is not None
@@ -132,9 +135,7 @@ class MathShepherdPRM:
             ]
         if self.candidate_ids[0] == self.candidate_ids[1]:
             raise ValueError(f"the PRM tokenizer maps {good_token!r} and {bad_token!r} to the same token")
-        pad = tokenizer.pad_token_id
-        if pad is None:
-            pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+        pad = pad_token_id(tokenizer)
         self.pad_id = pad
         self.calls = 0  # forward passes run (PRM work, reported separately from policy tokens)
         # candidate_head false: the full LM head, then a column selection (the benchmarks' baseline).
@@ -145,31 +146,10 @@ class MathShepherdPRM:
 
     @classmethod
     def from_config(cls, cfg) -> "MathShepherdPRM":
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
-        from equiv.devices import direct_load_kwargs, resolve_device, resolve_load_dtype
-
-        path = resolve_model_name(cfg.model)
-        device = torch.device(resolve_device(cfg.device, field="reward.device"))
-        dtype = resolve_load_dtype(cfg.dtype, device, field="reward.dtype")
-        if dtype == "auto":
-            dtype = torch.bfloat16  # the 7B PRM in bf16 fits beside a policy; fp32 does not help
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
-        attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **direct_load_kwargs(device)
-        )
-        model.to(device).eval()
-        known = {"step_tag", "good_token", "bad_token", "share_prefix", "head_cache_size", "cache_children",
-                 "candidate_head"}
-        unknown = set(cfg.options) - known
-        if unknown:
-            from equiv.errors import InputError
-
-            raise InputError(
-                f"unknown option(s) {', '.join(sorted(unknown))} for math_shepherd; known: {', '.join(sorted(known))}",
-                field="reward.options",
-            )
+        check_options(cfg.options, OPTIONS, "math_shepherd")
+        model, tokenizer = load_prm(cfg, AutoModelForCausalLM)
         return cls(model, tokenizer, batch_size=cfg.batch_size, **cfg.options)
 
     def format(self, request: ScoreRequest) -> str:

@@ -18,9 +18,11 @@ from typing import Any, Sequence
 
 import torch
 
-from equiv.backbones import resolve_model_name
+from equiv.devices import pad_token_id
+from equiv.errors import InputError
 from equiv.search.policies.prompts import QWEN_MATH_SYSTEM
 from equiv.search.rewards.batching import padded_batches
+from equiv.search.rewards.loading import load_prm
 from equiv.search.types import ScoreRequest
 
 STEP_SEP = "<extra_0>"
@@ -41,16 +43,12 @@ class Qwen25MathPRM:
         if len(ids) != 1:
             raise ValueError(f"the PRM tokenizer splits the step separator {step_sep!r} into {len(ids)} tokens")
         self.sep_id = ids[0]
-        pad = tokenizer.pad_token_id
-        self.pad_id = pad if pad is not None else (tokenizer.eos_token_id or 0)
+        self.pad_id = pad_token_id(tokenizer)
         self.calls = 0
 
     @classmethod
     def from_config(cls, cfg) -> "Qwen25MathPRM":
-        from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
-
-        from equiv.errors import InputError
-        from equiv.devices import direct_load_kwargs, resolve_device, resolve_load_dtype
+        from transformers import AutoModel, AutoModelForTokenClassification
 
         options = dict(cfg.options)
         model_class = options.pop("model_class", "auto")
@@ -61,18 +59,7 @@ class Qwen25MathPRM:
                 "step_sep, system",
                 field="reward.options",
             )
-        path = resolve_model_name(cfg.model)
-        device = torch.device(resolve_device(cfg.device, field="reward.device"))
-        dtype = resolve_load_dtype(cfg.dtype, device, field="reward.dtype")
-        if dtype == "auto":
-            dtype = torch.bfloat16
-        loader = AutoModel if model_class == "auto" else AutoModelForTokenClassification
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
-        attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
-        model = loader.from_pretrained(
-            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **direct_load_kwargs(device)
-        )
-        model.to(device).eval()
+        model, tokenizer = load_prm(cfg, AutoModel if model_class == "auto" else AutoModelForTokenClassification)
         return cls(model, tokenizer, batch_size=cfg.batch_size, **options)
 
     def format(self, request: ScoreRequest) -> str:

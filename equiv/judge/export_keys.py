@@ -1,0 +1,19 @@
+"""The names a judge export stores its settings under: one owner, no torch.
+
+An exported judge is a Hugging Face directory whose ``config.json`` carries equiv's settings in
+one block (``equiv``): the training-time settings, and where present the hybrid combiner
+(``equiv.hybrid``) and an ensemble's member list (``equiv.members``). The exporter
+(:mod:`.export`), the hybrid and ensemble builders and the pruning-side loader
+(:mod:`equiv.prune.loading`, which must read them before torch loads) all use these names.
+"""
+
+from __future__ import annotations
+
+SETTINGS_KEY = "equiv"
+"""The ``config.json`` block holding equiv's settings."""
+HYBRID_KEY = "hybrid"
+"""``equiv.hybrid``: the hybrid judge's combiner (:mod:`equiv.judge.hybrid`)."""
+MEMBERS_KEY = "members"
+"""``equiv.members``: an ensemble's other members, relative to the export (:mod:`equiv.judge.ensemble`)."""
+METRICS_FILE = "equiv_metrics.json"
+"""The export's validation metrics, beside ``config.json``."""

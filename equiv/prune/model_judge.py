@@ -1,0 +1,159 @@
+"""The learned strategies: ``model`` (the trained pair classifier behind the paper's two-stage
+check) and ``hybrid`` (its logit combined with rule features by the export's stored combiner)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+from equiv.devices import resolve_autocast_dtype, resolve_device
+from equiv.errors import InputError
+from equiv.judge.export_keys import HYBRID_KEY
+from equiv.prune.cached import CachedJudge, Pair, check_threshold
+from equiv.prune.loading import load_classifier, model_token_limit
+from equiv.text.formatting import format_key
+from equiv.text.levenshtein import levenshtein_ratio
+
+DEFAULT_MODEL_THRESHOLD = 0.5  # argmax of a two-class head, as the reference decides
+DEFAULT_PREFILTER = 0.75
+
+
+class ModelJudge(CachedJudge):
+    """The trained pair classifier, behind the paper's two-stage check (see module docstring).
+
+    Loaded with :func:`equiv.prune.loading.load_classifier` from an exported Hugging Face
+    directory (``config.json`` key ``equiv`` holds the training-time settings) or a Lightning
+    checkpoint. ``threshold`` defaults to the export's ``decision_threshold`` (else 0.5),
+    ``prefilter`` to its ``prefilter_threshold`` (else 0.75), ``max_length`` to its
+    ``max_length`` (else the model's limit); a ``max_length`` beyond what the model's position
+    embeddings allow is lowered to that limit with a warning, never run into an index error.
+    An ensemble export (:mod:`equiv.judge.ensemble`: ``equiv.members``) loads every member and
+    scores each pair with each, feeding each its own input form; the probability is the sigmoid
+    of their mean logit, and one forward batch per member is counted.
+    """
+
+    name = "model"
+    learned = True
+    same_step_key = staticmethod(format_key)
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        threshold: float | None = None,
+        prefilter: float | None = None,
+        batch_size: int = 64,
+        max_length: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        claim_guard: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.path = str(path)
+        self.device = resolve_device(device)
+        self.autocast_dtype = resolve_autocast_dtype(dtype, self.device)
+        model, tokenizer, settings = load_classifier(path)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.positive_index = int(settings.get("positive_index", 1))
+        self.claim_guard = bool(settings.get("claim_guard", False)) if claim_guard is None else bool(claim_guard)
+        default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
+        self.threshold = check_threshold(default_threshold if threshold is None else threshold, self.name)
+        default_prefilter = settings.get("prefilter_threshold")
+        self.prefilter = float(DEFAULT_PREFILTER if default_prefilter is None else default_prefilter)
+        if prefilter is not None:
+            self.prefilter = float(prefilter)
+        if not 0.0 <= self.prefilter <= 1.0:
+            raise InputError(f"must be in [0, 1], got {self.prefilter}", field="prefilter")
+        if batch_size < 1:
+            raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
+        self.batch_size = int(batch_size)
+        limit = model_token_limit(self.model, tokenizer)
+        wanted = max_length or settings.get("max_length") or limit
+        if int(wanted) < 8:
+            raise InputError(f"must be >= 8 tokens, got {wanted}", field="max_length")
+        if int(wanted) > limit:
+            warnings.warn(f"max_length {wanted} is beyond the model's {limit} positions; using {limit}", stacklevel=2)
+            wanted = limit
+        self.max_length = int(wanted)
+        from equiv.judge.members import Member, member_dirs  # torch: only when a model judge is built
+
+        self.members = [Member.from_settings(self.model, tokenizer, settings, self.max_length)]
+        for extra in member_dirs(path)[1:]:
+            m_model, m_tokenizer, m_settings = load_classifier(extra)
+            limit = min(self.max_length, model_token_limit(m_model, m_tokenizer))
+            self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit))
+
+    @property
+    def mark_differences(self) -> bool:
+        """Whether the (first) classifier reads pairs with their differences marked."""
+        return self.members[0].mark_differences
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        out: list[tuple[float, float] | None] = [None] * len(pairs)
+        to_score: list[int] = []
+        for i, (a, b) in enumerate(pairs):
+            if not self.needs_model(a, b):
+                out[i] = (0.0, 0.0)
+                self.stats.prefiltered += 1
+            else:
+                to_score.append(i)
+        if to_score:
+            batch = [pairs[i] for i in to_score]
+            from equiv.judge.members import score_members
+
+            probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
+            self.stats.scored += len(to_score)
+            self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
+            final = self._final_probabilities(batch, [float(p) for p in probs])
+            for i, p in zip(to_score, final):
+                out[i] = (p, p)
+        return [o for o in out if o is not None]
+
+    def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
+        """What the classifier's probabilities become (themselves; the hybrid judge combines them)."""
+        return probs
+
+    def needs_model(self, a: str, b: str) -> bool:
+        """The paper's prefilter: a Levenshtein ratio <= ``prefilter`` is "not equivalent" for free."""
+        return levenshtein_ratio(a, b) > self.prefilter
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length,
+                "members": len(self.members)}
+
+
+
+class HybridJudge(ModelJudge):
+    """The classifier's logit and rule features combined by the export's stored combiner.
+
+    Same two-stage check, batching, caching and stats as :class:`ModelJudge`: pairs equal up to
+    formatting are equivalent and a ratio <= ``prefilter`` is not, for free; every other pair costs
+    one classifier forward, and its probability is then replaced by the combiner's
+    (:class:`equiv.judge.hybrid.Combiner`, fitted on the calibration split). ``threshold``
+    defaults to the combiner's own, not the raw model's ``decision_threshold``.
+    """
+
+    name = "hybrid"
+
+    def __init__(self, path: str | Path, *, threshold: float | None = None, **kwargs: Any) -> None:
+        from equiv.judge.hybrid import Combiner
+
+        super().__init__(path, threshold=threshold, **kwargs)
+        if HYBRID_KEY not in self.settings:
+            raise InputError("this judge has no hybrid combiner (equiv.hybrid in config.json)", path=path, field="model")
+        self.combiner = Combiner.from_dict(self.settings[HYBRID_KEY], source=str(Path(path) / "config.json"))
+        self.raw_threshold = float(self.settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD)
+        self.threshold = check_threshold(self.combiner.threshold if threshold is None else threshold, self.name)
+
+    def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
+        from equiv.judge.hybrid import pair_features
+
+        return self.combiner.probabilities([pair_features(a, b, p) for (a, b), p in zip(pairs, probs)])
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "raw_threshold": self.raw_threshold,
+                "combiner": dict(zip(self.combiner.features, self.combiner.weights), bias=self.combiner.bias)}

@@ -1,0 +1,58 @@
+"""The rule strategies: ``exact``, ``levenshtein`` and ``formula`` (no model, no forward).
+
+``exact`` and ``formula`` are 0/1 rules (no threshold to choose: the base class's 0.5 reads
+their 0.0/1.0 right); ``levenshtein`` is the paper's "ratio > 0.95" baseline with a strict
+threshold.
+"""
+
+from __future__ import annotations
+
+from equiv.prune.cached import CachedJudge, Pair, check_threshold
+from equiv.text.formula import formulas_equivalent
+from equiv.text.levenshtein import levenshtein_ratio
+
+DEFAULT_LEVENSHTEIN_THRESHOLD = 0.95  # the paper's "Levenshtein ratio > 0.95" baseline
+
+
+class ExactJudge(CachedJudge):
+    """Equivalent iff the texts are equal after whitespace normalisation."""
+
+    name = "exact"
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        self.stats.scored += len(pairs)
+        return [(0.0, 0.0)] * len(pairs)  # whitespace-equal pairs were resolved by the shortcut
+
+
+class LevenshteinJudge(CachedJudge):
+    """Equivalent iff ``1 - distance/max(len) > threshold`` (strict, as in the paper).
+
+    ``pair_probabilities`` returns the decision as 1.0/0.0 so the strict ``>`` survives the
+    ``>= threshold`` convention of grouping; ``pair_scores`` returns the ratio itself.
+    """
+
+    name = "levenshtein"
+    exact_shortcut = False  # the baseline is the ratio alone, even for whitespace-only differences
+    strict = True
+
+    def __init__(self, threshold: float | None = None) -> None:
+        super().__init__()
+        self.threshold = check_threshold(DEFAULT_LEVENSHTEIN_THRESHOLD if threshold is None else threshold, self.name)
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        self.stats.scored += len(pairs)
+        out = []
+        for a, b in pairs:
+            ratio = levenshtein_ratio(a, b)
+            out.append((1.0 if ratio > self.threshold else 0.0, ratio))
+        return out
+
+
+class FormulaJudge(CachedJudge):
+    """Equivalent iff both steps compute the same normalised formulas (see :mod:`.formula`)."""
+
+    name = "formula"
+
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        self.stats.scored += len(pairs)
+        return [(1.0, 1.0) if formulas_equivalent(a, b) else (0.0, 0.0) for a, b in pairs]
