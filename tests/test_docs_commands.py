@@ -171,7 +171,11 @@ def run_here(cmd: Command, work: Path, monkeypatch, capsys, *extra: str) -> tupl
     argv = [*cmd.argv[2:], *extra]
     capsys.readouterr()
     try:
-        if cmd.argv[1] == "trainer_cli.py":
+        if cmd.argv[1:3] == ("-m", "equiv.judge.ensemble"):
+            from equiv.judge.ensemble import main
+
+            argv = [*cmd.argv[3:], *extra]
+        elif cmd.argv[1] == "trainer_cli.py":
             from equiv.judge.cli import main
         else:
             from search_cli import main
@@ -295,8 +299,9 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         out_dir = workdir / "ensembles" / Path(option(cmd.argv, "--out")).name  # the documented --out may hold a judge already
         argv = list(cmd.argv)
         argv[argv.index("--out") + 1] = str(out_dir)
-        res = run(Command(cmd.source, tuple(argv)), workdir)
-        assert res.returncode == 0, f"{cmd}\n{res.stderr[-3000:]}"
+        # in this process (tests/test_judge_ensemble.py runs the command in a real one)
+        status, _, err = run_here(Command(cmd.source, tuple(argv)), workdir, monkeypatch, capsys)
+        assert status == 0, f"{cmd}\n{err[-3000:]}"
         settings = json.loads((out_dir / "config.json").read_text())["equiv"]
         assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "hybrid" in settings
     elif k == "crossval":
