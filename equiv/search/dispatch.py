@@ -1,7 +1,7 @@
 """Cross-problem batching of policy, PRM and judge calls (a deterministic asyncio micro-batcher).
 
-Search algorithms are ``async`` functions that ``await`` an :class:`ProblemEngines` facade. Each
-call parks its requests in a queue and waits. Problems run as concurrent workers; when *every*
+Search algorithms are ``async`` functions that ``await`` a :class:`DispatcherHandle` (an
+:class:`~equiv.search.expansion.EngineHandle`). Each call parks its requests in a queue and waits. Problems run as concurrent workers; when *every*
 live worker is parked, the :class:`Dispatcher` flushes the queues with one batched call per
 engine (policy, then PRM, then judge) and resolves the waiting futures. Concurrency 1 is the
 sequential path through exactly the same code. Requests of different temperatures (lookahead's
@@ -77,8 +77,8 @@ class Dispatcher:
         self.live -= 1
         self._maybe_flush()
 
-    def handle(self, key: Hashable) -> "ProblemEngines":
-        return ProblemEngines(self, key)
+    def handle(self, key: Hashable) -> "DispatcherHandle":
+        return DispatcherHandle(self, key)
 
     # -- parking and flushing ------------------------------------------------------------------
     async def submit(self, kind: str, key: Any, items: list) -> list:
@@ -165,8 +165,8 @@ def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str, str]]
     return from_probabilities
 
 
-class ProblemEngines:
-    """The async engine facade one problem's search sees."""
+class DispatcherHandle:
+    """One problem's :class:`~equiv.search.expansion.EngineHandle`: its calls go through the run's dispatcher."""
 
     def __init__(self, dispatcher: Dispatcher, key: Hashable) -> None:
         self._dispatcher = dispatcher

@@ -50,8 +50,10 @@ from equiv.text.levenshtein import normalise_whitespace
 logger = logging.getLogger(__name__)
 
 
-class AsyncEngines(Protocol):
-    """What a search awaits (implemented by :class:`equiv.search.dispatch.ProblemEngines`)."""
+class EngineHandle(Protocol):
+    """What one problem's search awaits: the run's engines, reached through a handle (implemented
+    by :class:`equiv.search.dispatch.DispatcherHandle`; the engines themselves are
+    :class:`equiv.search.runner.Engines`)."""
 
     has_judge: bool
     judge_threshold: float
@@ -94,7 +96,7 @@ class SearchContext:
     """
 
     question: str
-    engines: AsyncEngines
+    engines: EngineHandle
     settings: SearchConfig
     seeds: SeedStream
     pruner: PrunerConfig = field(default_factory=PrunerConfig)

@@ -41,7 +41,7 @@ from equiv.search.aggregate import HEADLINE, Solution, aggregate
 from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import RunConfig, ScaleConfig, SearchConfig
 from equiv.search.dispatch import Dispatcher, run_workers
-from equiv.search.expansion import AsyncEngines, SearchContext, SeedStream
+from equiv.search.expansion import EngineHandle, SearchContext, SeedStream
 from equiv.search.grading import extract_answer, grade
 from equiv.search.progress import Progress, finish_run
 from equiv.search.tree import Node
@@ -54,9 +54,10 @@ class Engines:
 
     Pruning is on iff ``judge`` is set; ``pruner`` (the ``--pruner.*`` settings) says how its
     verdicts are grouped into classes. The run's :class:`~equiv.search.dispatch.Dispatcher`
-    batches their calls; each problem's search awaits them through its own
-    :class:`~equiv.search.dispatch.ProblemEngines` handle (what
-    :class:`~equiv.search.expansion.AsyncEngines` describes).
+    batches their calls; each problem's search awaits them through an
+    :class:`~equiv.search.expansion.EngineHandle` (the protocol searches see), which the
+    dispatcher implements as :class:`~equiv.search.dispatch.DispatcherHandle`. One "Engines"
+    type: the engines; the handle is how one problem reaches them.
     """
 
     policy: Policy
@@ -88,7 +89,7 @@ async def solve_problem(
     seed: int,
     *,
     algo: str,
-    engines: AsyncEngines,
+    engines: EngineHandle,
     search: SearchConfig,
     pruner: PrunerConfig,
     pruner_name: str,
