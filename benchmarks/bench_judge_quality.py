@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -66,6 +65,7 @@ from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
 from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
 from equiv.judge.hybrid import attach_combiner  # noqa: E402
 from equiv.prune.loading import stored_judge_kind  # noqa: E402
+from equiv.prune.yardstick import mean_and_spread, mean_spread_cell  # noqa: E402
 from equiv.prune import CachedJudge, ModelJudge, PrunerConfig, build_judge  # noqa: E402
 
 DATA = SHARED_DATA / "gsm8k_equiv"
@@ -170,9 +170,7 @@ def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) ->
 def aggregate(rows: list[dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = {"seeds": len(rows)}
     for key in (*METRICS, "s_per_1k", "threshold"):
-        values = [r[key] for r in rows]
-        out[key] = statistics.fmean(values)
-        out[key + "_spread"] = statistics.pstdev(values) if len(values) > 1 else 0.0
+        out.update(mean_and_spread(key, [r[key] for r in rows]))
     return out
 
 
@@ -180,7 +178,7 @@ def format_table(table: dict[str, dict[str, Any]]) -> str:
     head = f"{'strategy':<12} {'seeds':>5} " + " ".join(f"{m:>15}" for m in METRICS) + f" {'threshold':>10} {'s/1k':>7}"
     lines = [head, "-" * len(head)]
     for name, agg in table.items():
-        cells = " ".join(f"{agg[m]:.3f} ± {agg[m + '_spread']:.3f}".rjust(15) for m in METRICS)
+        cells = " ".join(mean_spread_cell(agg, m).rjust(15) for m in METRICS)
         threshold = "-" if name == "formula" else f"{agg['threshold']:.3f}"  # a 0/1 rule has none
         lines.append(f"{name:<12} {agg['seeds']:>5} {cells} {threshold:>10} {agg['s_per_1k']:>7.2f}")
     return "\n".join(lines)

@@ -122,13 +122,22 @@ def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS)
         folds = per_fold(rows, decide)
         agg: dict[str, Any] = {"folds": len(folds)}
         for key in METRICS:
-            values = [f[key] for f in folds]
-            agg[key] = statistics.fmean(values)
-            agg[key + "_spread"] = statistics.pstdev(values) if len(values) > 1 else 0.0
+            agg.update(mean_and_spread(key, [f[key] for f in folds]))
         for key in ("tp", "fp", "fn", "tn"):
             agg[key] = sum(int(f[key]) for f in folds)
         table[name] = agg
     return table
+
+
+def mean_and_spread(key: str, values: Sequence[float]) -> dict[str, float]:
+    """``{key: mean, key_spread: population s.d.}`` over folds or seeds (spread 0 for one value):
+    the "mean ± spread" every quality table in docs/results.md reports."""
+    return {key: statistics.fmean(values), key + "_spread": statistics.pstdev(values) if len(values) > 1 else 0.0}
+
+
+def mean_spread_cell(agg: dict[str, Any], key: str) -> str:
+    """``0.901 ± 0.011``: a figure of :func:`mean_and_spread` as a table cell."""
+    return f"{agg[key]:.3f} ± {agg[key + '_spread']:.3f}"
 
 
 def format_table(table: dict[str, dict[str, Any]]) -> str:
@@ -136,6 +145,6 @@ def format_table(table: dict[str, dict[str, Any]]) -> str:
     head = f"{'policy':<20} {'folds':>5} " + " ".join(f"{m:>17}" for m in METRICS) + f" {'merges':>7} {'false':>6}"
     lines = [head, "-" * len(head)]
     for name, agg in table.items():
-        cells = " ".join(f"{agg[m]:.3f} ± {agg[m + '_spread']:.3f}".rjust(17) for m in METRICS)
+        cells = " ".join(mean_spread_cell(agg, m).rjust(17) for m in METRICS)
         lines.append(f"{name:<20} {agg['folds']:>5} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
     return "\n".join(lines)
