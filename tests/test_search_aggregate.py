@@ -95,6 +95,22 @@ def test_sbs_answers_by_majority_vote_and_records_every_aggregation(tmp_path):
     assert "prm_min_max 0.00" in format_table(rows)
 
 
+def test_each_distinct_prediction_is_graded_once_per_problem(tmp_path):
+    """Six aggregations and the final pick name only answers 5 and 7: two gradings, not seven (a
+    code answer's grading is a sandboxed run that can take its whole timeout)."""
+    graded: list[str | None] = []
+
+    def counting_grade(prediction, answer, kind):
+        graded.append(prediction)
+        return simple_grade(prediction, answer, kind)
+
+    engines = Engines(TablePolicy(_table()), TableReward(VALUES), None)
+    run_eval(algo="sbs", problems=[Problem("p0", "q", "5"), Problem("p1", "q", "7")], engines=engines,
+             out_dir=tmp_path, search=SearchConfig(width=3, beam_size=3), run=RunConfig(progress=False),
+             pruner="none", grader=Grader(simple_extract, counting_grade))
+    assert sorted(graded) == ["5", "5", "7", "7"]  # each problem grades its own answers
+
+
 def test_a_malformed_aggregations_field_is_one_clear_error(tmp_path):
     from equiv.errors import InputError
     from equiv.rundir import read_records

@@ -77,6 +77,21 @@ class Grader:
     def default(cls) -> "Grader":
         return cls(extract=extract_answer, grade=grade)
 
+    def verdicts_for(self, problem: Any) -> Callable[[str], bool]:
+        """One problem's grading, each distinct prediction graded once.
+
+        The aggregations and the final pick usually name the same few answers, and a code answer
+        is a sandboxed run that can take its whole timeout: six methods grading one hanging
+        program cost six timeouts before this."""
+        verdicts: dict[str, bool] = {}
+
+        def verdict(prediction: str) -> bool:
+            if prediction not in verdicts:
+                verdicts[prediction] = bool(self.grade(prediction, str(problem.answer), problem.kind))
+            return verdicts[prediction]
+
+        return verdict
+
 
 def one_line(err: BaseException, limit: int = 500) -> str:
     text = " ".join(f"{type(err).__name__}: {err}".split())
@@ -106,18 +121,19 @@ async def solve_problem(
     error: str | None = None
     path: list[str] = []
     aggregations: dict[str, dict] | None = None
+    verdict = grader.verdicts_for(problem)
     try:
         entry = ALGORITHMS.get(algo)
         final = await entry.search(ctx)
         if entry.collects_solutions and ctx.solutions:
-            aggregations, chosen = aggregate_solutions(ctx, problem, grader)
+            aggregations, chosen = aggregate_solutions(ctx, problem, grader, verdict)
             final = chosen or final
         ctx.tree.mark_path(final)
         path = list(ctx.tree.steps(final))
         if path:
             prediction = grader.extract("\n".join(path), problem.kind)
         if prediction is not None:
-            correct = bool(grader.grade(prediction, str(problem.answer), problem.kind))
+            correct = verdict(prediction)
     except Exception as err:  # noqa: BLE001 - one problem's failure must not stop the run
         error = one_line(err)
         correct = False
@@ -142,20 +158,23 @@ async def solve_problem(
     return record, ctx
 
 
-def aggregate_solutions(ctx: SearchContext, problem: Any, grader: Grader) -> tuple[dict[str, dict], Node | None]:
+def aggregate_solutions(
+    ctx: SearchContext, problem: Any, grader: Grader, verdict: Callable[[str], bool] | None = None
+) -> tuple[dict[str, dict], Node | None]:
     """The reference evaluator's answer choices over ``ctx.solutions``, and the solution the
     headline (:data:`equiv.search.aggregate.HEADLINE`) answers with (None: no solution has an
     answer, so the search's own pick stands; it has none either and is graded wrong).
 
     Step scores are each path step's own PRM value (``own_value``: what the PRM gave that text,
-    whatever ``merge_value`` put in ``value``)."""
+    whatever ``merge_value`` put in ``value``). ``verdict`` grades one prediction (default: the
+    grader's, each distinct prediction once)."""
     solutions = []
     for node in ctx.solutions:
         steps = ctx.tree.ancestry(node)
         answer = grader.extract("\n".join(n.text for n in steps), problem.kind) if steps else None
         scores = tuple(float(n.own_value if n.own_value is not None else (n.value or 0.0)) for n in steps)
         solutions.append(Solution(answer, scores))
-    results = aggregate(solutions, lambda p: bool(grader.grade(p, str(problem.answer), problem.kind)))
+    results = aggregate(solutions, verdict or grader.verdicts_for(problem))
     index = results[HEADLINE]["solution"]
     return results, None if index is None else ctx.solutions[index]
 
