@@ -13,7 +13,7 @@ from equiv.data.records import PairRecord, problem_key
 from equiv.errors import InputError
 from equiv.judge.tiny import build_tiny_longformer
 from equiv.prune.crossval import assign_folds, fit_command, main
-from equiv.prune.yardstick import format_table, per_fold, policies, yardstick_table
+from equiv.prune.yardstick import format_table, per_fold, policies, vetoed, yardstick_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,6 +98,10 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
     assert {r["fold"] for r in rows} == {0, 1} and {r["part"] for r in rows} == {"test", "calibration"}
     assert len([r for r in rows if r["part"] == "test"]) == 48
+    # The recipe stores claim_guard: true, yet the rows hold the judge's own scores: the pairs the
+    # guard vetoes ("Ann has 5 apples." / "Ann has 6 pears.") keep them; the +guard rows veto them.
+    guarded = [r for r in rows if vetoed(r)]
+    assert guarded and any(r["prob"] > 0 for r in guarded) and any(r["raw_prob"] > 0 for r in guarded)
     stamp = (out / "fold0" / "judge" / "config.json").stat().st_mtime
     assert main(args) == 0 and (out / "fold0" / "judge" / "config.json").stat().st_mtime == stamp
     with pytest.raises(SystemExit):

@@ -135,13 +135,16 @@ def run_fit(cmd: list[str], fold_dir: Path, threads: int) -> Path:
 def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMapping, fold: int,
                part: str = "test") -> list[dict[str, Any]]:
     """Rows of one fold: the judge as ``--strategy model`` builds it (hybrid when the export has a
-    combiner) and its raw classifier, each with its stored threshold. ``part`` says which pairs:
+    combiner) and its raw classifier, each with its stored threshold and without the claim guard
+    (the ``+guard`` policies of :mod:`equiv.prune.yardstick` add it). ``part`` says which pairs:
     ``test`` (the held-out fold) or ``calibration`` (the fold fit's own calibration split, on which a
     threshold policy may be chosen again without touching the held-out fold)."""
     kept = [(r, y) for r in records if (y := mapping.label(r.result)) is not None]
     pairs = [(r.sentence1, r.sentence2) for r, _ in kept]
-    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu"))
-    raw = ModelJudge(judge_dir, device="cpu")
+    # Unguarded scores, whatever the export stores: the yardstick applies the claim guard itself,
+    # with each pair's question (a judge asked without questions would guard on numbers alone).
+    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False))
+    raw = ModelJudge(judge_dir, device="cpu", claim_guard=False)
     assert judge is not None
     probs = judge.pair_probabilities(pairs)
     raw_probs = raw.pair_probabilities(pairs)
