@@ -13,7 +13,7 @@ from equiv.data.records import PairRecord, problem_key
 from equiv.errors import InputError
 from equiv.judge.tiny import build_tiny_longformer
 from equiv.prune.crossval import assign_folds, fit_command, main
-from equiv.prune.yardstick import format_table, per_fold, policies, vetoed, yardstick_table
+from equiv.prune.yardstick import format_table, per_fold, policies, split_by_source, vetoed, yardstick_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,6 +67,26 @@ def test_the_table_scores_each_fold_and_repicks_only_on_calibration_rows():
 
 
 @pytest.mark.slow
+def test_pooled_files_are_also_scored_one_distribution_at_a_time(tmp_path):
+    """Solution pairs pooled with sibling pairs: each file's held-out rows form a group, the rest
+    are the recipe's, and every group keeps all calibration rows (a threshold is picked on what
+    the pooled fit calibrated on)."""
+    siblings = tmp_path / "siblings.jsonl"
+    siblings.touch()
+
+    def row(source, part, fold):
+        return {"source": f"{source}:1", "part": part, "fold": fold, "label": 1, "prob": 0.9}
+
+    rows = [row("data/train.jsonl", "test", 0), row(tmp_path / "x" / ".." / "siblings.jsonl", "test", 0),
+            row(siblings, "test", 1), row("data/train.jsonl", "calibration", 0), row(siblings, "calibration", 1)]
+    groups = split_by_source(rows, [str(siblings)])
+    assert set(groups) == {"recipe", str(siblings)}
+    assert [r["part"] for r in groups["recipe"]] == ["test", "calibration", "calibration"]
+    assert [(r["part"], r["fold"]) for r in groups[str(siblings)]] == [("test", 0), ("test", 1), ("calibration", 0),
+                                                                        ("calibration", 1)]
+    assert "recipe" not in split_by_source(rows[1:3], [str(siblings)])  # no held-out row of its own: no group
+
+
 def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     """The real command: a recipe with a calibration split, two folds fitted by trainer_cli.py in
     subprocesses, scored as `--strategy model` would, the table printed; a rerun refits nothing."""
@@ -89,15 +109,23 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     recipe.update(threshold_from_val=True, hybrid=True, claim_guard=True)
     config = tmp_path / "recipe.yaml"
     config.write_text(yaml.safe_dump(recipe))
+    siblings = tmp_path / "siblings.jsonl"  # a pooled --data file: scored on its own as well
+    with siblings.open("w") as fh:
+        for p in range(4):
+            fh.write(json.dumps({"id": f"sib-{p}-0", "question": "Bo has 3 cats.", "sentence1": "Bo has 3 cats.",
+                                 "sentence2": "Bo has 3 cats." if p % 2 else "Bo has 4 cats.",
+                                 "result": 4 if p % 2 else 1}) + "\n")
     out = tmp_path / "cv"
-    args = ["--config", str(config), "--folds", "2", "--out", str(out), "--",
+    args = ["--config", str(config), "--data", str(siblings), "--folds", "2", "--out", str(out), "--",
             "--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "judge+guard" in printed and "false_merge_rate" in printed
+    held_out = [line for line in printed.splitlines() if "held-out pairs" in line]
+    assert held_out == ["recipe: 48 held-out pairs", f"{siblings}: 4 held-out pairs"]
     rows = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
     assert {r["fold"] for r in rows} == {0, 1} and {r["part"] for r in rows} == {"test", "calibration"}
-    assert len([r for r in rows if r["part"] == "test"]) == 48
+    assert len([r for r in rows if r["part"] == "test"]) == 52
     # The recipe stores claim_guard: true, yet the rows hold the judge's own scores: the pairs the
     # guard vetoes ("Ann has 5 apples." / "Ann has 6 pears.") keep them; the +guard rows veto them.
     guarded = [r for r in rows if vetoed(r)]

@@ -14,7 +14,8 @@ So judge choices are made here instead, over *every* labelled training pair:
    fold is scored as ``search_cli.py pairs --strategy model`` would;
 3. every pair's out-of-fold scores are written to ``oof.jsonl``, and
    :mod:`equiv.prune.yardstick` turns them into the table: mean +- spread over folds of precision,
-   recall, F1 and the false-merge rate for the trained judge, its guarded form and the rules.
+   recall, F1 and the false-merge rate for the trained judge, its guarded form and the rules --
+   pooled, and with ``--data`` also one table per distribution (the recipe's pairs, each file).
 
 A fold whose export exists is not refitted, so an interrupted run resumes. Fits can run side by
 side (``--workers``), each with its share of the CPU threads.
@@ -41,7 +42,7 @@ from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
-from equiv.prune.yardstick import format_table, read_oof, yardstick_table
+from equiv.prune.yardstick import format_table, read_oof, split_by_source, yardstick_table
 
 OOF = "oof.jsonl"
 FOLDS = "folds.json"
@@ -222,7 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     with exit_on_input_error():
         oof = crossval(args)
 
-        print(format_table(yardstick_table(read_oof(oof))))
+        rows = read_oof(oof)
+        print(format_table(yardstick_table(rows)))
+        if args.data:  # pooled distributions, each also on its own (e.g. siblings from search)
+            for name, group in split_by_source(rows, args.data).items():
+                held_out = [r for r in group if r.get("part", "test") == "test"]
+                print(f"\n{name}: {len(held_out)} held-out pairs")
+                print(format_table(yardstick_table(group)))
     return 0
 
 

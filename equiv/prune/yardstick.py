@@ -112,6 +112,25 @@ def per_fold(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[
     return out
 
 
+def source_file(row: Row) -> str:
+    """The resolved path of the file a row's pair came from (``source`` is ``PATH:LINE``)."""
+    return str(Path(str(row.get("source", "")).rsplit(":", 1)[0]).resolve())
+
+
+def split_by_source(rows: list[Row], files: Sequence[str | Path]) -> dict[str, list[Row]]:
+    """The rows as one group per file of ``files`` and one for the rest (``"recipe"``: the
+    recipe's own pairs), so a pooled distribution (solution pairs with sibling pairs from search)
+    is also scored one distribution at a time. Only the held-out (``test``) rows are split; every
+    group keeps all calibration rows, on which a threshold is picked as the pooled fit would."""
+    wanted = {str(Path(f).resolve()): str(f) for f in files}
+    calibration = [r for r in rows if r.get("part") == "calibration"]
+    groups: dict[str, list[Row]] = {"recipe": [], **{name: [] for name in wanted.values()}}
+    for row in rows:
+        if row.get("part", "test") == "test":
+            groups[wanted.get(source_file(row), "recipe")].append(row)
+    return {name: group + calibration for name, group in groups.items() if group}
+
+
 def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, dict[str, Any]]:
     """Policy -> mean and population spread over folds of :data:`METRICS`, plus pooled counts."""
     has_calibration = any(r.get("part") == "calibration" for r in rows)
