@@ -195,8 +195,10 @@ def test_recipe_parses(recipe):
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
-    args = base_args(tmp_path, n=8)
-    env = dict(os.environ, SCRIPTED_DELAY="0.2", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    # Slow enough that the signal lands mid-run, even when a loaded machine wakes this loop late
+    # (0.2 s a call once let all 8 problems finish first): 12 problems, 2 at a time, >= 0.5 s each.
+    args = base_args(tmp_path, n=12)
+    env = dict(os.environ, SCRIPTED_DELAY="0.5", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "tests.helpers.scripted", *args]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = tmp_path / "run" / "results.jsonl"
@@ -208,10 +210,10 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
     assert proc.returncode == 130, err[-800:]
     assert "rerun the same command to resume" in err and "Traceback" not in err
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["complete"] is False and 2 <= summary["problems"] < 8
+    assert summary["complete"] is False and 2 <= summary["problems"] < 12
     assert eval_main(args, engine_factory=scripted_factory) == 0
     recs = read_records(tmp_path / "run")
-    assert len(recs) == 8 and len({r["id"] for r in recs}) == 8
+    assert len(recs) == 12 and len({r["id"] for r in recs}) == 12
 
 
 def _refused(args, capsys) -> str:
