@@ -29,7 +29,8 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_minilm_step_time_table_and_json(tmp_path):
     out = tmp_path / "out.json"
     # In process (torch is loaded in this worker already; the script's own process is run by the
-    # next test): one thread, as conftest gives each worker; the script's seed does not leak.
+    # missing-data test under -m slow): one thread, as conftest gives each worker; the script's seed does
+    # not leak.
     import torch
 
     with torch.random.fork_rng():
@@ -43,7 +44,11 @@ def test_minilm_step_time_table_and_json(tmp_path):
     assert "minilm" in proc.stdout and "1.0x" in proc.stdout
 
 
-def test_a_missing_data_file_is_one_line(tmp_path):
-    proc = run("--backbones", "minilm", "--data", tmp_path / "none.jsonl")
+# In process in the default suite; the script's own interpreter in the slow suite, as every other
+# benchmark script's real-process run (tests/test_benchmarks.py).
+@pytest.mark.parametrize("how", ["in_process", pytest.param("own process", marks=pytest.mark.slow)])
+def test_a_missing_data_file_is_one_line(tmp_path, how):
+    args = ["--backbones", "minilm", "--data", tmp_path / "none.jsonl"]
+    proc = invoke(bench.main, args) if how == "in_process" else run(*args)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "none.jsonl" in proc.stderr

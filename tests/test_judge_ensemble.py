@@ -81,7 +81,10 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path):
+# The command's logic in process (the default suite); its own interpreter (`python -m`, about 10 s
+# of imports on 2 cores) in the slow suite, as every other script's real-process run.
+@pytest.mark.parametrize("how", ["in_process", pytest.param("python -m", marks=pytest.mark.slow)])
+def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path, how):
     plain, marked = two_judges
     rows = separable_pairs(40, seed=6)
     for i, row in enumerate(rows):
@@ -90,7 +93,8 @@ def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path)
     config = tmp_path / "recipe.yaml"
     config.write_text(f"model:\n  max_length: 64\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n  batch_size: 4\n")
     out = tmp_path / "ensemble"
-    done = _run("-m", "equiv.judge.ensemble", "--members", str(plain), str(marked), "--out", str(out), "--config", str(config))
+    argv = ["--members", str(plain), str(marked), "--out", str(out), "--config", str(config)]
+    done = invoke(ensemble_main, argv) if how == "in_process" else _run("-m", "equiv.judge.ensemble", *argv)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ensemble of 2 judges" in done.stdout and "hybrid combiner threshold" in done.stdout
     settings = json.loads((out / "config.json").read_text())["equiv"]
