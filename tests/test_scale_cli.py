@@ -16,7 +16,7 @@ import pytest
 
 from equiv.search.cli import eval_main
 from tests.helpers.scripted import scripted_factory
-from tests.helpers.runs import base_args
+from tests.helpers.runs import base_args, sigint_at_default
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'equiv[ray]')")
 
@@ -92,9 +92,8 @@ def test_ctrl_c_on_a_two_worker_run_is_one_line_and_resumable(tmp_path):
     env = dict(os.environ, SCRIPTED_DELAY="0.2", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "tests.helpers.scripted", *args]
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=sigint_at_default)
     deadline = time.time() + 120
     while time.time() < deadline and not ((out / "workers").is_dir() and shard_lines(out) >= 2):
         if proc.poll() is not None:

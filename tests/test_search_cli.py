@@ -18,7 +18,7 @@ from equiv.search.algorithms import ALGORITHMS
 from equiv.search.cli import compare_main, compare_rows, eval_main
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
-from tests.helpers.runs import base_args, read_records
+from tests.helpers.runs import base_args, read_records, sigint_at_default
 from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, scripted_factory, simple_extract, simple_grade
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,11 +198,8 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
     args = base_args(tmp_path, n=8)
     env = dict(os.environ, SCRIPTED_DELAY="0.2", HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "tests.helpers.scripted", *args]
-    # The command is run as a shell runs it in the foreground: SIGINT at its default. A suite
-    # started in the background by a non-interactive shell (`... &`, as some CI runners do)
-    # inherits SIGINT ignored, Python then keeps it ignored, and the run would finish untouched.
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_at_default)
     results = tmp_path / "run" / "results.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 2):

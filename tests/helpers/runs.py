@@ -10,6 +10,7 @@ cannot drift from the format the runner writes. ``runner_runs`` makes real run d
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,14 @@ def base_args(tmp_path: Path, n: int = 4, **kw: Any) -> list[str]:
         "--policy.model", "scripted", "--reward.model", "scripted",
         "--search.width", "4", "--run.progress", "false", "--run.concurrency", "2",
     ]
+
+
+def sigint_at_default() -> None:
+    """``preexec_fn`` for a command a test interrupts with SIGINT: the signal at its default, as a
+    shell runs a command in the foreground. A suite started in the background by a
+    non-interactive shell (``... &``, as some CI runners do) inherits SIGINT *ignored*; Python
+    keeps it ignored, and the run would finish untouched."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def read_records(out: Path) -> list[dict]:
