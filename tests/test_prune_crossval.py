@@ -66,7 +66,6 @@ def test_the_table_scores_each_fold_and_repicks_only_on_calibration_rows():
     assert "judge@0.95" not in yardstick_table([r for r in rows if r["part"] == "test"])
 
 
-@pytest.mark.slow
 def test_pooled_files_are_also_scored_one_distribution_at_a_time(tmp_path):
     """Solution pairs pooled with sibling pairs: each file's held-out rows form a group, the rest
     are the recipe's, and every group keeps all calibration rows (a threshold is picked on what
@@ -87,6 +86,7 @@ def test_pooled_files_are_also_scored_one_distribution_at_a_time(tmp_path):
     assert "recipe" not in split_by_source(rows[1:3], [str(siblings)])  # no held-out row of its own: no group
 
 
+@pytest.mark.slow
 def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     """The real command: a recipe with a calibration split, two folds fitted by trainer_cli.py in
     subprocesses, scored as `--strategy model` would, the table printed; a rerun refits nothing."""
