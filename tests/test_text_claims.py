@@ -8,18 +8,24 @@ import pytest
 
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
-from equiv.text.claims import claim_check, entity_conflict, number_conflict, step_numbers
+from equiv.text.claims import claim_check, conclusion, entity_conflict, name_conflict, number_conflict, step_numbers
 from tests.helpers.cli import search_cli
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 
 Q = ("Mia scored 90 on the first test and 95 on the second. The trip costs $30 and the repair $15. "
-     "She works on Monday and Tuesday. Ali has 22 medals and twice as many stamps.")
+     "She works on Monday and Tuesday. Ali has 22 medals and twice as many stamps. Jake earns thrice what "
+     "Jacob does. Tashay earns $91.")
 
 
 @pytest.mark.parametrize("a, b", [
     ("She scored 90 on the third test.", "She scored 95 on the third test."),        # a number changed
     ("Rent is $40.", "Rent is $40 + $40 = $<<40+40=80>>80."),                       # an extra computed claim
     ("The cake costs 4 * 0.5 = <<4*0.5=2>>2 dollars.", "The cake costs 4 / 2 = <<4/2=2>>2 dollars."),  # another method
+    # the same numbers, a different conclusion (operands swapped; the sign of a difference)
+    ("Bobby has 60-5= <<60-5=55>>55 games.", "Bobby has 60-55=<<60-55=5>>5 games."),
+    ("He lost 8.75 - 6.25 = <<8.75-6.25=2.5>>2.5 pounds.", "He lost 6.25 - 8.75 = <<6.25-8.75=-2.5>>-2.5 pounds."),
+    # one number swapped in a shared sentence, the other number stated elsewhere in the step
+    ("A 2-foot by 3-foot painting takes up 1 square foot.", "A 2-foot by 3-foot painting takes up 2 square feet."),
 ])
 def test_different_numbers_veto(a, b):
     assert number_conflict(a, b, Q)
@@ -36,6 +42,47 @@ def test_different_numbers_veto(a, b):
 ])
 def test_the_same_numbers_written_differently_pass(a, b):
     assert number_conflict(a, b, Q) == ""
+
+
+@pytest.mark.parametrize("text, value", [
+    ("So she has 3 * 4 = <<3*4=12>>12 eggs.", "12"),                  # the prose's, not the note's
+    ("It is 6.25 - 8.75 = <<6.25-8.75=-2.5>>-2.5 pounds.", "-2.5"),
+    ("It costs 2 * 3 = -$6 in all.", "-6"), ("It costs 2 * 3 = $-6.", "-6"),
+    ("First 2 + 2 = 4, then 4 * 5 = 20 apples.", "20"),               # the last '=' concludes
+    ("Let x be the cost.", None), ("So x = y + 2.", None),
+])
+def test_a_step_concludes_with_the_number_after_its_last_equals_sign(text, value):
+    found = conclusion(text)
+    assert (None if found is None else format(found, "f")) == value
+
+
+@pytest.mark.parametrize("a, b", [
+    ("The magazine costs $4 / 2 = $<<4/2=2.0>>2.0.", "The magazine costs $4 / 2 = $<<4/2=2.0>>2."),   # 2.0 / 2.
+    ("She earns 20*$10.50=$<<20*10.50=210>>210.", "She earns 20*10.50 = $<<20*10.50=210.0>>210.00."),
+    ("So 3 + 4 = 7 cats.", "So 4 + 3 = <<4+3=7>>7 cats."),                                          # operand order
+    ("Cody ate 1/3*12 = <<1/3*12=4.0>>4 sandwiches.", "Cody ate 12/3=<<12/3=4>>4 sandwiches."),      # a computation's operands
+    ("The fee is $<<350000*5/100=17500>>17500 in all.", "The fee is $<<350000*5/100=17500.0>>17 500 in all."),
+])
+def test_the_same_conclusion_and_the_same_numbers_pass(a, b):
+    assert number_conflict(a, b, Q) == ""
+
+
+@pytest.mark.parametrize("a, b, swap", [
+    ("Jake earns $6 per hour 8 hours a day", "Jacob makes $6 per hour 8 hours a day", "jake -> jacob"),
+    ("So on Monday she works 5 hours.", "At noon on Tuesday, she worked 5 hours in all.", "monday -> tuesday"),
+])
+def test_a_different_named_subject_vetoes_whatever_the_wording(a, b, swap):
+    assert name_conflict(a, b, Q) == swap
+    assert claim_check(a, b, Q).veto
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Jake and Tasha earned $174.", "Jake and Tashay's earnings were $174."),  # a misspelt name
+    ("Jake earns $6 per hour.", "He makes $6 per hour, Jake does."),           # one name, moved ("jake" is not "make")
+    ("Jake earns $6.", "He earns $6."),                                         # a name against a pronoun
+])
+def test_the_same_names_pass(a, b):
+    assert name_conflict(a, b, Q) == ""
 
 
 def test_percent_is_its_fraction():

@@ -12,13 +12,21 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   the question does not give (an extra computed claim: "rent is $40" / "rent is $40 + $40 = $80").
   A given number restated in passing ("Ali has 22 medals, so ...", "twice" as "2", "1 tray") is
   not a conflict: the rubric counts that as equivalent (level 3). A different way to the same
-  number ("4 * 0.5" / "4 / 2") is a conflict, as the rubric says (method).
+  number ("4 * 0.5" / "4 / 2") is a conflict, as the rubric says (method). Two more number
+  conflicts that the sets of numbers miss: the steps **conclude** with different values (the
+  number after each step's last ``=``, sign included: "60 - 5 = 55" / "60 - 55 = 5", "8.75 - 6.25
+  = 2.5" / "6.25 - 8.75 = -2.5"), and in an otherwise shared sentence one number is **swapped**
+  for another ("takes up 1 square foot" / "takes up 2 square feet", where the 2 is stated elsewhere
+  in the step, so the sets alone agree).
 - **entities** (:func:`entity_conflict`): in a word alignment of the two steps, a word of the
   problem is replaced by another word of the problem ("the trip costs" / "the repair costs",
   "on Monday" / "on Tuesday", "6 pieces" / "6 inches"): the same computation claimed of a
   different quantity. Words are compared lower-cased with a plural ``s`` dropped, and words that
   carry no claim (articles, pronouns, auxiliaries, connectives) are never entities, so "She has"
-  / "Janet has" and "so" / "thus" stay free rewordings.
+  / "Janet has" and "so" / "thus" stay free rewordings. And, whatever the alignment, each step
+  **names** a different one of the problem's names (its capitalized words: people, places, days)
+  that the other step does not: "Jake earns $6 per hour" / "Jacob makes $6 per hour", "On Friday"
+  / "At noon on Sunday". A misspelt name ("Tasha" / "Tashay") is the same name.
 
 Both checks only ever *veto* a merge; they never make one. A veto costs a missed merge (tokens),
 a false merge can cut the only correct path, so the guard errs towards vetoing. Pure functions, no
@@ -40,6 +48,11 @@ _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
                  "quarter": Decimal("0.25"), "dozen": 12, "hundred": 100, "thousand": 1000}
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d[\d,.]*")  # words and numbers: the alignment's units
+# A calculator note ("<<3*4=12>>") repeats the prose's computation; the conclusion and the swap
+# checks read the prose alone.
+_CALCULATOR_NOTE = re.compile(r"<<[^>]*>>")
+_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*\$?\s*\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
+_CONCLUSION = re.compile(r"=\s*(-?)\s*\$?\s*(-?)\s*(\d[\d,]*(?:\.\d+)?)")  # "= -2.5", "= $-2", "= -$2"
 # Words that carry no claim of their own: swapping one for another is rewording.
 FUNCTION_WORDS = frozenset("""
 a an the this that these those there here it its it's he she him her his hers they them their theirs
@@ -98,6 +111,16 @@ def given_words(question: str) -> set[Decimal]:
     return {Decimal(_NUMBER_WORDS[w]).normalize() for w in _WORD.findall(question.lower()) if w in _NUMBER_WORDS}
 
 
+def conclusion(text: str) -> Decimal | None:
+    """The value a step concludes with: the number after its last ``=`` (sign included), or ``None``."""
+    found = _CONCLUSION.findall(_CALCULATOR_NOTE.sub(" ", text))
+    if not found:
+        return None
+    before, after, digits = found[-1]
+    value = _value(digits)
+    return None if value is None else -value if before or after else value
+
+
 def number_conflict(a: str, b: str, question: str = "") -> str:
     """Why the two steps' numbers conflict, or ``""`` (see the module docstring)."""
     na, nb = step_numbers(a), step_numbers(b)
@@ -110,7 +133,41 @@ def number_conflict(a: str, b: str, question: str = "") -> str:
         new = {x for x in extra if x not in given}
         if new:
             return f"{_show(new)} on one side only"
+    ca, cb = conclusion(a), conclusion(b)
+    if ca is not None and cb is not None and ca != cb:
+        return f"concludes {format(ca, 'f')} vs {format(cb, 'f')}"
+    return _number_swap(a, b)
+
+
+def _number_swap(a: str, b: str) -> str:
+    """A number replaced by a different one inside an otherwise shared *statement*, as ``"1 -> 2"``.
+
+    Only for steps that compute nothing: in a computation a swapped operand is another way to the
+    same number ("1/3*12" / "12/3"), which the sets of numbers and the conclusion already judge."""
+    a, b = (_THOUSANDS.sub("", _CALCULATOR_NOTE.sub(" ", t)) for t in (a, b))
+    if _ARITHMETIC.search(a) or _ARITHMETIC.search(b):
+        return ""
+    matcher = _alignment(a, b)
+    if matcher is None:
+        return ""
+    wa, wb = matcher.a, matcher.b
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "replace" or i2 - i1 > SWAP_WORDS or j2 - j1 > SWAP_WORDS:
+            continue
+        left = {v for w in wa[i1:i2] if w[0].isdigit() and (v := _value(w.rstrip(".,"))) is not None}
+        right = {v for w in wb[j1:j2] if w[0].isdigit() and (v := _value(w.rstrip(".,"))) is not None}
+        if left and right and left != right:
+            return f"{_show(left)} -> {_show(right)}"
     return ""
+
+
+def _alignment(a: str, b: str) -> difflib.SequenceMatcher[str] | None:
+    """The word alignment of two steps, or ``None`` when they are not one sentence with a few
+    words swapped (a rewording, which the model reads)."""
+    wa = [_stem(w) for w in _TOKEN.findall(a)]
+    wb = [_stem(w) for w in _TOKEN.findall(b)]
+    matcher = difflib.SequenceMatcher(a=wa, b=wb, autojunk=False)
+    return matcher if matcher.ratio() >= SWAP_CONTEXT else None
 
 
 def _show(values: set[Decimal]) -> str:
@@ -140,12 +197,11 @@ def entity_conflict(a: str, b: str, question: str) -> str:
     if not question:
         return ""
     vocab = {_stem(w) for w in _WORD.findall(question)} - FUNCTION_WORDS
-    wa = [_stem(w) for w in _TOKEN.findall(a)]
-    wb = [_stem(w) for w in _TOKEN.findall(b)]
+    matcher = _alignment(a, b)
+    if matcher is None:
+        return ""
+    wa, wb = matcher.a, matcher.b
     content_a, content_b = _content(wa), _content(wb)
-    matcher = difflib.SequenceMatcher(a=wa, b=wb, autojunk=False)
-    if matcher.ratio() < SWAP_CONTEXT:
-        return ""  # not one sentence with a word swapped: a rewording, which the model reads
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "replace" or i2 - i1 > SWAP_WORDS or j2 - j1 > SWAP_WORDS:
             continue
@@ -159,6 +215,28 @@ def entity_conflict(a: str, b: str, question: str) -> str:
     return ""
 
 
+def _same_name(x: str, y: str) -> bool:
+    """Equal, or a misspelling ("tasha" / "tashay"); stricter than :func:`_same_word`, which would
+    take "jake" for "make"."""
+    return x == y or x[:4] == y[:4] and min(len(x), len(y)) >= 4 or difflib.SequenceMatcher(a=x, b=y).ratio() >= 0.8
+
+
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?")
+
+
+def name_conflict(a: str, b: str, question: str) -> str:
+    """Each step names one of the problem's names the other does not, as ``"jake -> jacob"``, or ``""``."""
+    names = {_stem(w) for w in _NAME.findall(question)} - FUNCTION_WORDS
+    if not names:
+        return ""
+    wa = {_stem(w) for w in _WORD.findall(a)}
+    wb = {_stem(w) for w in _WORD.findall(b)}
+    left = [n for n in sorted(wa & names) if not any(_same_name(n, w) for w in wb)]
+    right = [n for n in sorted(wb & names) if not any(_same_name(n, w) for w in wa)]
+    return f"{left[0]} -> {right[0]}" if left and right else ""
+
+
 def claim_check(a: str, b: str, question: str = "") -> ClaimCheck:
     """Both checks on one pair (``question``: the problem text, for restated givens and entities)."""
-    return ClaimCheck(number_conflict(a, b, question), entity_conflict(a, b, question))
+    return ClaimCheck(number_conflict(a, b, question),
+                      entity_conflict(a, b, question) or name_conflict(a, b, question))
