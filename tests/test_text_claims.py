@@ -8,7 +8,8 @@ import pytest
 
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
-from equiv.text.claims import claim_check, conclusion, entity_conflict, name_conflict, number_conflict, step_numbers
+from equiv.text.claims import (claim_check, conclusion, entity_conflict, name_conflict, number_conflict,
+                               problem_names, step_numbers)
 from tests.helpers.cli import search_cli
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 
@@ -74,6 +75,11 @@ def test_the_same_conclusion_and_the_same_numbers_pass(a, b):
 def test_a_different_named_subject_vetoes_whatever_the_wording(a, b, swap):
     assert name_conflict(a, b, Q) == swap
     assert claim_check(a, b, Q).veto
+
+
+def test_a_problems_names_are_its_capitalized_words_that_are_never_common_nouns():
+    question = "Students in Mr. Lee's class sold pies on Friday. Half of the students sold 3. How many did Tom sell?"
+    assert problem_names(question) == {"mr", "lee", "friday", "tom"}
 
 
 @pytest.mark.parametrize("a, b", [

@@ -224,9 +224,17 @@ def _same_name(x: str, y: str) -> bool:
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?")
 
 
+def problem_names(question: str) -> set[str]:
+    """The question's names: its capitalized words (stemmed), less those it also writes in lower case
+    (a sentence-initial "Students" that is "the students" later is no name), function words and
+    number words ("Half of ...")."""
+    lower = {_stem(w) for w in _WORD.findall(question) if w[0].islower()}
+    return {_stem(w) for w in _NAME.findall(question)} - lower - FUNCTION_WORDS - set(_NUMBER_WORDS)
+
+
 def name_conflict(a: str, b: str, question: str) -> str:
     """Each step names one of the problem's names the other does not, as ``"jake -> jacob"``, or ``""``."""
-    names = {_stem(w) for w in _NAME.findall(question)} - FUNCTION_WORDS
+    names = problem_names(question)
     if not names:
         return ""
     wa = {_stem(w) for w in _WORD.findall(a)}
