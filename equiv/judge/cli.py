@@ -123,8 +123,8 @@ class JudgeCLI(LightningCLI):
             "--claim_guard",
             type=bool,
             default=False,
-            help="store the claim guard in the export (a merge is vetoed when the steps state different numbers "
-            "or swap a problem's entity: equiv.text.claims); thresholds are still chosen on the judge's own "
+            help="store the claim guard in the export (a merge is vetoed when the steps state or conclude different "
+            "numbers, or swap or name different things: equiv.text.claims); thresholds are still chosen on the judge's own "
             "scores, and the guard's effect at them is reported",
         )
         parser.add_argument(

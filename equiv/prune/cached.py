@@ -104,8 +104,8 @@ class CachedJudge:
     # (format_key) for the trained judges; a function of one text
     same_step_key = staticmethod(normalise_whitespace)
     strict: bool = False  # True: a score decides "equivalent" when > threshold (Levenshtein), else >=
-    # The claim guard (equiv.text.claims): a pair whose steps state different numbers or swap a
-    # problem's entity is "not equivalent" whatever the score; see claim_guard in PrunerConfig.
+    # The claim guard (equiv.text.claims): a pair whose steps state or conclude different numbers, or
+    # swap or name different things, is "not equivalent" whatever the score; see claim_guard in PrunerConfig.
     claim_guard: bool = False
 
     def __init__(self) -> None:

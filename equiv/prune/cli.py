@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
                    "would pick and its metrics (one model pass); the reported metrics stay those of --prefilter")
     p.add_argument("--claim_guard", "--claim-guard", choices=("true", "false"),
-                   help="veto merges whose steps state different numbers or swap a problem's entity "
+                   help="veto merges whose steps state or conclude different numbers, or swap or name different things "
                    "(equiv.text.claims; reads each record's 'question'); default: the judge's own setting")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")

@@ -76,9 +76,9 @@ class PrunerConfig:
         dtype: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
         grouping: ``greedy`` (the paper: merge into the first matching class) or ``transitive``.
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
-        claim_guard: veto merges whose steps state different numbers or swap a problem's entity
-            (:mod:`equiv.text.claims`); None = the export's ``claim_guard`` for ``model``/``hybrid``
-            (off for the other strategies).
+        claim_guard: veto merges whose steps state or conclude different numbers, or swap or name
+            different things (:mod:`equiv.text.claims`); None = the export's ``claim_guard`` for
+            ``model``/``hybrid`` (off for the other strategies).
     """
 
     strategy: str = "none"
