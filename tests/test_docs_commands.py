@@ -307,11 +307,13 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
     elif k == "crossval":
         # k fits of the recipe (minutes each): the command is parsed, its recipe's fit arguments are
         # checked by the trainer, and its pooled data read; tests/test_prune_crossval.py runs it for real.
-        from equiv.prune.crossval import build_parser, recipe_records
+        from equiv.prune.crossval import build_parser, check_score_apart, recipe_records
 
         args = build_parser().parse_args(list(cmd.argv[3:]))
         if not SHARED_DATA.exists():
             pytest.skip("the recipe's pairs are in ../shared/data/gsm8k_equiv")
+        check_score_apart((REPO_ROOT / args.config).resolve(), [REPO_ROOT / d for d in args.data],
+                          [REPO_ROOT / f for f in args.score_apart])
         records, _ = recipe_records((REPO_ROOT / args.config).resolve())
         assert len(records) > args.folds
         status, _, err = run_here(Command(cmd.source, (cmd.argv[0], "trainer_cli.py", "fit", "--config", str(args.config),

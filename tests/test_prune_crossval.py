@@ -134,3 +134,19 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     assert main(args) == 0 and (out / "fold0" / "judge" / "config.json").stat().st_mtime == stamp
     with pytest.raises(SystemExit):
         main(["--config", str(config), "--folds", "3", "--out", str(out)])  # another plan in the same --out
+
+
+def test_score_apart_takes_only_a_file_the_cross_validation_pools(tmp_path, capsys):
+    """A file to score on its own must be one the folds are dealt from (the recipe's or a --data
+    file); any other would print no table, so it is refused before any fit, naming the file."""
+    train = tmp_path / "train.jsonl"
+    train.write_text(json.dumps({"id": "toy-0-0", "sentence1": "a", "sentence2": "b", "result": 4}) + "\n")
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump({"data": {"train": str(train)}}))
+    stray = tmp_path / "stray.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        main(["--config", str(config), "--score_apart", str(stray), "--out", str(tmp_path / "cv")])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err
+    assert str(stray) in err and "score_apart" in err and "neither a file of the recipe" in err
+    assert not (tmp_path / "cv").exists()

@@ -15,7 +15,8 @@ So judge choices are made here instead, over *every* labelled training pair:
 3. every pair's out-of-fold scores are written to ``oof.jsonl``, and
    :mod:`equiv.prune.yardstick` turns them into the table: mean +- spread over folds of precision,
    recall, F1 and the false-merge rate for the trained judge, its guarded form and the rules --
-   pooled, and with ``--data`` also one table per distribution (the recipe's pairs, each file).
+   pooled, and with ``--data`` (or ``--score_apart`` for a file the recipe already trains on) also
+   one table per distribution (each such file, and the rest: ``recipe``).
 
 A fold whose export exists is not refitted, so an interrupted run resumes. Fits can run side by
 side (``--workers``), each with its share of the CPU threads.
@@ -78,12 +79,27 @@ def _recipe(config: Path) -> dict[str, Any]:
     return data
 
 
+def recipe_files(config: Path) -> list[Path]:
+    """The recipe's ``data.train`` and ``data.train_more`` files (relative paths: from the repository root)."""
+    data = _recipe(config)["data"]
+    return [Path(p) if Path(p).is_absolute() else ROOT / p for p in [data["train"], *(data.get("train_more") or [])]]
+
+
+def check_score_apart(config: Path, data: Sequence[str | Path], apart: Sequence[str | Path]) -> None:
+    """Each ``--score_apart`` file must be one the folds are dealt from (the recipe's or a ``--data``
+    file): any other would silently print no table."""
+    pooled = {p.resolve() for p in recipe_files(config)} | {Path(p).resolve() for p in data}
+    for name in apart:
+        if Path(name).resolve() not in pooled:
+            raise InputError("is neither a file of the recipe's data.train / data.train_more nor a --data file",
+                             path=name, field="score_apart")
+
+
 def recipe_records(config: Path, extra: Sequence[str | Path] = ()) -> tuple[list[PairRecord], LabelMapping]:
     """Every labelled pair the recipe trains on (``data.train`` + ``data.train_more``, paths relative
     to the repository root as in the recipes) plus ``extra`` files, and the recipe's label mapping."""
     data = _recipe(config)["data"]
-    files = [data["train"], *(data.get("train_more") or [])]
-    paths = [p if Path(p).is_absolute() else ROOT / p for p in files] + [Path(p) for p in extra]
+    paths = recipe_files(config) + [Path(p) for p in extra]
     records: list[PairRecord] = []
     for path in paths:
         if not Path(path).is_file():
@@ -161,7 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m equiv.prune.crossval", description=__doc__.splitlines()[0])
     p.add_argument("--config", required=True, type=Path, help="the trainer recipe (its data.train + data.train_more are pooled)")
     p.add_argument("--overlay", action="append", default=[], type=Path, help="further --config files for each fit")
-    p.add_argument("--data", action="append", default=[], help="more labelled pair files to pool (e.g. labelled siblings)")
+    p.add_argument("--data", action="append", default=[], help="more labelled pair files to pool (e.g. labelled siblings); "
+                   "each is also scored on its own")
+    p.add_argument("--score_apart", "--score-apart", action="append", default=[],
+                   help="a file the recipe already trains on (e.g. its sibling pairs) to score on its own as well")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--fold_seed", type=int, default=0, help="salt of the problem-to-fold hash")
     p.add_argument("--only", type=int, nargs="*", help="run these folds only (the rest later, or elsewhere)")
@@ -175,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 def crossval(args: argparse.Namespace) -> Path:
     """Fit and score every fold; returns the ``oof.jsonl`` path."""
     config = args.config.resolve()
+    check_score_apart(config, args.data, args.score_apart)
     records, mapping = recipe_records(config, args.data)
     folds = assign_folds(records, args.folds, args.fold_seed)
     out: Path = args.out
@@ -225,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
 
         rows = read_oof(oof)
         print(format_table(yardstick_table(rows)))
-        if args.data:  # pooled distributions, each also on its own (e.g. siblings from search)
-            for name, group in split_by_source(rows, args.data).items():
+        apart = [*args.data, *args.score_apart]
+        if apart:  # pooled distributions, each also on its own (e.g. siblings from search)
+            for name, group in split_by_source(rows, apart).items():
                 held_out = [r for r in group if r.get("part", "test") == "test"]
                 print(f"\n{name}: {len(held_out)} held-out pairs")
                 print(format_table(yardstick_table(group)))
