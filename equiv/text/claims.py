@@ -39,7 +39,7 @@ from __future__ import annotations
 import difflib
 import re
 from decimal import Decimal, InvalidOperation
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?|\.\d+)(\s*%)?")
 _THOUSANDS = re.compile(r"(?<=\d)[, ](?=\d{3}(?!\d))")  # 1,200 and 1 200
@@ -150,12 +150,9 @@ def _number_swap(a: str, b: str) -> str:
     matcher = _alignment(a, b)
     if matcher is None:
         return ""
-    wa, wb = matcher.a, matcher.b
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "replace" or i2 - i1 > SWAP_WORDS or j2 - j1 > SWAP_WORDS:
-            continue
-        left = {v for w in wa[i1:i2] if w[0].isdigit() and (v := _value(w.rstrip(".,"))) is not None}
-        right = {v for w in wb[j1:j2] if w[0].isdigit() and (v := _value(w.rstrip(".,"))) is not None}
+    for span_a, span_b in _short_replacements(matcher):
+        left = {v for w in span_a for v in step_numbers(w)}
+        right = {v for w in span_b for v in step_numbers(w)}
         if left and right and left != right:
             return f"{_show(left)} -> {_show(right)}"
     return ""
@@ -168,6 +165,14 @@ def _alignment(a: str, b: str) -> difflib.SequenceMatcher[str] | None:
     wb = [_stem(w) for w in _TOKEN.findall(b)]
     matcher = difflib.SequenceMatcher(a=wa, b=wb, autojunk=False)
     return matcher if matcher.ratio() >= SWAP_CONTEXT else None
+
+
+def _short_replacements(matcher: difflib.SequenceMatcher[str]) -> Iterator[tuple[list[str], list[str]]]:
+    """The aligned spans replaced by others of at most :data:`SWAP_WORDS` words a side: where the
+    number and the entity checks look for a swap."""
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "replace" and i2 - i1 <= SWAP_WORDS and j2 - j1 <= SWAP_WORDS:
+            yield matcher.a[i1:i2], matcher.b[j1:j2]
 
 
 def _show(values: set[Decimal]) -> str:
@@ -202,11 +207,9 @@ def entity_conflict(a: str, b: str, question: str) -> str:
         return ""
     wa, wb = matcher.a, matcher.b
     content_a, content_b = _content(wa), _content(wb)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "replace" or i2 - i1 > SWAP_WORDS or j2 - j1 > SWAP_WORDS:
-            continue
-        left = [w for w in _content(wa[i1:i2]) if w in vocab]
-        right = [w for w in _content(wb[j1:j2]) if w in vocab]
+    for span_a, span_b in _short_replacements(matcher):
+        left = [w for w in _content(span_a) if w in vocab]
+        right = [w for w in _content(span_b) if w in vocab]
         # a swap only if the words are not simply moved or inflected ("sell" / "sold")
         left = [w for w in left if not any(_same_word(w, v) for v in content_b)]
         right = [w for w in right if not any(_same_word(w, v) for v in content_a)]
