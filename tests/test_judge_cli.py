@@ -384,3 +384,27 @@ def test_predict_under_ddp_is_refused_in_one_line(tiny_longformer: Path, tmp_pat
     assert result.returncode == 2, result.stderr[-1500:]
     assert result.stderr.strip().splitlines()[-1].startswith("error: field 'trainer.devices': predict runs in one process")
     assert not out.exists()
+
+
+def test_only_the_named_subcommand_is_built(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fit ...` builds the fit parser alone (start-up), while a command line that names no known
+    subcommand still offers all four, so the error lists them."""
+    from lightning.pytorch.cli import LightningCLI
+
+    built: list[list[str]] = []
+    add = LightningCLI._add_subcommands
+
+    def recording(self, parser, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(list(self.subcommands()))
+        return add(self, parser, **kwargs)
+
+    monkeypatch.setattr(LightningCLI, "_add_subcommands", recording)
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", "configs/demo.yaml", "--print_config"])
+    assert "model_name" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "{fit,validate,test,predict}" in capsys.readouterr().out
+    assert built == [["fit"], ["fit", "validate", "test", "predict"]]
+    result = trainer_cli("fitt")
+    assert result.returncode == 2 and "invalid choice: 'fitt' (choose from 'fit', 'validate', 'test', 'predict')" in result.stderr

@@ -43,7 +43,19 @@ class JudgeCLI(LightningCLI):
     def __init__(self, args: list[str] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
         kwargs.setdefault("auto_configure_optimizers", False)  # AdamW + linear warm-up live in the module
+        argv = list(sys.argv[1:] if args is None else args) if isinstance(args, (list, tuple)) or args is None else []
+        self._named_subcommand = argv[0] if argv and argv[0] in LightningCLI.subcommands() else None
         super().__init__(PairClassifier, MathEquivDataModule, args=args, **kwargs)
+
+    def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
+        """The named subcommand only, when the command line names one (``fit ...``), else all four.
+
+        LightningCLI builds a parser from the trainer's, model's and data module's signatures for
+        every subcommand it offers; building only the one that runs halves start-up (0.45 -> 0.2 s
+        per ``fit --print_config`` here). ``trainer_cli.py --help`` or an unknown name still gets all four."""
+        every = LightningCLI.subcommands()
+        named = getattr(self, "_named_subcommand", None)
+        return {named: every[named]} if named in every else every
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         # A parse error raises (and main prints one line) instead of ~100 lines of usage first.
