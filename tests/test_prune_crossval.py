@@ -134,6 +134,16 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     assert main(args) == 0 and (out / "fold0" / "judge" / "config.json").stat().st_mtime == stamp
     with pytest.raises(SystemExit):
         main(["--config", str(config), "--folds", "3", "--out", str(out)])  # another plan in the same --out
+    # An ensemble of finished runs (here the run with itself): built and calibrated per fold, no fit.
+    views = tmp_path / "views"
+    assert main(["--config", str(config), "--data", str(siblings), "--folds", "2", "--out", str(views),
+                 "--members", str(out), str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "ensemble of 2 judges calibrated on" in printed and "judge+guard" in printed
+    settings = json.loads((views / "fold1" / "judge" / "config.json").read_text())["equiv"]
+    assert settings["members"] == ["members/1"] and not (views / "fold1" / "fit.log").exists()
+    ensemble_rows = [json.loads(line) for line in (views / "oof.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["part"]) for r in ensemble_rows] == [(r["id"], r["part"]) for r in rows]
 
 
 def test_score_apart_takes_only_a_file_the_cross_validation_pools(tmp_path, capsys):
@@ -150,3 +160,24 @@ def test_score_apart_takes_only_a_file_the_cross_validation_pools(tmp_path, caps
     err = capsys.readouterr().err
     assert str(stray) in err and "score_apart" in err and "neither a file of the recipe" in err
     assert not (tmp_path / "cv").exists()
+
+
+def test_an_ensemble_takes_only_runs_fitted_on_the_same_folds(tmp_path, capsys):
+    """`--members` averages finished runs fold by fold; a run whose fold was fitted on other pairs
+    (another recipe, --data or --fold_seed) would leak held-out pairs, so it is refused by name."""
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"id": f"toy-{p}-0", "sentence1": "a", "sentence2": "b", "result": 4}) + "\n"
+                             for p in range(8)))
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump({"data": {"train": str(train), "calibration_fraction": 0.25}}))
+    member = tmp_path / "other"
+    for k in range(2):
+        (member / f"fold{k}" / "judge").mkdir(parents=True)
+        (member / f"fold{k}" / "judge" / "config.json").write_text("{}")
+        (member / f"fold{k}" / "train.jsonl").write_text("not these pairs\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["--config", str(config), "--folds", "2", "--out", str(tmp_path / "cv"), "--members", str(member), str(member)])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err
+    assert str(member) in err and "members" in err and "fitted on other pairs" in err
+    assert not (tmp_path / "cv" / "fold0" / "judge").exists()

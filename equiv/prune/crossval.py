@@ -21,6 +21,13 @@ So judge choices are made here instead, over *every* labelled training pair:
 A fold whose export exists is not refitted, so an interrupted run resumes. Fits can run side by
 side (``--workers``), each with its share of the CPU threads.
 
+An ensemble (:mod:`equiv.judge.ensemble`, such as the recommended two views of the recipe) is
+cross-validated from finished runs, with no new fit: ``--members A B`` names two ``--out``
+directories of the same folds (for example the recipe, and the recipe with
+``--overlay configs/gsm8k_equiv_marks.yaml``); each fold's judges are averaged and calibrated on
+that fold's calibration split, exactly as ``python -m equiv.judge.ensemble`` does for the shipped
+fits, and scored like any fold judge.
+
     python -m equiv.prune.crossval --config configs/gsm8k_equiv.yaml --folds 5 --out outputs/cv
 """
 
@@ -42,6 +49,7 @@ import yaml
 from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
+from equiv.judge.ensemble import build_ensemble, calibrate_ensemble
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
 from equiv.prune.yardstick import format_table, read_oof, split_by_source, yardstick_table
 
@@ -149,6 +157,32 @@ def run_fit(cmd: list[str], fold_dir: Path, threads: int) -> Path:
     return judge
 
 
+def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence[PairRecord], mapping: LabelMapping,
+                  hybrid: bool) -> Path:
+    """One fold's ensemble: the members' judges of this fold averaged (``fold<k>/judge`` of each
+    member run) and calibrated on the fold's calibration split; an existing one is reused. Each
+    member must have been fitted on exactly this fold's training part (its ``train.jsonl`` is
+    compared byte for byte), or the ensemble would be scored on pairs a member trained on."""
+    judge = fold_dir / "judge"
+    if (judge / "config.json").is_file():
+        return judge
+    mine = (fold_dir / "train.jsonl").read_bytes()
+    for member in members:
+        theirs = member / fold_dir.name / "train.jsonl"
+        if not theirs.is_file() or not (member / fold_dir.name / "judge" / "config.json").is_file():
+            raise InputError(f"has no fitted {fold_dir.name}; finish that cross-validation first", path=member,
+                             field="members")
+        if theirs.read_bytes() != mine:
+            raise InputError(f"{fold_dir.name} was fitted on other pairs than this cross-validation deals "
+                             "(another recipe, --data or --fold_seed)", path=member, field="members")
+    kept = [(r, y) for r in calibration if (y := mapping.label(r.result)) is not None]
+    build_ensemble([member / fold_dir.name / "judge" for member in members], judge)
+    calibrate_ensemble(judge, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
+                       [problem_key(r) for r, _ in kept], hybrid=hybrid)
+    print(f"{fold_dir.name}: ensemble of {len(members)} judges calibrated on {len(kept)} pairs", flush=True)
+    return judge
+
+
 def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMapping, fold: int,
                part: str = "test") -> list[dict[str, Any]]:
     """Rows of one fold: the judge as ``--strategy model`` builds it (hybrid when the export has a
@@ -185,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fold_seed", type=int, default=0, help="salt of the problem-to-fold hash")
     p.add_argument("--only", type=int, nargs="*", help="run these folds only (the rest later, or elsewhere)")
     p.add_argument("--workers", type=int, default=1, help="fits side by side (each gets cpu_count / workers threads)")
+    p.add_argument("--members", nargs="+", default=[], type=Path,
+                   help="finished cross-validations (--out directories) of the same folds: each fold's judges "
+                   "are averaged and calibrated as python -m equiv.judge.ensemble does; nothing is fitted")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("fit_args", nargs=argparse.REMAINDER, help="after --: extra trainer_cli.py fit arguments, "
                    "e.g. -- --trainer.max_epochs=2 --threshold_target_precision=0.95")
@@ -205,6 +242,8 @@ def crossval(args: argparse.Namespace) -> Path:
     plan = {"config": str(config), "overlays": [str(o) for o in args.overlay], "data": [str(d) for d in args.data],
             "folds": args.folds, "fold_seed": args.fold_seed, "fit_args": fit_args, "pairs": len(records),
             "problems": len({problem_key(r) for r in records})}
+    if args.members:
+        plan["members"] = [str(m.resolve()) for m in args.members]
     plan_file = out / FOLDS
     if plan_file.is_file():
         old = json.loads(plan_file.read_text())
@@ -213,14 +252,24 @@ def crossval(args: argparse.Namespace) -> Path:
     else:
         plan_file.write_text(json.dumps(plan, indent=1) + "\n")
     wanted = list(range(args.folds)) if not args.only else sorted(set(args.only))
+    recipe = _recipe(config)
+    fraction = float(recipe["data"].get("calibration_fraction") or 0.0)
     jobs = []
     for k in wanted:
         train, _ = write_fold_files(records, folds, k, out)
         jobs.append((k, fit_command(config, args.overlay, train, out / f"fold{k}", fit_args)))
-    threads = max(1, (os.cpu_count() or 1) // max(1, args.workers))
-    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        judges = dict(zip([k for k, _ in jobs], pool.map(lambda job: run_fit(job[1], out / f"fold{job[0]}", threads), jobs)))
-    fraction = float(_recipe(config)["data"].get("calibration_fraction") or 0.0)
+    if args.members:
+        if fraction <= 0:
+            raise InputError("an ensemble is calibrated on the recipe's calibration split; set data.calibration_fraction",
+                             path=config, field="data.calibration_fraction")
+        judges = {k: ensemble_fold(args.members, out / f"fold{k}",
+                                   split_by_problem([r for r, f in zip(records, folds) if f != k], fraction)[1],
+                                   mapping, hybrid=bool(recipe.get("hybrid", True))) for k, _ in jobs}
+    else:
+        threads = max(1, (os.cpu_count() or 1) // max(1, args.workers))
+        with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+            judges = dict(zip([k for k, _ in jobs],
+                              pool.map(lambda job: run_fit(job[1], out / f"fold{job[0]}", threads), jobs)))
     rows: list[dict[str, Any]] = []
     for k in range(args.folds):
         judge = out / f"fold{k}" / "judge"
