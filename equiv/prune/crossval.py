@@ -21,7 +21,7 @@ So judge choices are made here instead, over *every* labelled training pair:
 A fold whose export exists is not refitted, so an interrupted run resumes. Fits can run side by
 side (``--workers``), each with its share of the CPU threads.
 
-An ensemble (:mod:`equiv.judge.ensemble`, such as the recommended two views of the recipe) is
+An ensemble (:mod:`equiv.judge.ensemble`, such as the two views of the recipe) is
 cross-validated from finished runs, with no new fit: ``--members A B`` names two ``--out``
 directories of the same folds (for example the recipe, and the recipe with
 ``--overlay configs/gsm8k_equiv_marks.yaml``); each fold's judges are averaged and calibrated on
@@ -37,6 +37,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -176,9 +177,13 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
             raise InputError(f"{fold_dir.name} was fitted on other pairs than this cross-validation deals "
                              "(another recipe, --data or --fold_seed)", path=member, field="members")
     kept = [(r, y) for r in calibration if (y := mapping.label(r.result)) is not None]
-    build_ensemble([member / fold_dir.name / "judge" for member in members], judge)
-    calibrate_ensemble(judge, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
+    partial = fold_dir / "judge.partial"  # renamed once calibrated: an interrupted build is never reused
+    shutil.rmtree(partial, ignore_errors=True)
+    build_ensemble([member / fold_dir.name / "judge" for member in members], partial)
+    calibrate_ensemble(partial, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
                        [problem_key(r) for r, _ in kept], hybrid=hybrid)
+    shutil.rmtree(judge, ignore_errors=True)
+    partial.rename(judge)
     print(f"{fold_dir.name}: ensemble of {len(members)} judges calibrated on {len(kept)} pairs", flush=True)
     return judge
 
@@ -221,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="fits side by side (each gets cpu_count / workers threads)")
     p.add_argument("--members", nargs="+", default=[], type=Path,
                    help="finished cross-validations (--out directories) of the same folds: each fold's judges "
-                   "are averaged and calibrated as python -m equiv.judge.ensemble does; nothing is fitted")
+                   "are averaged and calibrated as python -m equiv.judge.ensemble does; nothing is fitted, "
+                   "so --overlay and the fit arguments are not used")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("fit_args", nargs=argparse.REMAINDER, help="after --: extra trainer_cli.py fit arguments, "
                    "e.g. -- --trainer.max_epochs=2 --threshold_target_precision=0.95")
