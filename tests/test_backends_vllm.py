@@ -84,6 +84,11 @@ def _run_script(tmp_path, repo_root):
     return json.loads(lines[-1][len("RESULT "):])
 
 
+def _samples(rows: list[list[dict]]) -> list[list[dict]]:
+    """The candidates without their log-probabilities: what a seed must reproduce exactly."""
+    return [[{k: v for k, v in cand.items() if k != "logprob"} for cand in row] for row in rows]
+
+
 @pytest.mark.timeout(1200)  # the vLLM script may take up to 900 s
 def test_vllm_policy_end_to_end(tmp_path, repo_root):
     out = _run_script(tmp_path, repo_root)
@@ -102,9 +107,14 @@ def test_vllm_policy_end_to_end(tmp_path, repo_root):
             assert cand["num_tokens"] <= 24
     # Token accounting: every token the engine generated, stop string / EOS included.
     assert [c["num_tokens"] for c in batched[0]] == out["raw_tokens"]
-    # Per-request seeds: batching does not change the samples; the same seed repeats them.
-    assert batched == alone
-    assert again[0] == batched[0]
+    # Per-request seeds: batching does not change the samples; the same seed repeats them. The
+    # sampled tokens must match exactly; their bf16 log-probabilities may move in the last digits
+    # with the batch's make-up (seen in CI on a loaded machine: -22.26954 batched, -22.26905 alone).
+    assert _samples(batched) == _samples(alone)
+    assert _samples(again[:1]) == _samples(batched[:1])
+    for got, want in ((batched, alone), (again[:1], batched[:1])):
+        assert [c["logprob"] for row in got for c in row] == pytest.approx(
+            [c["logprob"] for row in want for c in row], rel=1e-2, abs=1e-2)
     # Different seeds in one request's n samples give different samples.
     assert len({c["text"] for c in batched[0]}) > 1
     # The tiny policy emits its step break often: some samples stopped on the delimiter, and
