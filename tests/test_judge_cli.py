@@ -408,3 +408,31 @@ def test_only_the_named_subcommand_is_built(capsys: pytest.CaptureFixture[str], 
     assert built == [["fit"], ["fit", "validate", "test", "predict"]]
     result = trainer_cli("fitt")
     assert result.returncode == 2 and "invalid choice: 'fitt' (choose from 'fit', 'validate', 'test', 'predict')" in result.stderr
+
+
+def test_fit_threshold_f1_tolerance_stores_the_highest_threshold_on_the_flat_top(tiny_longformer: Path, tmp_path: Path,
+                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """--threshold_f1_tolerance reaches both picks (the plain judge's and the hybrid combiner's): a
+    tolerance wide enough to take the whole curve stores thresholds at least as high as best F1's,
+    one of them higher; a tolerance outside [0, 1) is one line before any fitting."""
+    rows = separable_pairs(48, seed=3)
+    for i, row in enumerate(rows):
+        row["id"] = f"toy-{i // 2}-{i % 2}"
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    stored = {}
+    for tolerance in (0.0, 0.9):
+        out = tmp_path / f"run{tolerance}"
+        assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
+                     f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
+                     "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
+                     "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
+                     f"--threshold_f1_tolerance={tolerance}", f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
+        settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
+        stored[tolerance] = (settings["decision_threshold"], settings["hybrid"]["threshold"])
+    assert all(wide >= best for wide, best in zip(stored[0.9], stored[0.0])) and stored[0.9] != stored[0.0]
+    assert "highest threshold within 0.9 of the best F1" in capsys.readouterr().out
+    result = trainer_cli("fit", "--config", "configs/demo.yaml", "--threshold_f1_tolerance=1.5",
+                         f"--trainer.default_root_dir={tmp_path / 'bad'}")
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == (
+        "error: field 'threshold_f1_tolerance': must be in [0, 1), got 1.5")
+    assert not (tmp_path / "bad").exists()

@@ -61,3 +61,19 @@ def test_calibration_summary_is_the_best_f1_threshold_and_its_figures():
     assert summary == {"decision_threshold": 0.5, "calibration_f1": 1.0, "calibration_precision": 1.0,
                        "calibration_recall": 1.0, "calibration_pairs": 4.0}
     assert calibration_summary([], []) is None  # no pairs: no threshold to choose
+
+
+def test_an_f1_tolerance_takes_the_highest_threshold_on_the_flat_top():
+    """Where the F1 curve is flat, the argmax is decided by a pair or two; within the tolerance the
+    highest threshold (fewest merges) is taken, and a zero tolerance keeps the plain best F1."""
+    scores = [0.95, 0.9, 0.85, 0.8, 0.75, 0.6, 0.5]
+    labels = [1, 1, 0, 1, 1, 0, 0]
+    points = threshold_sweep(scores, labels)  # F1 8/9 at 0.675, 0.75 at 0.775, 0.571 at 0.825, 0.667 at 0.875
+    assert pick_threshold(points, f1_tolerance=0.0).threshold == pick_threshold(points).threshold
+    flat = pick_threshold(points, f1_tolerance=0.15)
+    assert 0.75 < flat.threshold < 0.8 and flat.metrics.f1 == pytest.approx(0.75)
+    assert 0.85 < pick_threshold(points, f1_tolerance=0.25).threshold < 0.9  # the highest within, not the next
+    assert pick_threshold(points, f1_tolerance=0.1).threshold == pick_threshold(points).threshold  # 0.75 < 8/9 - 0.1
+    assert pick_threshold(points, target_precision=1.0, f1_tolerance=0.5).metrics.recall == 0.5  # a target ignores it
+    with pytest.raises(ValueError, match="f1_tolerance"):
+        pick_threshold(points, f1_tolerance=1.0)

@@ -181,3 +181,14 @@ def test_an_ensemble_takes_only_runs_fitted_on_the_same_folds(tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(member) in err and "members" in err and "fitted on other pairs" in err
     assert not (tmp_path / "cv" / "fold0" / "judge").exists()
+
+
+def test_the_flat_top_policy_repicks_the_highest_threshold_within_the_tolerance():
+    """`@f1-T`: on each fold's calibration rows, the highest threshold within T of the best F1."""
+    # calibration: best F1 (1.0) at a threshold of 0.35, F1 0.8 at 0.5, 0.5 at 0.75
+    calibration = _rows(0, "calibration", [(0.9, 1), (0.6, 1), (0.4, 1), (0.3, 0), (0.1, 0)])
+    test = _rows(0, "test", [(0.45, 0), (0.95, 1)])
+    rows = test + calibration
+    assert [f["fp"] for f in per_fold(rows, policies((), (0.0,))["judge+guard@f1-0"])] == [1]
+    assert [f["fp"] for f in per_fold(rows, policies((), (0.25,))["judge+guard@f1-0.25"])] == [0]
+    assert "judge+guard@f1-0.005" in yardstick_table(rows) and "raw+guard@f1-0.005" in yardstick_table(rows)

@@ -79,16 +79,26 @@ def threshold_sweep(scores: Sequence[float], labels: Sequence[int]) -> list[Swee
     ]
 
 
-def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None = None) -> SweepPoint:
+def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None = None,
+                   f1_tolerance: float = 0.0) -> SweepPoint:
     """Best-F1 point, or with ``target_precision`` the highest-recall point reaching it.
 
-    Ties go to the higher threshold (fewer merges). When no threshold reaches the target, the
-    point with the highest precision is returned (the caller reports that the target was missed).
+    Ties go to the higher threshold (fewer merges). ``f1_tolerance`` widens "a tie" for best F1:
+    the highest threshold whose F1 is within it of the best. A judge's F1 curve on a calibration
+    split of a few hundred pairs is flat over a wide range of thresholds (0.09 to 0.69 for the five
+    fold fits of the GSM8K recipe), so the exact argmax is chosen by a pair or two; pairs whose
+    scores sit inside that range, such as sibling steps from search, then merge or not by chance.
+    Inside the tolerance the higher threshold costs almost nothing on the split and is the
+    precision-first choice. When no threshold reaches ``target_precision``, the point with the
+    highest precision is returned (the caller reports that the target was missed).
     """
     if not points:
         raise ValueError("no thresholds to choose from (empty data)")
+    if not 0.0 <= f1_tolerance < 1.0:
+        raise ValueError(f"f1_tolerance must be in [0, 1), got {f1_tolerance}")
     if target_precision is None:
-        return max(points, key=lambda p: (p.metrics.f1, p.threshold))
+        best = max(p.metrics.f1 for p in points)
+        return max((p for p in points if p.metrics.f1 >= best - f1_tolerance), key=lambda p: (p.threshold, p.metrics.f1))
     reaching = [p for p in points if p.metrics.precision >= target_precision and p.metrics.tp > 0]
     if not reaching:
         return max(points, key=lambda p: (p.metrics.precision, p.metrics.recall, p.threshold))
@@ -96,14 +106,14 @@ def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None 
 
 
 def calibration_summary(
-    probs: Sequence[float], labels: Sequence[int], target_precision: float | None = None
+    probs: Sequence[float], labels: Sequence[int], target_precision: float | None = None, f1_tolerance: float = 0.0
 ) -> dict[str, float] | None:
     """The decision threshold chosen on a calibration split, with its figures, as a judge stores
     them (``equiv_metrics.json``); None when no threshold strictly inside (0, 1) separates any pairs."""
     points = [p for p in threshold_sweep(probs, labels) if 0.0 < p.threshold < 1.0]
     if not points:
         return None
-    chosen = pick_threshold(points, target_precision)
+    chosen = pick_threshold(points, target_precision, f1_tolerance)
     return {
         "decision_threshold": round(float(chosen.threshold), 6),
         "calibration_f1": chosen.metrics.f1,

@@ -75,6 +75,7 @@ class JudgeCLI(LightningCLI):
         """Refuse settings that would train nothing, before any model is loaded."""
         if self.subcommand != "fit":
             return
+        self._f1_tolerance()  # a tolerance out of range is refused before hours of fitting, not after
         trainer = self.config["fit"].get("trainer") or {}
         epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
         if trainer.get("fast_dev_run"):
@@ -125,6 +126,14 @@ class JudgeCLI(LightningCLI):
             help="with --threshold_from_val: the highest-recall threshold reaching this precision (default: best F1)",
         )
         parser.add_argument(
+            "--threshold_f1_tolerance",
+            type=float,
+            default=0.0,
+            help="with --threshold_from_val and best F1 (no target precision): the highest threshold whose "
+            "calibration F1 is within this of the best, for the plain and the hybrid judge (precision first "
+            "where the F1 curve is flat; docs/training.md)",
+        )
+        parser.add_argument(
             "--hybrid",
             type=bool,
             default=False,
@@ -166,7 +175,8 @@ class JudgeCLI(LightningCLI):
         else:
             source = "the final weights (no checkpoint was saved: fast_dev_run or checkpointing off)"
         if self._subcommand_value("threshold_from_val"):
-            metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, self._subcommand_value("threshold_target_precision")))
+            metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, self._subcommand_value("threshold_target_precision"),
+                                                          self._f1_tolerance()))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
         target = self._subcommand_value("threshold_target_precision")
@@ -180,7 +190,7 @@ class JudgeCLI(LightningCLI):
             metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, repick, probs))
             export_metrics(out, metrics)
         if hybrid:
-            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, probs))
+            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, probs, self._f1_tolerance()))
             export_metrics(out, metrics)
         print(f"exported judge from {source}", flush=True)
         print(f"judge directory: {out}", flush=True)
@@ -224,8 +234,23 @@ class JudgeCLI(LightningCLI):
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         return config.get(key) if config is not None else None
 
+    def _f1_tolerance(self) -> float:
+        """``--threshold_f1_tolerance``, checked: one line naming the field when out of [0, 1)."""
+        tolerance = float(self._subcommand_value("threshold_f1_tolerance") or 0.0)
+        if not 0.0 <= tolerance < 1.0:
+            raise InputError(f"must be in [0, 1), got {tolerance}", field="threshold_f1_tolerance")
+        return tolerance
 
-def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precision: float | None) -> dict[str, float]:
+
+def _rule(target_precision: float | None, f1_tolerance: float) -> str:
+    """How a threshold was picked, for the log line."""
+    if target_precision is not None:
+        return f"target precision {target_precision}"
+    return "best F1" if not f1_tolerance else f"highest threshold within {f1_tolerance} of the best F1"
+
+
+def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precision: float | None,
+                        f1_tolerance: float = 0.0) -> dict[str, float]:
     """Set ``module``'s decision threshold from a sweep over the validation split; returns a summary.
 
     The validation split should be a calibration split (``data.calibration_fraction``): data the
@@ -242,12 +267,12 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
             probs.extend(torch.softmax(logits, dim=-1)[:, 1].tolist())
             labels.extend(int(y) for y in batch["labels"].tolist())
     module.train(was_training)
-    summary = calibration_summary(probs, labels, target_precision)
+    summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
     if summary is None:
         return {}
     module.hparams.decision_threshold = summary["decision_threshold"]
     print(f"decision threshold {summary['decision_threshold']} chosen on {len(labels)} validation pairs "
-          f"({'best F1' if target_precision is None else f'target precision {target_precision}'}): "
+          f"({_rule(target_precision, f1_tolerance)}): "
           f"precision={summary['calibration_precision']:.4f} recall={summary['calibration_recall']:.4f} "
           f"f1={summary['calibration_f1']:.4f}", flush=True)
     return summary
@@ -291,7 +316,7 @@ def attach_claim_guard(judge_dir: Path, datamodule: Any, report: bool,
 
 
 def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None,
-                  probs: Sequence[float] | None = None) -> dict[str, float]:
+                  probs: Sequence[float] | None = None, f1_tolerance: float = 0.0) -> dict[str, float]:
     """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs
     (its threshold chosen on its own out-of-fold scores, a claim guard or not: see
     :func:`attach_claim_guard`)."""
@@ -299,7 +324,8 @@ def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | No
     if not pairs:
         print("hybrid: no labelled validation pairs; no combiner stored", flush=True)
         return {}
-    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision, probs=probs)
+    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision, probs=probs,
+                          f1_tolerance=f1_tolerance)
     print(f"hybrid combiner fitted on {fit.pairs} validation pairs, threshold {fit.combiner.threshold} "
           f"(out of fold: precision={fit.precision:.4f} recall={fit.recall:.4f} f1={fit.f1:.4f})", flush=True)
     return fit.summary()

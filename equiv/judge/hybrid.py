@@ -156,6 +156,7 @@ def fit_combiner(
     *,
     folds: int = 5,
     target_precision: float | None = None,
+    f1_tolerance: float = 0.0,
 ) -> CombinerFit:
     """Fit on all rows; pick the threshold on k-fold out-of-fold probabilities (best F1 or a precision target)."""
     if not len(rows) == len(labels) == len(groups):
@@ -173,7 +174,7 @@ def fit_combiner(
         for i, p in zip(held, probs):
             out_of_fold[i] = p
     points = [p for p in threshold_sweep(out_of_fold, labels) if 0.0 < p.threshold < 1.0]
-    chosen = pick_threshold(points, target_precision)
+    chosen = pick_threshold(points, target_precision, f1_tolerance)
     weights, bias = fit_logistic(rows, labels)
     combiner = Combiner(tuple(weights), bias, round(float(chosen.threshold), 6))
     m = chosen.metrics
@@ -189,6 +190,7 @@ def attach_combiner(
     target_precision: float | None = None,
     batch_size: int = 64,
     probs: Sequence[float] | None = None,
+    f1_tolerance: float = 0.0,
 ) -> CombinerFit:
     """Score ``pairs`` with the exported judge (an ensemble too), fit the combiner, store it in its ``config.json``.
 
@@ -205,7 +207,7 @@ def attach_combiner(
     elif len(probs) != len(pairs):
         raise ValueError(f"{len(probs)} probabilities for {len(pairs)} pairs")
     rows = [pair_features(a, b, p) for (a, b), p in zip(pairs, probs)]
-    fit = fit_combiner(rows, labels, groups, target_precision=target_precision)
+    fit = fit_combiner(rows, labels, groups, target_precision=target_precision, f1_tolerance=f1_tolerance)
     update_settings(directory, {HYBRID_KEY: dict(fit.combiner.to_dict(), calibration={
         "precision": fit.precision, "recall": fit.recall, "f1": fit.f1, "pairs": fit.pairs})})
     return fit

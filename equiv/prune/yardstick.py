@@ -8,7 +8,9 @@ each *decision policy* per fold, so every figure comes with its spread over fold
   its stored threshold; ``raw`` -- its plain classifier at the stored ``decision_threshold``;
 - ``+guard`` -- the same with the claim guard (:mod:`equiv.text.claims`) vetoing merges;
 - ``@P`` -- the threshold chosen again on that fold's *calibration* rows (the fit's own calibration
-  split, never the held-out fold) as the highest-recall threshold reaching precision ``P``.
+  split, never the held-out fold) as the highest-recall threshold reaching precision ``P``;
+  ``@f1-T`` -- likewise, the highest threshold whose F1 there is within ``T`` of the best
+  (``fit --threshold_f1_tolerance T``; the guard is applied after the pick, as the fit does).
   For ``raw`` this is honest: the classifier never trained on those rows. For ``judge`` (the
   hybrid) it is slightly optimistic: its combiner was fitted on them.
 
@@ -31,6 +33,7 @@ from equiv.text.levenshtein import levenshtein_ratio
 
 METRICS = ("precision", "recall", "f1", "false_merge_rate")
 DEFAULT_TARGETS = (0.95,)
+DEFAULT_F1_TOLERANCES = (0.005,)
 Row = dict[str, Any]
 
 
@@ -76,11 +79,23 @@ def _repicked(key: str, target: float, guard: bool) -> Callable[[list[Row], list
     return decide
 
 
+def _flat_top(key: str, tolerance: float, guard: bool) -> Callable[[list[Row], list[Row]], list[bool]]:
+    def decide(test: list[Row], calibration: list[Row]) -> list[bool]:
+        if not calibration:
+            raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
+        points = [p for p in threshold_sweep([r[key] for r in calibration], [r["label"] for r in calibration])
+                  if 0.0 < p.threshold <= 1.0]
+        threshold = pick_threshold(points, None, tolerance).threshold
+        return [_guarded(r[key], r, guard) >= threshold for r in test]
+    return decide
+
+
 def _stored(key: str, threshold_key: str, guard: bool) -> Callable[[list[Row], list[Row]], list[bool]]:
     return lambda test, _: [_guarded(r[key], r, guard) >= r[threshold_key] for r in test]
 
 
-def policies(targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
+def policies(targets: Sequence[float] = DEFAULT_TARGETS,
+             tolerances: Sequence[float] = DEFAULT_F1_TOLERANCES) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
     """Name -> decision function ``(test rows, calibration rows) -> merge or not`` per test row."""
     out: dict[str, Callable[[list[Row], list[Row]], list[bool]]] = {
         "formula": lambda test, _: [formulas_equivalent(r["sentence1"], r["sentence2"]) for r in test],
@@ -96,6 +111,9 @@ def policies(targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, Callable[[
         out[f"raw+guard@{target:g}"] = _repicked("raw_prob", target, True)
         out[f"judge+guard@{target:g}"] = _repicked("prob", target, True)
         out[f"judge@{target:g}"] = _repicked("prob", target, False)
+    for tolerance in tolerances:
+        out[f"raw+guard@f1-{tolerance:g}"] = _flat_top("raw_prob", tolerance, True)
+        out[f"judge+guard@f1-{tolerance:g}"] = _flat_top("prob", tolerance, True)
     return out
 
 
