@@ -9,12 +9,12 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
   threshold chosen the same way (the paper's "w/o fine-tuning" arm);
 - ``finetuned`` -- ``configs/gsm8k_equiv.yaml`` (cross-encoder fine-tuned without EM), one fit per
   seed, scored as the plain classifier (:class:`~equiv.prune.model_judge.ModelJudge`) at its own
-  calibrated ``decision_threshold``;
+  calibrated ``decision_threshold``: one fit of the recipe as it ships since 2026-11-26 (no combiner);
 - ``em`` -- the same recipe with ``configs/em.yaml`` (EM refinement of multi-sentence samples),
   scored the same way;
-- ``hybrid`` -- one fit of the recipe as it ships: the ``finetuned`` fit with its stored combiner
-  (model logit + formula/Levenshtein features, :mod:`equiv.judge.hybrid`), i.e. what
-  ``search_cli.py pairs --strategy model --model <its judge>`` uses;
+- ``hybrid`` -- the ``finetuned`` fit with a combiner (model logit + formula/Levenshtein features,
+  :mod:`equiv.judge.hybrid`), stored by the fit or attached here: the recipe as it shipped until
+  2026-11-25;
 - ``em_hybrid`` -- the ``em`` fit with its combiner.
 - ``both`` / ``both_hybrid`` -- the recipe with ``--data.both_orders=true`` (every training pair
   also served swapped), scored plain and with its combiner: a lever that was measured and is
