@@ -68,24 +68,18 @@ def _guarded(score: float, row: Row, guard: bool) -> float:
     return 0.0 if guard and vetoed(row) else score
 
 
-def _repicked(key: str, target: float, guard: bool) -> Callable[[list[Row], list[Row]], list[bool]]:
+def _repicked(key: str, guard: bool, target: float | None = None, tolerance: float = 0.0,
+              guard_calibration: bool = True) -> Callable[[list[Row], list[Row]], list[bool]]:
+    """Pick the threshold again on the fold's calibration rows (``pick_threshold(target,
+    tolerance)``), then decide its test rows. ``guard_calibration``: sweep the guarded scores (the
+    ``@P`` policies: a precision target for the guarded policy) or the judge's own (``@f1-T``: as
+    ``fit`` picks, the guard applied after)."""
     def decide(test: list[Row], calibration: list[Row]) -> list[bool]:
         if not calibration:
             raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
-        scores = [_guarded(r[key], r, guard) for r in calibration]
+        scores = [_guarded(r[key], r, guard and guard_calibration) for r in calibration]
         points = [p for p in threshold_sweep(scores, [r["label"] for r in calibration]) if 0.0 < p.threshold <= 1.0]
-        threshold = pick_threshold(points, target).threshold
-        return [_guarded(r[key], r, guard) >= threshold for r in test]
-    return decide
-
-
-def _flat_top(key: str, tolerance: float, guard: bool) -> Callable[[list[Row], list[Row]], list[bool]]:
-    def decide(test: list[Row], calibration: list[Row]) -> list[bool]:
-        if not calibration:
-            raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
-        points = [p for p in threshold_sweep([r[key] for r in calibration], [r["label"] for r in calibration])
-                  if 0.0 < p.threshold <= 1.0]
-        threshold = pick_threshold(points, None, tolerance).threshold
+        threshold = pick_threshold(points, target, tolerance).threshold
         return [_guarded(r[key], r, guard) >= threshold for r in test]
     return decide
 
@@ -108,12 +102,12 @@ def policies(targets: Sequence[float] = DEFAULT_TARGETS,
         "raw+guard": _stored("raw_prob", "raw_threshold", True),
     }
     for target in targets:
-        out[f"raw+guard@{target:g}"] = _repicked("raw_prob", target, True)
-        out[f"judge+guard@{target:g}"] = _repicked("prob", target, True)
-        out[f"judge@{target:g}"] = _repicked("prob", target, False)
+        out[f"raw+guard@{target:g}"] = _repicked("raw_prob", True, target)
+        out[f"judge+guard@{target:g}"] = _repicked("prob", True, target)
+        out[f"judge@{target:g}"] = _repicked("prob", False, target)
     for tolerance in tolerances:
-        out[f"raw+guard@f1-{tolerance:g}"] = _flat_top("raw_prob", tolerance, True)
-        out[f"judge+guard@f1-{tolerance:g}"] = _flat_top("prob", tolerance, True)
+        out[f"raw+guard@f1-{tolerance:g}"] = _repicked("raw_prob", True, tolerance=tolerance, guard_calibration=False)
+        out[f"judge+guard@f1-{tolerance:g}"] = _repicked("prob", True, tolerance=tolerance, guard_calibration=False)
     return out
 
 
