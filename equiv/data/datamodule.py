@@ -47,19 +47,23 @@ class PairDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         rec = self.records[index]
-        return {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2, "label": self.labels[index]}
+        return {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2,
+                "question": str(rec.extra.get("question") or ""), "label": self.labels[index]}
 
 
 class PairCollator:
-    """Tokenise a list of samples as one batch: longer side truncated first, padded per batch."""
+    """Tokenise a list of samples as one batch: longer side truncated first, padded per batch
+    (with each sample's question after its second step when ``with_question``)."""
 
     def __init__(
-        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None, mark_differences: bool = False
+        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None, mark_differences: bool = False,
+        with_question: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
         self.mark_differences = mark_differences
+        self.with_question = with_question
 
     def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = dict(
@@ -69,6 +73,7 @@ class PairCollator:
                 max_length=self.max_length,
                 pad_to_multiple_of=self.pad_to_multiple_of,
                 mark_differences=self.mark_differences,
+                questions=[s["question"] for s in samples] if self.with_question else None,
             )
         )
         batch["index"] = torch.tensor([s["index"] for s in samples], dtype=torch.long)
@@ -148,6 +153,14 @@ def split_by_problem(records: Sequence[PairRecord], fraction: float) -> tuple[li
     return kept, held
 
 
+def require_questions(records: Sequence[PairRecord]) -> None:
+    """Refuse a record without a ``question`` (for a judge that reads it), naming its file and line."""
+    for record in records:
+        if not str(record.extra.get("question") or "").strip():
+            raise InputError("has no question, and this judge reads each pair's question (with_question)",
+                             path=record.source or None, field="question")
+
+
 class MathEquivDataModule(L.LightningDataModule):
     """Loads MathEquiv-format pairs for the judge and serves tokenised batches.
 
@@ -193,6 +206,9 @@ class MathEquivDataModule(L.LightningDataModule):
             records only, after the calibration split, seeded by ``seed``; 0 adds none.
         mark_differences: wrap the words the two steps do not share in ``«`` ``»`` before
             tokenising (:mod:`equiv.text.differences`); linked from the model, which exports it.
+        with_question: append each pair's ``question`` to its second step
+            (:func:`equiv.data.tokenize.append_question`); linked from the model, which exports it.
+            Every training record must then carry a question (checked in ``setup``).
     """
 
     def __init__(
@@ -223,6 +239,7 @@ class MathEquivDataModule(L.LightningDataModule):
         both_orders: bool = False,
         synthetic_fraction: float = 0.0,
         mark_differences: bool = False,
+        with_question: bool = False,
     ) -> None:
         super().__init__()
         if not 0.0 <= calibration_fraction < 1.0:
@@ -254,6 +271,7 @@ class MathEquivDataModule(L.LightningDataModule):
         self.both_orders = bool(both_orders)
         self.synthetic_fraction = float(synthetic_fraction)
         self.mark_differences = bool(mark_differences)
+        self.with_question = bool(with_question)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
         self._pad_resolved = False
@@ -294,7 +312,8 @@ class MathEquivDataModule(L.LightningDataModule):
         return self._pad_to_multiple_of
 
     def collator(self) -> PairCollator:
-        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of, self.mark_differences)
+        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of, self.mark_differences,
+                            self.with_question)
 
     # -- loading ---------------------------------------------------------------------------
     def load_split(self, split: str) -> list[PairRecord]:
@@ -354,6 +373,9 @@ class MathEquivDataModule(L.LightningDataModule):
             if split == "train":
                 records = records + self._load_more()
             self.records[split] = records if split == "predict" else self.labelled(split, records)
+        if self.with_question:
+            for split in wanted:
+                require_questions(self.records[split])
         if "train" in wanted and not self.original_train_records:
             self.original_train_records = list(self.records["train"]) + self._synthetic_records()
             self.train_records = list(self.original_train_records)

@@ -93,6 +93,7 @@ class JudgeCLI(LightningCLI):
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.max_length", "data.max_length")
         parser.link_arguments("model.mark_differences", "data.mark_differences")
+        parser.link_arguments("model.with_question", "data.with_question")
         parser.link_arguments("data.batch_size", "model.batch_size")
         parser.link_arguments("data.label_equivalent", "model.label_equivalent")
         parser.link_arguments("data.label_not_equivalent", "model.label_not_equivalent")
@@ -185,7 +186,8 @@ class JudgeCLI(LightningCLI):
         hybrid = bool(self._subcommand_value("hybrid"))
         probs = None  # the export's calibration-split probabilities, scored once for the guard and the combiner
         if guard and repick and hybrid:
-            probs = score_judge_dir(out, self.datamodule.labelled_pairs("val")[0])
+            probs = score_judge_dir(out, self.datamodule.labelled_pairs("val")[0],
+                                    questions=self.datamodule.labelled_questions("val"))
         if guard:
             metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, repick, probs))
             export_metrics(out, metrics)
@@ -303,7 +305,7 @@ def attach_claim_guard(judge_dir: Path, datamodule: Any, report: bool,
     if not report or not pairs:
         return {}
     if probs is None:
-        probs = score_judge_dir(judge_dir, pairs)
+        probs = score_judge_dir(judge_dir, pairs, questions=datamodule.labelled_questions("val"))
     threshold = float(settings.get("decision_threshold") or 0.5)
     vetoes = _guard_vetoes(datamodule)
     plain = binary_metrics([p >= threshold for p in probs], labels)
@@ -325,7 +327,7 @@ def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | No
         print("hybrid: no labelled validation pairs; no combiner stored", flush=True)
         return {}
     fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision, probs=probs,
-                          f1_tolerance=f1_tolerance)
+                          f1_tolerance=f1_tolerance, questions=datamodule.labelled_questions("val"))
     print(f"hybrid combiner fitted on {fit.pairs} validation pairs, threshold {fit.combiner.threshold} "
           f"(out of fold: precision={fit.precision:.4f} recall={fit.recall:.4f} f1={fit.f1:.4f})", flush=True)
     return fit.summary()

@@ -77,10 +77,12 @@ def calibrate_ensemble(
     *,
     hybrid: bool = True,
     target_precision: float | None = None,
+    questions: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split."""
+    """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split
+    (``questions``: the pairs' questions, for members that read them)."""
     directory = Path(judge_dir)
-    probs = score_judge_dir(directory, pairs)  # once: the threshold and the combiner both read them
+    probs = score_judge_dir(directory, pairs, questions=questions)  # once: the threshold and the combiner read them
     summary = calibration_summary(probs, labels, target_precision)
     if summary is None:
         raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
@@ -93,8 +95,9 @@ def calibrate_ensemble(
     return metrics
 
 
-def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str]]:
-    """The labelled validation (calibration) pairs of a training config's ``data`` block."""
+def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str], list[str]]:
+    """The labelled validation (calibration) pairs of a training config's ``data`` block: pairs,
+    labels, problem keys and questions."""
     import yaml
 
     from equiv.data.datamodule import MathEquivDataModule
@@ -108,7 +111,7 @@ def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[i
             "skip_invalid", "max_chars", "train_more", "calibration_fraction")
     datamodule = MathEquivDataModule(**{k: v for k, v in data.items() if k in keep})
     datamodule.setup("validate")
-    return datamodule.labelled_pairs("val")
+    return (*datamodule.labelled_pairs("val"), datamodule.labelled_questions("val"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the highest-recall threshold reaching this precision (default: best F1)")
     args = parser.parse_args(argv)
     with exit_on_input_error():
-        pairs, labels, groups = calibration_split(args.config)
+        pairs, labels, groups, questions = calibration_split(args.config)
         if not pairs:
             raise InputError("the config has no calibration split (data.calibration_fraction or data.val)",
                              path=args.config, field="data")
@@ -135,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError(f"was calibrated on {stored} pairs, but this config's split has {len(pairs)}: "
                                  "fit every member with the same data settings", path=member, field="members")
         out = build_ensemble(args.members, args.out)
-        metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=args.hybrid, target_precision=args.target_precision)
+        metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=args.hybrid, target_precision=args.target_precision,
+                                     questions=questions)
         print(f"ensemble of {len(args.members)} judges: {out}")
         print(f"decision threshold {metrics['decision_threshold']} on {len(labels)} calibration pairs: "
               f"precision={metrics['calibration_precision']:.4f} recall={metrics['calibration_recall']:.4f} "

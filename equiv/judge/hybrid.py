@@ -191,19 +191,21 @@ def attach_combiner(
     batch_size: int = 64,
     probs: Sequence[float] | None = None,
     f1_tolerance: float = 0.0,
+    questions: Sequence[str] | None = None,
 ) -> CombinerFit:
     """Score ``pairs`` with the exported judge (an ensemble too), fit the combiner, store it in its ``config.json``.
 
     ``pairs`` must be a calibration split the judge was not trained on; ``groups`` their problem
     ids. The raw model's ``decision_threshold`` is left as it is, so the same directory still
     serves as a plain ``model`` judge (see ``HybridJudge``/``ModelJudge``). ``probs``: the judge's
-    probabilities for ``pairs`` when the caller has scored them already (else they are scored here).
+    probabilities for ``pairs`` when the caller has scored them already (else they are scored here,
+    with ``questions`` for a judge that reads them).
     """
     directory = Path(judge_dir)
     if directory.is_file():
         raise InputError("a hybrid combiner is stored in an exported directory, not a checkpoint", path=directory)
     if probs is None:
-        probs = score_judge_dir(directory, pairs, batch_size=batch_size)  # an ensemble's members included
+        probs = score_judge_dir(directory, pairs, batch_size=batch_size, questions=questions)  # members included
     elif len(probs) != len(pairs):
         raise ValueError(f"{len(probs)} probabilities for {len(pairs)} pairs")
     rows = [pair_features(a, b, p) for (a, b), p in zip(pairs, probs)]

@@ -65,12 +65,13 @@ class Member(NamedTuple):
     positive_index: int
     mark_differences: bool
     max_length: int
+    with_question: bool = False  # reads each pair's question after the second step
 
     @classmethod
     def from_settings(cls, model: Any, tokenizer: Any, settings: dict[str, Any], max_length: int | None = None) -> "Member":
         """A loaded classifier and its export's settings; ``max_length`` overrides the stored one."""
         return cls(model, tokenizer, int(settings.get("positive_index", 1)), bool(settings.get("mark_differences", False)),
-                   int(max_length or settings.get("max_length") or 512))
+                   int(max_length or settings.get("max_length") or 512), bool(settings.get("with_question", False)))
 
 
 def score_members(
@@ -79,24 +80,36 @@ def score_members(
     *,
     batch_size: int = 64,
     autocast_dtype: Any = None,
+    questions: Sequence[str] | None = None,
 ) -> list[float]:
     """P(equivalent) per pair: each member scores the pairs in its own input form, and with more
-    than one member the result is the sigmoid of their mean logit (:func:`average_logits`)."""
+    than one member the result is the sigmoid of their mean logit (:func:`average_logits`).
+
+    ``questions`` (one per pair) reach the members trained ``with_question``; such a member asked
+    without them is an error, never a silent read of the steps alone (its scores would be off the
+    distribution it was trained and calibrated on).
+    """
+    if questions is None and any(m.with_question for m in members):
+        raise InputError("this judge reads each pair's question (equiv.with_question); "
+                         "give the pairs' questions", field="questions")
     per_member = [
         score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
             m.model, m.tokenizer, list(pairs), batch_size=batch_size, max_length=m.max_length,
             positive_index=m.positive_index, autocast_dtype=autocast_dtype, mark_differences=m.mark_differences,
+            questions=list(questions) if m.with_question and questions is not None else None,
         ).tolist()
         for m in members
     ]
     return per_member[0] if len(per_member) == 1 else average_logits(per_member)
 
 
-def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64) -> list[float]:
-    """P(equivalent) of each pair by the exported judge, every member fed its own input form.
+def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64,
+                    questions: Sequence[str] | None = None) -> list[float]:
+    """P(equivalent) of each pair by the exported judge, every member fed its own input form
+    (``questions``: one per pair; needed when a member reads them).
 
     The model part of what :class:`equiv.prune.model_judge.ModelJudge` computes (no prefilter, no
     free same-step check), on CPU; used to calibrate thresholds and combiners.
     """
     members = [Member.from_settings(*load_judge(path)) for path in member_dirs(judge_dir)]
-    return score_members(members, pairs, batch_size=batch_size)
+    return score_members(members, pairs, batch_size=batch_size, questions=questions)

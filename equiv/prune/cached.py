@@ -17,7 +17,9 @@ because search collects the sibling pairs of many problems and asks once. Each j
   so search can report judge work apart from PRM work.
 
 Every judge caches per pair with an order-insensitive key, so within a search a pair of step
-texts is judged once however often and in whichever order it is asked. The model strategy is
+texts is judged once however often and in whichever order it is asked (a judge that reads the
+problem's question, ``reads_question``, keys on the question too: the same two steps may be
+equivalent for one problem and not for another). The model strategy is
 the paper's two-stage check: identical steps are equivalent (free), a Levenshtein ratio <=
 ``prefilter`` is not equivalent (free), and only the rest go to the classifier in one batched,
 length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU). "Identical" means equal
@@ -107,11 +109,18 @@ class CachedJudge:
     # The claim guard (equiv.text.claims): a pair whose steps state or conclude different numbers, or
     # swap or name different things, is "not equivalent" whatever the score; see claim_guard in PrunerConfig.
     claim_guard: bool = False
+    # True: the score of a pair depends on its problem's question (a model trained with_question);
+    # the question then joins the cache key and reaches _judge_new.
+    reads_question: bool = False
 
     def __init__(self) -> None:
         self.stats = JudgeStats()
-        self._cache: dict[Pair, tuple[float, float]] = {}
-        self._model_calls: set[Pair] = set()  # cached pairs whose decision took a model forward
+        self._cache: dict[tuple[str, ...], tuple[float, float]] = {}
+        self._model_calls: set[tuple[str, ...]] = set()  # cached keys whose decision took a model forward
+
+    def _key(self, a: str, b: str, question: str) -> tuple[str, ...]:
+        """The cache key: :func:`pair_key`, and the question when the score depends on it."""
+        return (*pair_key(a, b), question) if self.reads_question else pair_key(a, b)
 
     def clear_cache(self) -> None:
         """Forget judged pairs (benchmarks; a new search over unrelated problems)."""
@@ -119,7 +128,13 @@ class CachedJudge:
         self._model_calls.clear()
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        """``(probability, score)`` of pairs not judged before: what a strategy implements."""
         raise NotImplementedError
+
+    def _judge_new_asked(self, pairs: list[Pair], questions: list[str]) -> list[tuple[float, float]]:
+        """:meth:`_judge_new` with each pair's question ("" when unknown): a judge whose score
+        depends on the question (``reads_question``) overrides this instead."""
+        return self._judge_new(pairs)
 
     def needs_model(self, a: str, b: str) -> bool:
         """Whether a new pair that the shortcut did not decide costs a forward of a learned model.
@@ -138,17 +153,22 @@ class CachedJudge:
         """
         if questions is not None and len(questions) != len(pairs):
             raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
+        if questions is None and self.reads_question:
+            raise InputError(f"the {self.name} judge reads each pair's question; give the pairs' questions",
+                             field="questions")
         start = time.perf_counter()
+        asked_questions = list(questions) if questions is not None else [""] * len(pairs)
         keys = []
         for i, pair in enumerate(pairs):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
-            keys.append(pair_key(pair[0], pair[1]))
+            keys.append(self._key(pair[0], pair[1], asked_questions[i]))
         self.stats.pairs += len(keys)
-        new: list[Pair] = []
+        new: list[tuple[str, ...]] = []
         asked: list[Pair] = []  # the new pairs as asked, not as keyed
-        seen: set[Pair] = set()
-        for key, pair in zip(keys, pairs):
+        new_questions: list[str] = []
+        seen: set[tuple[str, ...]] = set()
+        for key, pair, question in zip(keys, pairs, asked_questions):
             if key in self._cache or key in seen:
                 self.stats.cache_hits += 1
                 continue
@@ -159,8 +179,9 @@ class CachedJudge:
             else:
                 new.append(key)
                 asked.append((pair[0], pair[1]))
+                new_questions.append(question)
         if new:
-            for key, pair, result in zip(new, asked, self._judge_new(asked)):
+            for key, pair, result in zip(new, asked, self._judge_new_asked(asked, new_questions)):
                 self._cache[key] = result
                 if self.needs_model(*pair):
                     self._model_calls.add(key)
@@ -186,8 +207,10 @@ class CachedJudge:
         """Probability and model-forward flag per pair, in order; a cached pair keeps its flag,
         so a count over distinct pairs does not depend on what was asked before."""
         results = self.pair_results(pairs, questions)
+        asked_questions = questions if questions is not None else [""] * len(pairs)
         return [
-            PairVerdict(prob, pair_key(a, b) in self._model_calls) for (prob, _), (a, b) in zip(results, pairs)
+            PairVerdict(prob, self._key(a, b, q) in self._model_calls)
+            for (prob, _), (a, b), q in zip(results, pairs, asked_questions)
         ]
 
     def pair_probabilities(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:

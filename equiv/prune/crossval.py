@@ -181,7 +181,8 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
     shutil.rmtree(partial, ignore_errors=True)
     build_ensemble([member / fold_dir.name / "judge" for member in members], partial)
     calibrate_ensemble(partial, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
-                       [problem_key(r) for r, _ in kept], hybrid=hybrid)
+                       [problem_key(r) for r, _ in kept], hybrid=hybrid,
+                       questions=[str(r.extra.get("question") or "") for r, _ in kept])
     shutil.rmtree(judge, ignore_errors=True)
     partial.rename(judge)
     print(f"{fold_dir.name}: ensemble of {len(members)} judges calibrated on {len(kept)} pairs", flush=True)
@@ -202,8 +203,9 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False))
     raw = ModelJudge(judge_dir, device="cpu", claim_guard=False)
     assert judge is not None
-    probs = judge.pair_probabilities(pairs)
-    raw_probs = raw.pair_probabilities(pairs)
+    questions = [str(r.extra.get("question") or "") for r, _ in kept]  # read by a with_question judge
+    probs = judge.pair_probabilities(pairs, questions)
+    raw_probs = raw.pair_probabilities(pairs, questions)
     return [{
         "id": r.extra.get("id"), "problem": problem_key(r), "fold": fold, "label": y, "result": r.result,
         "sentence1": r.sentence1, "sentence2": r.sentence2, "question": r.extra.get("question", ""),

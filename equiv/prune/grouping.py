@@ -170,15 +170,23 @@ def group_siblings(
     representative: RepresentativeRule = "first",
     priors: Sequence[float] | None = None,
     scores: Sequence[float] | None = None,
+    question: str | None = None,
 ) -> Grouping:
     """Group one set of sibling step texts with a judge (one batched judge call).
 
-    ``threshold`` defaults to ``judge.threshold``. For many sets at once (search), collect
-    :func:`sibling_pairs` of each, call ``judge.pair_probabilities`` once, and use
+    ``threshold`` defaults to ``judge.threshold``; ``question`` is the siblings' problem (the
+    claim guard and a judge trained ``with_question`` read it). For many sets at once (search),
+    collect :func:`sibling_pairs` of each, call ``judge.pair_probabilities`` once, and use
     :func:`group_equivalent` per set instead.
     """
     pairs = sibling_pairs(len(texts))
-    values = judge.pair_probabilities([(texts[i], texts[j]) for i, j in pairs]) if pairs else []
+    asked = [(texts[i], texts[j]) for i, j in pairs]
+    if not pairs:
+        values: list[float] = []
+    elif question is None:
+        values = judge.pair_probabilities(asked)
+    else:
+        values = judge.pair_probabilities(asked, [question] * len(asked))
     return group_equivalent(
         len(texts),
         dict(zip(pairs, values)),

@@ -86,6 +86,7 @@ class ModelJudge(CachedJudge):
             m_model, m_tokenizer, m_settings = load_classifier(extra)
             limit = min(self.max_length, model_token_limit(m_model, m_tokenizer))
             self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit))
+        self.reads_question = any(m.with_question for m in self.members)
 
     @property
     def mark_differences(self) -> bool:
@@ -93,6 +94,9 @@ class ModelJudge(CachedJudge):
         return self.members[0].mark_differences
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
+        return self._judge_new_asked(pairs, [""] * len(pairs))
+
+    def _judge_new_asked(self, pairs: list[Pair], questions: list[str]) -> list[tuple[float, float]]:
         out: list[tuple[float, float] | None] = [None] * len(pairs)
         to_score: list[int] = []
         for i, (a, b) in enumerate(pairs):
@@ -105,7 +109,8 @@ class ModelJudge(CachedJudge):
             batch = [pairs[i] for i in to_score]
             from equiv.judge.members import score_members
 
-            probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
+            probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype,
+                                  questions=[questions[i] for i in to_score] if self.reads_question else None)
             self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
             final = self._final_probabilities(batch, [float(p) for p in probs])
@@ -123,7 +128,7 @@ class ModelJudge(CachedJudge):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length,
-                "members": len(self.members)}
+                "members": len(self.members), "with_question": self.reads_question}
 
 
 
