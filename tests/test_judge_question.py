@@ -182,3 +182,22 @@ def test_search_eval_passes_each_siblings_question_to_the_judge(tmp_path, shared
     assert search_main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["pruner"] == "model" and summary["judge_stats"]["scored"] > 0
+
+
+def test_pairs_cli_names_the_line_without_a_question_for_a_question_judge(tmp_path: Path):
+    """`search_cli.py pairs` with a question-reading judge: a labelled line lacking `question` is
+    one error line naming file, line and field, never a silent step-only score."""
+    import subprocess
+    import sys
+
+    judge = make_tiny_judge(tmp_path / "q", settings=dict(SETTINGS, with_question=True))
+    rows = [{"sentence1": PAIR[0], "sentence2": PAIR[1], "result": 1, "question": QUESTION},
+            {"sentence1": PAIR[0], "sentence2": PAIR[0] + " So 6.", "result": 4}]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run([sys.executable, "search_cli.py", "pairs", "--data", str(data), "--strategy", "model",
+                           "--model", str(judge)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "Warning" not in line]
+    assert f"{data}:2" in lines[-1] and "question" in lines[-1]

@@ -29,7 +29,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
-from equiv.data.records import DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key
+from equiv.data.records import (DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key,
+                                require_questions)
 from equiv.data.synthetic_pairs import synthetic_pairs
 from equiv.errors import InputError
 from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
@@ -151,14 +152,6 @@ def split_by_problem(records: Sequence[PairRecord], fraction: float) -> tuple[li
         bucket = int.from_bytes(digest[:8], "big") / 2**64
         (held if bucket < fraction else kept).append(record)
     return kept, held
-
-
-def require_questions(records: Sequence[PairRecord]) -> None:
-    """Refuse a record without a ``question`` (for a judge that reads it), naming its file and line."""
-    for record in records:
-        if not str(record.extra.get("question") or "").strip():
-            raise InputError("has no question, and this judge reads each pair's question (with_question)",
-                             path=record.source or None, field="question")
 
 
 class MathEquivDataModule(L.LightningDataModule):

@@ -320,3 +320,13 @@ def load_pair_records(
         skip_invalid=skip_invalid,
         max_chars=max_chars,
     )
+
+
+def require_questions(records: Sequence[PairRecord]) -> None:
+    """Refuse a record without a ``question``, naming its file and line: a judge trained
+    ``with_question`` reads each pair with it, and scoring or training it on a pair without one
+    would silently feed it an input it never saw."""
+    for record in records:
+        if not str(record.extra.get("question") or "").strip():
+            raise InputError("has no question, and this judge reads each pair's question (with_question)",
+                             path=record.source or None, field="question")

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
-from equiv.data.records import LabelMapping, problem_key, read_pair_records
+from equiv.data.records import LabelMapping, problem_key, read_pair_records, require_questions
 from equiv.errors import InputError, exit_on_input_error
 from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
@@ -74,11 +74,13 @@ class Labelled(NamedTuple):
     problems: list[str]  # problem keys, for the spread by problem
 
 
-def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> Labelled:
+def _read_labelled(path: str, mapping: Any, skip_invalid: bool, with_question: bool = False) -> Labelled:
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:
         print(report.summary(path), file=sys.stderr)
     kept = [r for r in records if mapping.label(r.result) is not None]
+    if with_question:  # a judge that reads the question gets one for every pair, or a line naming the one without
+        require_questions(kept)
     pairs, labels = mapping.binary_pairs(kept)
     dropped = len(records) - len(pairs)
     if not pairs:
@@ -127,7 +129,7 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     settings = getattr(judge, "settings", {}) or {}
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
 
-    data = _read_labelled(args.data, mapping, args.skip_invalid)
+    data = _read_labelled(args.data, mapping, args.skip_invalid, bool(getattr(judge, "reads_question", False)))
     results = judge.pair_results(data.pairs, data.questions)
     probs = [p for p, _ in results]
     scores = [s for _, s in results]
@@ -179,7 +181,7 @@ def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, scores:
     """Best F1 (or the highest recall at ``--target_precision``) over the scores of ``--data``,
     or of ``--sweep_data`` when given."""
     if args.sweep_data:
-        sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+        sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid, bool(getattr(judge, "reads_question", False)))
         s_scores = [s for _, s in judge.pair_results(sweep_on.pairs, sweep_on.questions)]
         s_labels = sweep_on.labels
     else:
@@ -229,7 +231,7 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
 def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: Labelled) -> list[dict[str, float]]:
     """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
     if args.sweep_data:
-        data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
+        data = _read_labelled(args.sweep_data, mapping, args.skip_invalid, bool(getattr(judge, "reads_question", False)))
     labels, ratios = data.labels, data.ratios
     saved = judge.prefilter
     judge.prefilter = -1.0  # score everything once; the cache is per (pair, prefilter) below
