@@ -18,7 +18,7 @@ from equiv.judge.ensemble import main as ensemble_main
 from equiv.judge.members import average_logits, member_dirs, score_judge_dir
 from equiv.prune import ModelJudge
 from tests.helpers.cli import invoke
-from tests.helpers.judges import SETTINGS, make_tiny_judge
+from tests.helpers.judges import SETTINGS, demo_search_argv, make_tiny_judge
 from tests.test_judge_cli import separable_pairs, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,10 +146,7 @@ def test_search_eval_prunes_with_an_ensemble_unchanged(two_judges, tmp_path, sha
     ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
     one_judge = ModelJudge(ensemble)
     out = tmp_path / "run"
-    argv = ["eval", "--config", "configs/search/demo_cpu.yaml", "--data.path", str(shared_data / "gsm8k" / "test.jsonl"),
-            "--data.end", "1", "--search.width", "3", "--search.max_depth", "2", "--run.progress", "false",
-            "--pruner.model", str(ensemble), "--out", str(out)]
-    assert search_main(argv) == 0
+    assert search_main(demo_search_argv(shared_data / "gsm8k" / "test.jsonl", ensemble, out)) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["pruner"] == "model" and len(one_judge.members) == 2
     stats = summary["judge_stats"]

@@ -18,7 +18,8 @@ from equiv.judge.em import EMConfig, e_step
 from equiv.judge.inference import score_pairs
 from equiv.judge.members import score_judge_dir
 from equiv.prune import ModelJudge
-from tests.helpers.judges import SETTINGS, make_tiny_judge
+from tests.helpers.cli import invoke
+from tests.helpers.judges import SETTINGS, demo_search_argv, make_tiny_judge, tiny_fit_argv
 
 QUESTION = "Tom buys 3 apples at $2 each and 4 pears at $1 each. How much does he spend on apples?"
 PAIR = ("He spends 3 * 2 = 6 dollars on apples.", "He spends 3 * 2 = 6 dollars on pears.")
@@ -122,12 +123,8 @@ def test_fit_with_question_links_the_flag_and_calibrates_on_questions(tmp_path: 
     train = write_jsonl(tmp_path / "train.jsonl", _toy_rows(question=True))
     out = tmp_path / "run"
     tiny = make_tiny_judge(tmp_path / "tiny", settings=None)
-    assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
-                 f"--model.model_name={tiny}", "--model.max_length=96", "--model.with_question=true",
-                 "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false",
-                 f"--data.train={train}", "--data.val=null", "--data.calibration_fraction=0.3",
-                 "--threshold_from_val=true", "--claim_guard=true", "--hybrid=true",
-                 f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
+    assert main(tiny_fit_argv(tiny, train, out, "--model.max_length=96", "--model.with_question=true",
+                              "--claim_guard=true", "--hybrid=true")) == 0
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
     assert settings["with_question"] is True and "hybrid" in settings
     ckpt = read_checkpoint(next((out / "checkpoints").glob("*.ckpt")))
@@ -136,21 +133,14 @@ def test_fit_with_question_links_the_flag_and_calibrates_on_questions(tmp_path: 
 
 def test_fit_with_question_refuses_a_pair_without_one(tmp_path: Path):
     """One line naming the file, the line and the field; non-zero exit, nothing trained."""
-    import subprocess
-    import sys
-
+    from equiv.judge.cli import main
     from tests.test_judge_cli import write_jsonl
 
     rows = _toy_rows(question=True)
     del rows[6]["question"]
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     tiny = make_tiny_judge(tmp_path / "tiny", settings=None)
-    done = subprocess.run(
-        [sys.executable, "trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--trainer.logger=false",
-         f"--trainer.default_root_dir={tmp_path / 'run'}", f"--model.model_name={tiny}", "--model.with_question=true",
-         "--trainer.max_epochs=1", f"--data.train={train}", "--data.val=null", "--data.calibration_fraction=0.3"],
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=300,
-    )  # fmt: skip
+    done = invoke(main, tiny_fit_argv(tiny, train, tmp_path / "run", "--model.with_question=true"))
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.strip() and "Warning" not in line]
     assert lines and f"{train}:7" in lines[-1] and "question" in lines[-1]
@@ -176,10 +166,7 @@ def test_search_eval_passes_each_siblings_question_to_the_judge(tmp_path, shared
 
     judge = make_tiny_judge(tmp_path / "q", settings=dict(SETTINGS, prefilter_threshold=0.0, with_question=True))
     out = tmp_path / "run"
-    argv = ["eval", "--config", "configs/search/demo_cpu.yaml", "--data.path", str(shared_data / "gsm8k" / "test.jsonl"),
-            "--data.end", "1", "--search.width", "3", "--search.max_depth", "2", "--run.progress", "false",
-            "--pruner.model", str(judge), "--out", str(out)]
-    assert search_main(argv) == 0
+    assert search_main(demo_search_argv(shared_data / "gsm8k" / "test.jsonl", judge, out)) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["pruner"] == "model" and summary["judge_stats"]["scored"] > 0
 
@@ -187,17 +174,14 @@ def test_search_eval_passes_each_siblings_question_to_the_judge(tmp_path, shared
 def test_pairs_cli_names_the_line_without_a_question_for_a_question_judge(tmp_path: Path):
     """`search_cli.py pairs` with a question-reading judge: a labelled line lacking `question` is
     one error line naming file, line and field, never a silent step-only score."""
-    import subprocess
-    import sys
+    from search_cli import main
 
     judge = make_tiny_judge(tmp_path / "q", settings=dict(SETTINGS, with_question=True))
     rows = [{"sentence1": PAIR[0], "sentence2": PAIR[1], "result": 1, "question": QUESTION},
             {"sentence1": PAIR[0], "sentence2": PAIR[0] + " So 6.", "result": 4}]
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    done = subprocess.run([sys.executable, "search_cli.py", "pairs", "--data", str(data), "--strategy", "model",
-                           "--model", str(judge)], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1], timeout=300)
+    done = invoke(main, ["pairs", "--data", data, "--strategy", "model", "--model", judge])
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.strip() and "Warning" not in line]
     assert f"{data}:2" in lines[-1] and "question" in lines[-1]

@@ -14,7 +14,7 @@ from equiv.judge.export import read_checkpoint
 from equiv.judge.inference import score_pairs
 from equiv.prune import ModelJudge
 from equiv.text.differences import mark_differences
-from tests.helpers.judges import SETTINGS, make_tiny_judge
+from tests.helpers.judges import SETTINGS, make_tiny_judge, tiny_fit_argv
 
 
 def test_a_changed_claim_is_marked_on_both_sides():
@@ -94,11 +94,8 @@ def test_fit_with_marks_links_the_flag_to_the_data_and_exports_it(tmp_path: Path
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     out = tmp_path / "run"
     tiny = make_tiny_judge(tmp_path / "tiny", settings=None)
-    assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
-                 f"--model.model_name={tiny}", "--model.max_length=64", "--model.mark_differences=true",
-                 "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false",
-                 f"--data.train={train}", "--data.val=null", "--data.calibration_fraction=0.3",
-                 "--threshold_from_val=true", "--hybrid=true", f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
+    assert main(tiny_fit_argv(tiny, train, out, "--model.max_length=64", "--model.mark_differences=true",
+                              "--hybrid=true")) == 0
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
     assert settings["mark_differences"] is True
     ckpt = read_checkpoint(next((out / "checkpoints").glob("*.ckpt")))  # weights_only, as export loads it

@@ -49,3 +49,19 @@ def make_tiny_judge(out: Path, *, kind: str = "bert", settings: dict | None = SE
         config["equiv"] = settings
         (out / "config.json").write_text(json.dumps(config))
     return out
+
+
+def tiny_fit_argv(tiny: Path, train: Path, out: Path, *extra: str) -> list[str]:
+    """``trainer_cli.py fit`` of the demo config on a tiny judge for one short epoch, calibrated on
+    30 % of ``train``'s problems and exported to ``out/judge`` (``extra``: the flags under test)."""
+    return ["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
+            f"--model.model_name={tiny}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+            "--trainer.enable_progress_bar=false", f"--data.train={train}", "--data.val=null",
+            "--data.calibration_fraction=0.3", "--threshold_from_val=true", f"--export_dir={out / 'judge'}", *extra]
+
+
+def demo_search_argv(gsm8k_test: Path, judge: Path, out: Path) -> list[str]:
+    """``search_cli.py eval`` of the CPU demo on the first GSM8K problem, pruned by ``judge``."""
+    return ["eval", "--config", "configs/search/demo_cpu.yaml", "--data.path", str(gsm8k_test), "--data.end", "1",
+            "--search.width", "3", "--search.max_depth", "2", "--run.progress", "false",
+            "--pruner.model", str(judge), "--out", str(out)]
