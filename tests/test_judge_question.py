@@ -185,3 +185,19 @@ def test_pairs_cli_names_the_line_without_a_question_for_a_question_judge(tmp_pa
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.strip() and "Warning" not in line]
     assert f"{data}:2" in lines[-1] and "question" in lines[-1]
+
+
+def test_group_siblings_hands_the_question_to_a_question_judge(tmp_path: Path):
+    from equiv.prune import group_siblings
+
+    directory = make_tiny_judge(tmp_path / "q", settings=dict(SETTINGS, prefilter_threshold=0.0, with_question=True))
+    judge = ModelJudge(directory)
+    steps = [PAIR[0], PAIR[1], "He has 4 * 1 = 4 pears."]
+    with pytest.raises(InputError, match="question"):
+        group_siblings(steps, judge)
+    group_siblings(steps, judge, question=QUESTION)
+    assert judge.stats.scored == 3  # the three sibling pairs
+    judge.pair_probabilities([(steps[0], steps[1])], [QUESTION])
+    assert judge.stats.scored == 3 and judge.stats.cache_hits == 1  # they were asked with this question
+    judge.pair_probabilities([(steps[0], steps[1])], ["Another problem?"])
+    assert judge.stats.scored == 4
