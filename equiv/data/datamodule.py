@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import (DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key,
-                                require_questions)
+                                question_of, require_questions)
 from equiv.data.synthetic_pairs import synthetic_pairs
 from equiv.errors import InputError
 from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
@@ -49,7 +49,7 @@ class PairDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         rec = self.records[index]
         return {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2,
-                "question": str(rec.extra.get("question") or ""), "label": self.labels[index]}
+                "question": question_of(rec), "label": self.labels[index]}
 
 
 class PairCollator:
@@ -346,7 +346,7 @@ class MathEquivDataModule(L.LightningDataModule):
     def labelled_questions(self, split: str) -> list[str]:
         """The ``question`` of each pair :meth:`labelled_pairs` returns ("" where a record has none):
         the claim guard reads it for restated givens and the problem's entities."""
-        return [str(r.extra.get("question") or "") for r in self.records.get(split) or []
+        return [question_of(r) for r in self.records.get(split) or []
                 if self.label_mapping.label(r.result) is not None]
 
     def setup(self, stage: str | None = None) -> None:

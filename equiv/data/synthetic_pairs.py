@@ -37,7 +37,7 @@ import random
 import re
 from typing import Callable, Sequence
 
-from equiv.data.records import PairRecord, problem_key
+from equiv.data.records import PairRecord, problem_key, question_of
 from equiv.text.formula import CALCULATOR_NOTE
 
 CLAIM_EDIT_LEVEL = 1
@@ -179,7 +179,7 @@ _EDITORS: dict[str, Callable[[str, str, random.Random], str | None]] = {
 
 def _first_edit(record: PairRecord, names: Sequence[str], rng: random.Random) -> tuple[str, str] | None:
     """``(edit name, edited sentence2)`` for the first of ``names`` (in random order) that applies."""
-    question = str(record.extra.get("question") or "")
+    question = question_of(record)
     for name in rng.sample(list(names), len(names)):
         edited = _EDITORS[name](record.sentence2, question, rng)
         if edited is not None and edited != record.sentence2:

@@ -35,6 +35,7 @@ import torch
 from jsonargparse.typing import NonNegativeInt, PositiveInt, restricted_number_type
 from lightning.pytorch.utilities import rank_zero_info
 
+from equiv.data.records import question_of
 from equiv.errors import InputError
 from equiv.judge import em
 from equiv.judge.em import EMConfig
@@ -262,7 +263,7 @@ class EMRefinementCallback(L.Callback):
         else:
             indices, pairs = list(range(len(originals))), [(r.sentence1, r.sentence2) for r in originals]
         labels = [mapping.label(originals[i].result) for i in indices]
-        questions = ([str(originals[i].extra.get("question") or "") for i in indices]
+        questions = ([question_of(originals[i]) for i in indices]
                      if getattr(pl_module, "with_question", False) else None)
         result = em.e_step(pairs, labels, lambda sub, *qs: self.score(trainer, pl_module, sub, *qs), self.settings,
                            questions=questions)

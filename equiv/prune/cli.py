@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
-from equiv.data.records import LabelMapping, problem_key, read_pair_records, require_questions
+from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records, require_questions
 from equiv.errors import InputError, exit_on_input_error
 from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
@@ -74,19 +74,19 @@ class Labelled(NamedTuple):
     problems: list[str]  # problem keys, for the spread by problem
 
 
-def _read_labelled(path: str, mapping: Any, skip_invalid: bool, with_question: bool = False) -> Labelled:
+def _read_labelled(path: str, mapping: Any, skip_invalid: bool, judge: Any = None) -> Labelled:
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:
         print(report.summary(path), file=sys.stderr)
     kept = [r for r in records if mapping.label(r.result) is not None]
-    if with_question:  # a judge that reads the question gets one for every pair, or a line naming the one without
+    if getattr(judge, "reads_question", False):  # every pair gets its question, or a line names the one without
         require_questions(kept)
     pairs, labels = mapping.binary_pairs(kept)
     dropped = len(records) - len(pairs)
     if not pairs:
         raise InputError("no pairs left to evaluate after dropping unmapped levels", path=path)
     ratios = [levenshtein_ratio(a, b) for a, b in pairs]
-    questions = [str(r.extra.get("question") or "") for r in kept]
+    questions = [question_of(r) for r in kept]
     return Labelled(pairs, labels, dropped, ratios, questions, [problem_key(r) for r in kept])
 
 
@@ -129,7 +129,7 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     settings = getattr(judge, "settings", {}) or {}
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
 
-    data = _read_labelled(args.data, mapping, args.skip_invalid, bool(getattr(judge, "reads_question", False)))
+    data = _read_labelled(args.data, mapping, args.skip_invalid, judge)
     results = judge.pair_results(data.pairs, data.questions)
     probs = [p for p, _ in results]
     scores = [s for _, s in results]
@@ -181,7 +181,7 @@ def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, scores:
     """Best F1 (or the highest recall at ``--target_precision``) over the scores of ``--data``,
     or of ``--sweep_data`` when given."""
     if args.sweep_data:
-        sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid, bool(getattr(judge, "reads_question", False)))
+        sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid, judge)
         s_scores = [s for _, s in judge.pair_results(sweep_on.pairs, sweep_on.questions)]
         s_labels = sweep_on.labels
     else:
@@ -231,7 +231,7 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
 def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: Labelled) -> list[dict[str, float]]:
     """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
     if args.sweep_data:
-        data = _read_labelled(args.sweep_data, mapping, args.skip_invalid, bool(getattr(judge, "reads_question", False)))
+        data = _read_labelled(args.sweep_data, mapping, args.skip_invalid, judge)
     labels, ratios = data.labels, data.ratios
     saved = judge.prefilter
     judge.prefilter = -1.0  # score everything once; the cache is per (pair, prefilter) below

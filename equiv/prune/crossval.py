@@ -48,7 +48,7 @@ from typing import Any, Sequence
 import yaml
 
 from equiv.data.datamodule import split_by_problem
-from equiv.data.records import LabelMapping, PairRecord, problem_key, read_pair_records, write_pair_records
+from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.ensemble import build_ensemble, calibrate_ensemble
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
@@ -182,7 +182,7 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
     build_ensemble([member / fold_dir.name / "judge" for member in members], partial)
     calibrate_ensemble(partial, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
                        [problem_key(r) for r, _ in kept], hybrid=hybrid,
-                       questions=[str(r.extra.get("question") or "") for r, _ in kept])
+                       questions=[question_of(r) for r, _ in kept])
     shutil.rmtree(judge, ignore_errors=True)
     partial.rename(judge)
     print(f"{fold_dir.name}: ensemble of {len(members)} judges calibrated on {len(kept)} pairs", flush=True)
@@ -203,7 +203,7 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False))
     raw = ModelJudge(judge_dir, device="cpu", claim_guard=False)
     assert judge is not None
-    questions = [str(r.extra.get("question") or "") for r, _ in kept]  # read by a with_question judge
+    questions = [question_of(r) for r, _ in kept]  # read by a with_question judge
     probs = judge.pair_probabilities(pairs, questions)
     raw_probs = raw.pair_probabilities(pairs, questions)
     return [{

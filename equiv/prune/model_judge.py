@@ -93,9 +93,6 @@ class ModelJudge(CachedJudge):
         """Whether the (first) classifier reads pairs with their differences marked."""
         return self.members[0].mark_differences
 
-    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        return self._judge_new_asked(pairs, [""] * len(pairs))
-
     def _judge_new_asked(self, pairs: list[Pair], questions: list[str]) -> list[tuple[float, float]]:
         out: list[tuple[float, float] | None] = [None] * len(pairs)
         to_score: list[int] = []
