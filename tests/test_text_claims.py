@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
-from equiv.text.claims import (claim_check, conclusion, entity_conflict, name_conflict, number_conflict,
+from equiv.text.claims import (claim_check, conclusion, entity_conflict, fractions, name_conflict, number_conflict,
                                problem_names, step_numbers)
 from tests.helpers.cli import search_cli
 from tests.helpers.judges import SETTINGS, make_tiny_judge
@@ -49,6 +50,7 @@ def test_the_same_numbers_written_differently_pass(a, b):
     ("So she has 3 * 4 = <<3*4=12>>12 eggs.", "12"),                  # the prose's, not the note's
     ("It is 6.25 - 8.75 = <<6.25-8.75=-2.5>>-2.5 pounds.", "-2.5"),
     ("It costs 2 * 3 = -$6 in all.", "-6"), ("It costs 2 * 3 = $-6.", "-6"),
+    ("The fee is 350 000 x 12/100 = $<<350000*12/100=42000.0>>42 000.", "42000"),   # thousands by a space
     ("First 2 + 2 = 4, then 4 * 5 = 20 apples.", "20"),               # the last '=' concludes
     ("Let x be the cost.", None), ("So x = y + 2.", None),
 ])
@@ -91,6 +93,39 @@ def test_the_same_names_pass(a, b):
     assert name_conflict(a, b, Q) == ""
 
 
+PERCENT_Q = "Adrien earned 30% more than Lylah's $40000. Karan borrowed $3,650 at 10% interest."
+
+
+@pytest.mark.parametrize("a, b", [
+    ("On Wednesday he completes 52 * 0.25 = <<52*0.25=13>>13 problems.",
+     "On Wednesday he completes 52 x 1/4 = <<52*1/4=13.0>>13.0 problems."),          # a fraction and its value
+    ("Karan's interest is $3,650 × 0.1 = $<<3650*0.1=365>>365.",
+     "Karan's interest is $3,650 x 10/100 = $<<3650*10/100=365.0>>365.0."),
+    ("He earned 30/100*$40000 = $<<30/100*40000=12000.0>>12000 more.",                # per-hundred notation
+     "He earned 30%*$40,000 = $<<30*.01*40000=12000.0>>12,000 more."),
+])
+def test_a_number_written_as_a_fraction_or_a_percent_is_that_number(a, b):
+    assert number_conflict(a, b, PERCENT_Q) == ""
+
+
+def test_an_ordinal_gives_its_count_and_swapped_sentences_conclude_alike():
+    question = "Emma made 18 vlogs in the first week, 21 in the second and 15 in the third."
+    assert number_conflict("Emma made 18 + 21 + 15 = <<18+21+15=54>>54 vlogs for 3 weeks.",
+                           "Emma made 18 + 21 + 15 = <<18+21+15=54>>54 vlogs.", question) == ""
+    fred, pam = "Fred used 4 x 6 = <<4*6=24>>24 tickets.", "Pam used 2 x 6 = <<2*6=12>>12 tickets."
+    assert number_conflict(f"{fred} {pam}", f"{pam} {fred}", Q) == ""
+    assert number_conflict(f"{fred} {pam}", f"{fred} Pam used 2 x 6 = 12 and 12 - 2 = 10 tickets.", Q)
+
+
+def test_divisions_are_not_fractions_and_per_hundred_is_notation_only_in_percent_problems():
+    assert fractions("1/4 of 12/3 and 240/80 or 20 / 100") == {Decimal("0.25"): {Decimal(1), Decimal(4)}}
+    # "240/80" / "210/70": two computations that share a result, not one number written twice
+    assert number_conflict("His route home was 240/80=<<240/80=3.0>>3 hours",
+                           "So he drove 210/70=<<210/70=3>>3 hours", PERCENT_Q)
+    a, b = "He earned 30/100*$40000 = $12000 more.", "He earned 30*.01*$40000 = $12000 more."
+    assert number_conflict(a, b, PERCENT_Q) == "" and number_conflict(a, b, Q) == "100 vs 0.01"
+
+
 def test_percent_is_its_fraction():
     assert step_numbers("20% of it") == step_numbers("20 and 0.2 of it")
 
@@ -101,6 +136,15 @@ def test_percent_is_its_fraction():
 ])
 def test_a_swapped_entity_vetoes(a, b, swap):
     assert entity_conflict(a, b, Q) == swap
+
+
+def test_words_that_introduce_a_computation_are_not_entities():
+    question = "Tom needs 4 bags of 12 pounds of carrots, buys oats and wants to know what he spends."
+    assert entity_conflict("He buys 4 * 12 = <<4*12=48>>48 pounds of carrots.",
+                           "He needs 4 * 12 = <<4*12=48>>48 pounds of carrots.", question) == ""
+    # what the computation is of still counts
+    assert entity_conflict("He buys 4 * 12 = <<4*12=48>>48 pounds of carrots.",
+                           "He buys 4 * 12 = <<4*12=48>>48 pounds of oats.", question) == "carrot -> oat"
 
 
 @pytest.mark.parametrize("a, b", [

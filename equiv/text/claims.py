@@ -10,12 +10,16 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   = ``99``, ``20%`` also as ``0.2``). The steps conflict when *each* has a number the other lacks (a
   number was changed: "scored 90" / "scored 95"), or when one has a number the other lacks that
   the question does not give (an extra computed claim: "rent is $40" / "rent is $40 + $40 = $80").
-  A given number restated in passing ("Ali has 22 medals, so ...", "twice" as "2", "1 tray") is
-  not a conflict: the rubric counts that as equivalent (level 3). A different way to the same
-  number ("4 * 0.5" / "4 / 2") is a conflict, as the rubric says (method). Two more number
+  A given number restated in passing ("Ali has 22 medals, so ...", "twice" as "2", "the third week"
+  as "3 weeks", "1 tray") is
+  not a conflict: the rubric counts that as equivalent (level 3). Nor is the same number written
+  another way: a proper fraction for its value ("52 x 1/4" / "52 * 0.25", "10/100" / "0.1"), and,
+  where the question states a percentage, the per-hundred ``100`` and ``0.01`` of its notation
+  ("30/100 * 40000" / "30 * .01 * 40000"). A different way to the same number ("4 * 0.5" / "4 / 2")
+  is a conflict, as the rubric says (method). Two more number
   conflicts that the sets of numbers miss: the steps **conclude** with different values (the
   number after each step's last ``=``, sign included: "60 - 5 = 55" / "60 - 55 = 5", "8.75 - 6.25
-  = 2.5" / "6.25 - 8.75 = -2.5"), and in an otherwise shared sentence one number is **swapped**
+  = 2.5" / "6.25 - 8.75 = -2.5"; not two sentences in swapped order, whose results agree), and in an otherwise shared sentence one number is **swapped**
   for another ("takes up 1 square foot" / "takes up 2 square feet", where the 2 is stated elsewhere
   in the step, so the sets alone agree).
 - **entities** (:func:`entity_conflict`): in a word alignment of the two steps, a word of the
@@ -23,7 +27,9 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   "on Monday" / "on Tuesday", "6 pieces" / "6 inches"): the same computation claimed of a
   different quantity. Words are compared lower-cased with a plural ``s`` dropped, and words that
   carry no claim (articles, pronouns, auxiliaries, connectives) are never entities, so "She has"
-  / "Janet has" and "so" / "thus" stay free rewordings. And, whatever the alignment, each step
+  / "Janet has" and "so" / "thus" stay free rewordings, and so do words that each introduce a
+  computation ("He buys 4 * 12" / "He needs 4 * 12"): what it is of ("48 pounds of carrots") is
+  aligned after it. And, whatever the alignment, each step
   **names** a different one of the problem's names (its capitalized words: people, places, days)
   that the other step does not: "Jake earns $6 per hour" / "Jacob makes $6 per hour", "On Friday"
   / "At noon on Sunday". A misspelt name ("Tasha" / "Tashay") is the same name.
@@ -46,13 +52,21 @@ _THOUSANDS = re.compile(r"(?<=\d)[, ](?=\d{3}(?!\d))")  # 1,200 and 1 200
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                  "ten": 10, "eleven": 11, "twelve": 12, "twice": 2, "double": 2, "triple": 3, "half": Decimal("0.5"),
                  "quarter": Decimal("0.25"), "dozen": 12, "hundred": 100, "thousand": 1000}
+# An ordinal gives its count ("for the third week": three weeks). Not "first" (1 is always given)
+# nor "second", which is also a unit of time.
+_ORDINALS = {"third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10}
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d[\d,.]*")  # words and numbers: the alignment's units
 # A calculator note ("<<3*4=12>>") repeats the prose's computation; the conclusion and the swap
 # checks read the prose alone.
 _CALCULATOR_NOTE = re.compile(r"<<[^>]*>>")
 _ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*\$?\s*\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
-_CONCLUSION = re.compile(r"=\s*(-?)\s*\$?\s*(-?)\s*(\d[\d,]*(?:\.\d+)?)")  # "= -2.5", "= $-2", "= -$2"
+_CONCLUSION = re.compile(r"=\s*(-?)\s*\$?\s*(-?)\s*(\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?)")  # "= -2.5", "= $-2", "= 17 500"
+# A number written as a fraction ("1/4", "20/100"): a proper fraction, no spaces round the slash.
+# "12 / 3" and "240/80" are divisions: their operands are the computation's, not a way to write a number.
+_FRACTION = re.compile(r"(?<![\w.])(\d+)/(\d+)(?![\d.])")
+# The question states a percentage: then "/100" and "*.01" are the notation of a percent, not numbers of the problem.
+_PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
 # Words that carry no claim of their own: swapping one for another is rewording.
 FUNCTION_WORDS = frozenset("""
 a an the this that these those there here it its it's he she him her his hers they them their theirs
@@ -108,23 +122,53 @@ def step_numbers(text: str) -> set[Decimal]:
 
 def given_words(question: str) -> set[Decimal]:
     """Numbers a question gives in words ("twice", "half", "a dozen"), which a step may restate as digits."""
-    return {Decimal(_NUMBER_WORDS[w]).normalize() for w in _WORD.findall(question.lower()) if w in _NUMBER_WORDS}
+    words = {**_NUMBER_WORDS, **_ORDINALS}
+    return {Decimal(words[w]).normalize() for w in _WORD.findall(question.lower()) if w in words}
+
+
+def results(text: str) -> list[Decimal]:
+    """The values after each ``=`` of the step's prose, in order (sign included)."""
+    out = []
+    for before, after, digits in _CONCLUSION.findall(_CALCULATOR_NOTE.sub(" ", text)):
+        value = _value(digits)
+        if value is not None:
+            out.append(-value if before or after else value)
+    return out
 
 
 def conclusion(text: str) -> Decimal | None:
     """The value a step concludes with: the number after its last ``=`` (sign included), or ``None``."""
-    found = _CONCLUSION.findall(_CALCULATOR_NOTE.sub(" ", text))
-    if not found:
-        return None
-    before, after, digits = found[-1]
-    value = _value(digits)
-    return None if value is None else -value if before or after else value
+    found = results(text)
+    return found[-1] if found else None
+
+
+def fractions(text: str) -> dict[Decimal, set[Decimal]]:
+    """The step's written (proper) fractions: value -> numerator and denominator ("1/4": 0.25 -> {1, 4})."""
+    out: dict[Decimal, set[Decimal]] = {}
+    for top, bottom in _FRACTION.findall(text):
+        if int(top) < int(bottom):
+            value = (Decimal(top) / Decimal(bottom)).quantize(Decimal("0.000001")).normalize()
+            out.setdefault(value, set()).update({Decimal(top), Decimal(bottom)})
+    return out
+
+
+def _notation(text: str, other: set[Decimal], question: str) -> set[Decimal]:
+    """Numbers of ``text`` that only write another number: the parts of a fraction whose value the
+    other step states ("52 x 1/4" / "52 * 0.25"), and, where the question states a percentage, the
+    per-hundred 100 and 0.01 ("30/100 * 40000" / "30 * .01 * 40000")."""
+    out = {part for value, parts in fractions(text).items() if value in other for part in parts}
+    if _PERCENT.search(question):
+        out |= {Decimal(100), Decimal("0.01")}
+    return out
 
 
 def number_conflict(a: str, b: str, question: str = "") -> str:
     """Why the two steps' numbers conflict, or ``""`` (see the module docstring)."""
     na, nb = step_numbers(a), step_numbers(b)
-    only_a, only_b = na - nb, nb - na
+    # what each step states, its fractions' values included, for the other to match
+    sa, sb = na | set(fractions(a)), nb | set(fractions(b))
+    only_a = na - sb - _notation(a, sb, question)
+    only_b = nb - sa - _notation(b, sa, question)
     if only_a and only_b:
         return f"{_show(only_a)} vs {_show(only_b)}"
     extra = only_a | only_b
@@ -134,7 +178,8 @@ def number_conflict(a: str, b: str, question: str = "") -> str:
         if new:
             return f"{_show(new)} on one side only"
     ca, cb = conclusion(a), conclusion(b)
-    if ca is not None and cb is not None and ca != cb:
+    # the same results in another order (two sentences swapped) conclude nothing different
+    if ca is not None and cb is not None and ca != cb and sorted(results(a)) != sorted(results(b)):
         return f"concludes {format(ca, 'f')} vs {format(cb, 'f')}"
     return _number_swap(a, b)
 
@@ -167,12 +212,18 @@ def _alignment(a: str, b: str) -> difflib.SequenceMatcher[str] | None:
     return matcher if matcher.ratio() >= SWAP_CONTEXT else None
 
 
-def _short_replacements(matcher: difflib.SequenceMatcher[str]) -> Iterator[tuple[list[str], list[str]]]:
+def _short_replacements(matcher: difflib.SequenceMatcher[str],
+                        claims_only: bool = False) -> Iterator[tuple[list[str], list[str]]]:
     """The aligned spans replaced by others of at most :data:`SWAP_WORDS` words a side: where the
-    number and the entity checks look for a swap."""
+    number and the entity checks look for a swap. ``claims_only`` skips a swap whose words are each
+    followed by a number ("He buys 4 * 12" / "He needs 4 * 12"): there the words introduce the
+    computation, and what it is of ("48 pounds of carrots") is aligned after it."""
+    wa, wb = matcher.a, matcher.b
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "replace" and i2 - i1 <= SWAP_WORDS and j2 - j1 <= SWAP_WORDS:
-            yield matcher.a[i1:i2], matcher.b[j1:j2]
+            if claims_only and i2 < len(wa) and j2 < len(wb) and wa[i2][0].isdigit() and wb[j2][0].isdigit():
+                continue
+            yield wa[i1:i2], wb[j1:j2]
 
 
 def _show(values: set[Decimal]) -> str:
@@ -207,7 +258,7 @@ def entity_conflict(a: str, b: str, question: str) -> str:
         return ""
     wa, wb = matcher.a, matcher.b
     content_a, content_b = _content(wa), _content(wb)
-    for span_a, span_b in _short_replacements(matcher):
+    for span_a, span_b in _short_replacements(matcher, claims_only=True):
         left = [w for w in _content(span_a) if w in vocab]
         right = [w for w in _content(span_b) if w in vocab]
         # a swap only if the words are not simply moved or inflected ("sell" / "sold")
