@@ -9,8 +9,8 @@ import pytest
 
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
-from equiv.text.claims import (claim_check, conclusion, entity_conflict, fractions, name_conflict, number_conflict,
-                               problem_names, step_numbers)
+from equiv.text.claims import (claim_check, concluded_unit, conclusion, entity_conflict, fractions, name_conflict,
+                               number_conflict, ordinal_conflict, problem_names, step_numbers, unit_conflict)
 from tests.helpers.cli import search_cli
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 
@@ -145,6 +145,37 @@ def test_words_that_introduce_a_computation_are_not_entities():
     # what the computation is of still counts
     assert entity_conflict("He buys 4 * 12 = <<4*12=48>>48 pounds of carrots.",
                            "He buys 4 * 12 = <<4*12=48>>48 pounds of oats.", question) == "carrot -> oat"
+
+
+@pytest.mark.parametrize("a, b, why", [
+    ("Blake runs 15 * 100 = <<15*100=1500>>1500 feet.", "Blake runs 15 * 100 = <<15*100=1500>>1500 yards.", "foot -> yard"),
+    ("She spends 4 x 25 = <<4*25=100>>100 cents a day.", "She spends 4 x 25 = $<<4*25=100>>100 a day.", "cent -> dollar"),
+    ("So the cost is 300*2=$<<300*2=600>>600 per week", "So he pays 300*2=$<<300*2=600>>600 a month for gas", "per week -> per month"),
+])
+def test_a_different_unit_or_rate_vetoes(a, b, why):
+    assert unit_conflict(a, b) == why and claim_check(a, b).veto
+
+
+@pytest.mark.parametrize("a, b", [
+    ("It weighs 2 * 3 = <<2*3=6>>6 lbs.", "It weighs 2 * 3 = <<2*3=6>>6 pounds in all."),        # one unit, two spellings
+    ("He drives 60*5 = <<60*5=300>>300 miles per week.", "So he drives 60*5 = 300 miles for work."),  # a rate on one side
+    ("The fee is 3 * 4 = $12.", "The fee is 3 * 4 = 12 dollars."),
+])
+def test_the_same_unit_passes(a, b):
+    assert unit_conflict(a, b) == ""
+
+
+def test_the_unit_and_rate_of_a_conclusion():
+    assert concluded_unit("He works 4*6 = <<4*6=24>>24 days in a month.") == ("day", "month")
+    assert concluded_unit("x = 5 hours/day, so 2 + 3 = $5 each") == ("dollar", None)   # the last '=' only
+    assert concluded_unit("So 2 + 3 = 5 apples in his bag.") == (None, None)
+    assert concluded_unit("Let x be the cost.") == (None, None)
+
+
+def test_a_different_ordinal_vetoes():
+    a = "On the second day, she counted 100+50 = <<100+50=150>>150 customers."
+    assert ordinal_conflict(a, a.replace("second", "third")) == "second -> third"
+    assert ordinal_conflict(a, a.replace("she counted", "Sloane counts")) == ""
 
 
 @pytest.mark.parametrize("a, b", [

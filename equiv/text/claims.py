@@ -32,7 +32,11 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   aligned after it. And, whatever the alignment, each step
   **names** a different one of the problem's names (its capitalized words: people, places, days)
   that the other step does not: "Jake earns $6 per hour" / "Jacob makes $6 per hour", "On Friday"
-  / "At noon on Sunday". A misspelt name ("Tasha" / "Tashay") is the same name.
+  / "At noon on Sunday". A misspelt name ("Tasha" / "Tashay") is the same name. And a **unit** of
+  measure is replaced by another (:func:`unit_conflict`), in a shared sentence or as the unit of
+  what the steps conclude: "1500 feet" / "1500 yards", "= 100 cents" / "= $100", "= $600 per
+  week" / "= $600 a month"; "lbs" and "pounds" are one unit. Or an **ordinal** is
+  (:func:`ordinal_conflict`): "on the second day" / "on the third day".
 
 Both checks only ever *veto* a merge; they never make one. A veto costs a missed merge (tokens),
 a false merge can cut the only correct path, so the guard errs towards vetoing. Pure functions, no
@@ -298,7 +302,74 @@ def name_conflict(a: str, b: str, question: str) -> str:
     return f"{left[0]} -> {right[0]}" if left and right else ""
 
 
+# Units of measure, each spelling to one name: a number's unit is part of its claim ("1500 feet" /
+# "1500 yards"), a spelling of the same unit ("lbs" / "pounds") is not. Ambiguous short forms
+# ("in", "m", "l", "g") are left out.
+_UNIT_SPELLINGS = {
+    "foot": "foot feet ft", "yard": "yard yd yds", "inch": "inch inches", "mile": "mile mi",
+    "meter": "meter metre", "kilometer": "kilometer kilometre km kms", "centimeter": "centimeter centimetre cm",
+    "second": "seconds sec secs", "minute": "minute min mins", "hour": "hour hr hrs", "day": "day", "week": "week",
+    "month": "month", "year": "year yr yrs", "cent": "cent", "dollar": "dollar", "pound": "pound lb lbs",
+    "ounce": "ounce oz", "kilogram": "kilogram kg kgs", "gram": "gram", "liter": "liter litre", "gallon": "gallon",
+    "quart": "quart", "pint": "pint", "cup": "cup", "ton": "ton", "milliliter": "milliliter millilitre ml",
+}
+UNITS = {_stem(form): unit for unit, forms in _UNIT_SPELLINGS.items()
+         for form in forms.split() + [f"{f}s" for f in forms.split()]}
+# The number a step concludes with (after its last "="): the "$" before it, the word after it, and
+# the unit of a rate after that ("= 24 days in a month", "= $600 per week").
+_CONCLUDED = re.compile(r"=\s*-?\s*(\$)?\s*-?\s*(?:\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?)\s*%?"
+                        r"(?:\s*(?!(?:per|an?|each|every|in)\b)([A-Za-z]+))?(?:\s*(?:\bper\b|\ba\b|\ban\b|\beach\b|\bevery\b|\bin an?\b|\bin one\b|/)\s*([A-Za-z]+))?")
+# Ordinals: "the second day" and "the third day" are different days.
+_ORDINAL_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+                  "eighth": 8, "ninth": 9, "tenth": 10, "last": -1}
+
+
+def concluded_unit(text: str) -> tuple[str | None, str | None]:
+    """The unit of the number a step concludes with (the word after it when that is a unit, else
+    dollars when a "$" stands before it) and the unit of its rate ("per week"), each or ``None``."""
+    prose = _CALCULATOR_NOTE.sub(" ", text)
+    last = prose.rfind("=")
+    found = _CONCLUDED.match(prose, last) if last >= 0 else None
+    if not found:
+        return None, None
+    dollar, word, per = found.groups()
+    unit = UNITS.get(_stem(word)) if word else None
+    rate = UNITS.get(_stem(per)) if per else None
+    return unit or ("dollar" if dollar else None), rate
+
+
+def unit_conflict(a: str, b: str) -> str:
+    """A unit replaced by another: in a shared sentence ("1500 feet" / "1500 yards"), or as the
+    unit or the rate of what the steps conclude ("= 100 cents" / "= $100", "= $600 per week" /
+    "= $600 a month"); as ``"foot -> yard"``, or ``""``."""
+    matcher = _alignment(a, b)
+    if matcher is not None:
+        for span_a, span_b in _short_replacements(matcher):
+            left, right = {UNITS[w] for w in span_a if w in UNITS}, {UNITS[w] for w in span_b if w in UNITS}
+            if left and right and not left & right:
+                return f"{min(left)} -> {min(right)}"
+    (ua, ra), (ub, rb) = concluded_unit(a), concluded_unit(b)
+    if ua and ub and ua != ub:
+        return f"{ua} -> {ub}"
+    return f"per {ra} -> per {rb}" if ra and rb and ra != rb else ""
+
+
+def ordinal_conflict(a: str, b: str) -> str:
+    """In a shared sentence, an ordinal replaced by another ("on the second day" / "on the third
+    day"), as ``"second -> third"``, or ``""``."""
+    matcher = _alignment(a, b)
+    if matcher is None:
+        return ""
+    for span_a, span_b in _short_replacements(matcher):
+        left = [w for w in span_a if w in _ORDINAL_WORDS]
+        right = [w for w in span_b if w in _ORDINAL_WORDS]
+        if left and right and not set(left) & set(right):
+            return f"{left[0]} -> {right[0]}"
+    return ""
+
+
 def claim_check(a: str, b: str, question: str = "") -> ClaimCheck:
     """Both checks on one pair (``question``: the problem text, for restated givens and entities)."""
     return ClaimCheck(number_conflict(a, b, question),
-                      entity_conflict(a, b, question) or name_conflict(a, b, question))
+                      entity_conflict(a, b, question) or name_conflict(a, b, question)
+                      or unit_conflict(a, b) or ordinal_conflict(a, b))
