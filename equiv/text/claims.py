@@ -10,18 +10,17 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   = ``99``, ``20%`` also as ``0.2``). The steps conflict when *each* has a number the other lacks (a
   number was changed: "scored 90" / "scored 95"), or when one has a number the other lacks that
   the question does not give (an extra computed claim: "rent is $40" / "rent is $40 + $40 = $80").
-  A given number restated in passing ("Ali has 22 medals, so ...", "twice" as "2", "the third week"
-  as "3 weeks", "1 tray") is
-  not a conflict: the rubric counts that as equivalent (level 3). Nor is the same number written
-  another way: a proper fraction for its value ("52 x 1/4" / "52 * 0.25", "10/100" / "0.1"), and,
-  where the question states a percentage, the per-hundred ``100`` and ``0.01`` of its notation
-  ("30/100 * 40000" / "30 * .01 * 40000"). A different way to the same number ("4 * 0.5" / "4 / 2")
-  is a conflict, as the rubric says (method). Two more number
+  A given number restated in passing ("Ali has 22 medals, so ...", "twice" as "2", "the third
+  week" as "3 weeks", "1 tray") is not a conflict: the rubric counts that as equivalent (level 3).
+  Nor is the same number written another way: a proper fraction for its value ("52 x 1/4" / "52 *
+  0.25", "10/100" / "0.1"), and, where the question states a percentage, the per-hundred ``100``
+  and ``0.01`` of its notation ("30/100 * 40000" / "30 * .01 * 40000"). A different way to the
+  same number ("4 * 0.5" / "4 / 2") is a conflict, as the rubric says (method). Two more number
   conflicts that the sets of numbers miss: the steps **conclude** with different values (the
   number after each step's last ``=``, sign included: "60 - 5 = 55" / "60 - 55 = 5", "8.75 - 6.25
-  = 2.5" / "6.25 - 8.75 = -2.5"; not two sentences in swapped order, whose results agree), and in an otherwise shared sentence one number is **swapped**
-  for another ("takes up 1 square foot" / "takes up 2 square feet", where the 2 is stated elsewhere
-  in the step, so the sets alone agree).
+  = 2.5" / "6.25 - 8.75 = -2.5"; not two sentences in swapped order, whose results agree), and in
+  an otherwise shared sentence one number is **swapped** for another ("takes up 1 square foot" /
+  "takes up 2 square feet", where the 2 is stated elsewhere in the step, so the sets alone agree).
 - **entities** (:func:`entity_conflict`): in a word alignment of the two steps, a word of the
   problem is replaced by another word of the problem ("the trip costs" / "the repair costs",
   "on Monday" / "on Tuesday", "6 pieces" / "6 inches"): the same computation claimed of a
@@ -29,14 +28,14 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   carry no claim (articles, pronouns, auxiliaries, connectives) are never entities, so "She has"
   / "Janet has" and "so" / "thus" stay free rewordings, and so do words that each introduce a
   computation ("He buys 4 * 12" / "He needs 4 * 12"): what it is of ("48 pounds of carrots") is
-  aligned after it. And, whatever the alignment, each step
-  **names** a different one of the problem's names (its capitalized words: people, places, days)
-  that the other step does not: "Jake earns $6 per hour" / "Jacob makes $6 per hour", "On Friday"
-  / "At noon on Sunday". A misspelt name ("Tasha" / "Tashay") is the same name. And a **unit** of
-  measure is replaced by another (:func:`unit_conflict`), in a shared sentence or as the unit of
-  what the steps conclude: "1500 feet" / "1500 yards", "= 100 cents" / "= $100", "= $600 per
-  week" / "= $600 a month"; "lbs" and "pounds" are one unit. Or an **ordinal** is
-  (:func:`ordinal_conflict`): "on the second day" / "on the third day".
+  aligned after it. And, whatever the alignment, each step **names** a different one of the
+  problem's names (its capitalized words: people, places, days) that the other step does not:
+  "Jake earns $6 per hour" / "Jacob makes $6 per hour", "On Friday" / "At noon on Sunday". A
+  misspelt name ("Tasha" / "Tashay") is the same name. And a **unit** of measure is replaced by
+  another (:func:`unit_conflict`), in a shared sentence or as the unit or rate of what the steps
+  conclude: "1500 feet" / "1500 yards", "= 100 cents" / "= $100", "= $600 per week" / "= $600 a
+  month" ("lbs" and "pounds" are one unit); or an **ordinal** is (:func:`ordinal_conflict`): "on
+  the second day" / "on the third day".
 
 Both checks only ever *veto* a merge; they never make one. A veto costs a missed merge (tokens),
 a false merge can cut the only correct path, so the guard errs towards vetoing. Pure functions, no
@@ -303,12 +302,12 @@ def name_conflict(a: str, b: str, question: str) -> str:
 
 
 # Units of measure, each spelling to one name: a number's unit is part of its claim ("1500 feet" /
-# "1500 yards"), a spelling of the same unit ("lbs" / "pounds") is not. Ambiguous short forms
-# ("in", "m", "l", "g") are left out.
+# "1500 yards"), a spelling of the same unit ("lbs" / "pounds") is not. Ambiguous spellings are
+# left out: "in", "m", "l", "g", and "second(s)", which stems to the ordinal.
 _UNIT_SPELLINGS = {
     "foot": "foot feet ft", "yard": "yard yd yds", "inch": "inch inches", "mile": "mile mi",
     "meter": "meter metre", "kilometer": "kilometer kilometre km kms", "centimeter": "centimeter centimetre cm",
-    "second": "seconds sec secs", "minute": "minute min mins", "hour": "hour hr hrs", "day": "day", "week": "week",
+    "second": "sec secs", "minute": "minute min mins", "hour": "hour hr hrs", "day": "day", "week": "week",
     "month": "month", "year": "year yr yrs", "cent": "cent", "dollar": "dollar", "pound": "pound lb lbs",
     "ounce": "ounce oz", "kilogram": "kilogram kg kgs", "gram": "gram", "liter": "liter litre", "gallon": "gallon",
     "quart": "quart", "pint": "pint", "cup": "cup", "ton": "ton", "milliliter": "milliliter millilitre ml",
