@@ -151,6 +151,7 @@ def test_words_that_introduce_a_computation_are_not_entities():
     ("Blake runs 15 * 100 = <<15*100=1500>>1500 feet.", "Blake runs 15 * 100 = <<15*100=1500>>1500 yards.", "foot -> yard"),
     ("She spends 4 x 25 = <<4*25=100>>100 cents a day.", "She spends 4 x 25 = $<<4*25=100>>100 a day.", "cent -> dollar"),
     ("So the cost is 300*2=$<<300*2=600>>600 per week", "So he pays 300*2=$<<300*2=600>>600 a month for gas", "per week -> per month"),
+    ("The weight of the bucket is 5.5 pounds", "The capacity of the bucket would be 5.5 gallons.", "pound -> gallon"),
 ])
 def test_a_different_unit_or_rate_vetoes(a, b, why):
     assert unit_conflict(a, b) == why and claim_check(a, b).veto

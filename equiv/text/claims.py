@@ -32,9 +32,10 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   problem's names (its capitalized words: people, places, days) that the other step does not:
   "Jake earns $6 per hour" / "Jacob makes $6 per hour", "On Friday" / "At noon on Sunday". A
   misspelt name ("Tasha" / "Tashay") is the same name. And a **unit** of measure is replaced by
-  another (:func:`unit_conflict`), in a shared sentence or as the unit or rate of what the steps
-  conclude: "1500 feet" / "1500 yards", "= 100 cents" / "= $100", "= $600 per week" / "= $600 a
-  month" ("lbs" and "pounds" are one unit); or an **ordinal** is (:func:`ordinal_conflict`): "on
+  another (:func:`unit_conflict`), in a shared sentence, after a number both steps state, or as
+  the unit or rate of what the steps conclude: "1500 feet" / "1500 yards", "5.5 pounds" / "5.5
+  gallons", "= 100 cents" / "= $100", "= $600 per week" / "= $600 a month" ("lbs" and "pounds"
+  are one unit); or an **ordinal** is (:func:`ordinal_conflict`): "on
   the second day" / "on the third day".
 
 Both checks only ever *veto* a merge; they never make one. A veto costs a missed merge (tokens),
@@ -337,16 +338,34 @@ def concluded_unit(text: str) -> tuple[str | None, str | None]:
     return unit or ("dollar" if dollar else None), rate
 
 
+_NUMBER_THEN_WORD = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z]+)")
+
+
+def number_units(text: str) -> dict[Decimal, set[str]]:
+    """The units the step's prose writes right after each number ("5.5 pounds": 5.5 -> {pound})."""
+    out: dict[Decimal, set[str]] = {}
+    for digits, word in _NUMBER_THEN_WORD.findall(_CALCULATOR_NOTE.sub(" ", text)):
+        unit, value = UNITS.get(_stem(word)), _value(digits)
+        if unit and value is not None:
+            out.setdefault(value, set()).add(unit)
+    return out
+
+
 def unit_conflict(a: str, b: str) -> str:
-    """A unit replaced by another: in a shared sentence ("1500 feet" / "1500 yards"), or as the
-    unit or the rate of what the steps conclude ("= 100 cents" / "= $100", "= $600 per week" /
-    "= $600 a month"); as ``"foot -> yard"``, or ``""``."""
+    """A unit replaced by another: in a shared sentence ("1500 feet" / "1500 yards"), after a
+    number both steps state ("weighs 5.5 pounds" / "holds 5.5 gallons"), or as the unit or the rate
+    of what the steps conclude ("= 100 cents" / "= $100", "= $600 per week" / "= $600 a month");
+    as ``"foot -> yard"``, or ``""``."""
     matcher = _alignment(a, b)
     if matcher is not None:
         for span_a, span_b in _short_replacements(matcher):
             left, right = {UNITS[w] for w in span_a if w in UNITS}, {UNITS[w] for w in span_b if w in UNITS}
             if left and right and not left & right:
                 return f"{min(left)} -> {min(right)}"
+    units_a, units_b = number_units(a), number_units(b)
+    for value in sorted(units_a.keys() & units_b.keys()):
+        if not units_a[value] & units_b[value]:
+            return f"{min(units_a[value])} -> {min(units_b[value])}"
     (ua, ra), (ub, rb) = concluded_unit(a), concluded_unit(b)
     if ua and ub and ua != ub:
         return f"{ua} -> {ub}"
