@@ -47,25 +47,31 @@ yardstick (:mod:`equiv.prune.yardstick`) measures it per check.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Iterator, NamedTuple
 
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?|\.\d+)(\s*%)?")
+# A number as the steps write it: thousands by a space ("17 500") or a comma, decimals.
+_DIGITS = r"\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?"
+_NUMBER = re.compile(rf"(?<![\w.])({_DIGITS}|\.\d+)(\s*%)?")
 _THOUSANDS = re.compile(r"(?<=\d)[, ](?=\d{3}(?!\d))")  # 1,200 and 1 200
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                  "ten": 10, "eleven": 11, "twelve": 12, "twice": 2, "double": 2, "triple": 3, "half": Decimal("0.5"),
                  "quarter": Decimal("0.25"), "dozen": 12, "hundred": 100, "thousand": 1000}
-# An ordinal gives its count ("for the third week": three weeks). Not "first" (1 is always given)
-# nor "second", which is also a unit of time.
-_ORDINALS = {"third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10}
+# Ordinals: "the second day" and "the third day" are different days (:func:`ordinal_conflict`).
+_ORDINAL_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+                  "eighth": 8, "ninth": 9, "tenth": 10, "last": -1}
+# An ordinal of the question gives its count ("for the third week": three weeks). Not "first" (1 is
+# always given), "second" (also a unit of time) or "last".
+_ORDINAL_COUNTS = {word: n for word, n in _ORDINAL_WORDS.items() if n >= 3}
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d[\d,.]*")  # words and numbers: the alignment's units
 # A calculator note ("<<3*4=12>>") repeats the prose's computation; the conclusion and the swap
 # checks read the prose alone.
 _CALCULATOR_NOTE = re.compile(r"<<[^>]*>>")
 _ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*\$?\s*\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
-_CONCLUSION = re.compile(r"=\s*(-?)\s*\$?\s*(-?)\s*(\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?)")  # "= -2.5", "= $-2", "= 17 500"
+_CONCLUSION = re.compile(rf"=\s*(-?)\s*\$?\s*(-?)\s*({_DIGITS})")  # "= -2.5", "= $-2", "= 17 500"
 # A number written as a fraction ("1/4", "20/100"): a proper fraction, no spaces round the slash.
 # "12 / 3" and "240/80" are divisions: their operands are the computation's, not a way to write a number.
 _FRACTION = re.compile(r"(?<![\w.])(\d+)/(\d+)(?![\d.])")
@@ -126,7 +132,7 @@ def step_numbers(text: str) -> set[Decimal]:
 
 def given_words(question: str) -> set[Decimal]:
     """Numbers a question gives in words ("twice", "half", "a dozen"), which a step may restate as digits."""
-    words = {**_NUMBER_WORDS, **_ORDINALS}
+    words = {**_NUMBER_WORDS, **_ORDINAL_COUNTS}
     return {Decimal(words[w]).normalize() for w in _WORD.findall(question.lower()) if w in words}
 
 
@@ -207,6 +213,7 @@ def _number_swap(a: str, b: str) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=1024)
 def _alignment(a: str, b: str) -> difflib.SequenceMatcher[str] | None:
     """The word alignment of two steps, or ``None`` when they are not one sentence with a few
     words swapped (a rewording, which the model reads)."""
@@ -317,11 +324,8 @@ UNITS = {_stem(form): unit for unit, forms in _UNIT_SPELLINGS.items()
          for form in forms.split() + [f"{f}s" for f in forms.split()]}
 # The number a step concludes with (after its last "="): the "$" before it, the word after it, and
 # the unit of a rate after that ("= 24 days in a month", "= $600 per week").
-_CONCLUDED = re.compile(r"=\s*-?\s*(\$)?\s*-?\s*(?:\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?)\s*%?"
+_CONCLUDED = re.compile(rf"=\s*-?\s*(\$)?\s*-?\s*(?:{_DIGITS})\s*%?"
                         r"(?:\s*(?!(?:per|an?|each|every|in)\b)([A-Za-z]+))?(?:\s*(?:\bper\b|\ba\b|\ban\b|\beach\b|\bevery\b|\bin an?\b|\bin one\b|/)\s*([A-Za-z]+))?")
-# Ordinals: "the second day" and "the third day" are different days.
-_ORDINAL_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-                  "eighth": 8, "ninth": 9, "tenth": 10, "last": -1}
 
 
 def concluded_unit(text: str) -> tuple[str | None, str | None]:
@@ -351,17 +355,27 @@ def number_units(text: str) -> dict[Decimal, set[str]]:
     return out
 
 
+def _replaced_classes(matcher: difflib.SequenceMatcher[str] | None,
+                      classes: dict[str, object]) -> tuple[list[object], list[object]]:
+    """The first short replacement in the alignment whose two sides each hold words of ``classes``
+    and share none of their classes: those classes, in word order (``[], []`` when there is none)."""
+    if matcher is not None:
+        for span_a, span_b in _short_replacements(matcher):
+            left = [classes[w] for w in span_a if w in classes]
+            right = [classes[w] for w in span_b if w in classes]
+            if left and right and not set(left) & set(right):
+                return left, right
+    return [], []
+
+
 def unit_conflict(a: str, b: str) -> str:
     """A unit replaced by another: in a shared sentence ("1500 feet" / "1500 yards"), after a
     number both steps state ("weighs 5.5 pounds" / "holds 5.5 gallons"), or as the unit or the rate
     of what the steps conclude ("= 100 cents" / "= $100", "= $600 per week" / "= $600 a month");
     as ``"foot -> yard"``, or ``""``."""
-    matcher = _alignment(a, b)
-    if matcher is not None:
-        for span_a, span_b in _short_replacements(matcher):
-            left, right = {UNITS[w] for w in span_a if w in UNITS}, {UNITS[w] for w in span_b if w in UNITS}
-            if left and right and not left & right:
-                return f"{min(left)} -> {min(right)}"
+    left, right = _replaced_classes(_alignment(a, b), UNITS)
+    if left:
+        return f"{min(left)} -> {min(right)}"
     units_a, units_b = number_units(a), number_units(b)
     for value in sorted(units_a.keys() & units_b.keys()):
         if not units_a[value] & units_b[value]:
@@ -375,15 +389,8 @@ def unit_conflict(a: str, b: str) -> str:
 def ordinal_conflict(a: str, b: str) -> str:
     """In a shared sentence, an ordinal replaced by another ("on the second day" / "on the third
     day"), as ``"second -> third"``, or ``""``."""
-    matcher = _alignment(a, b)
-    if matcher is None:
-        return ""
-    for span_a, span_b in _short_replacements(matcher):
-        left = [w for w in span_a if w in _ORDINAL_WORDS]
-        right = [w for w in span_b if w in _ORDINAL_WORDS]
-        if left and right and not set(left) & set(right):
-            return f"{left[0]} -> {right[0]}"
-    return ""
+    left, right = _replaced_classes(_alignment(a, b), {w: w for w in _ORDINAL_WORDS})
+    return f"{left[0]} -> {right[0]}" if left else ""
 
 
 def claim_check(a: str, b: str, question: str = "") -> ClaimCheck:
