@@ -13,7 +13,8 @@ from equiv.data.records import PairRecord, problem_key
 from equiv.errors import InputError
 from equiv.judge.tiny import build_tiny_longformer
 from equiv.prune.crossval import assign_folds, fit_command, main
-from equiv.prune.yardstick import format_table, per_fold, policies, split_by_source, vetoed, yardstick_table
+from equiv.prune.yardstick import (format_table, per_fold, policies, pooled_table, split_by_source, vetoed,
+                                   yardstick_table)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,6 +66,22 @@ def test_the_table_scores_each_fold_and_repicks_only_on_calibration_rows():
     # without calibration rows the re-picked policies are left out, not silently scored
     assert "judge@0.95" not in yardstick_table([r for r in rows if r["part"] == "test"])
 
+
+def test_the_pooled_table_decides_each_fold_apart_and_spreads_by_problem():
+    """Pooled over folds, each fold's threshold re-picked on its own calibration rows; the spread
+    is a bootstrap over whole problems: nil when every problem scores alike, not when one problem
+    holds all the false merges."""
+    rows = (_rows(0, "test", [(0.9, 1), (0.7, 0), (0.2, 0)]) + _rows(1, "test", [(0.95, 1), (0.6, 1), (0.1, 0)])
+            + _rows(0, "calibration", [(0.9, 1), (0.8, 0), (0.85, 1)]) + _rows(1, "calibration", [(0.6, 1), (0.3, 0)]))
+    for r in rows:
+        r["problem"] = f"p{r['fold']}" if r["part"] == "test" else "cal"
+    table = pooled_table(rows)
+    assert table["judge"]["folds"] == 2  # problems
+    assert (table["judge"]["tp"], table["judge"]["fp"]) == (3, 1) and table["judge"]["precision"] == 0.75
+    assert table["judge@0.95"]["fp"] == 0  # fold 0's calibration rows lift its threshold over 0.8
+    assert table["judge"]["precision_spread"] > 0  # the false merge is all in problem p0
+    assert table["judge@0.95"]["precision_spread"] == 0.0
+    assert "problems" in format_table(table, count="problems")
 
 def test_pooled_files_are_also_scored_one_distribution_at_a_time(tmp_path):
     """Solution pairs pooled with sibling pairs: each file's held-out rows form a group, the rest

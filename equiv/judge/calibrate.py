@@ -9,6 +9,8 @@ strategy compares with ``>`` (Levenshtein, as in the paper) or ``>=`` never chan
 
 from __future__ import annotations
 
+import random
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -51,6 +53,25 @@ def binary_metrics(predictions: Sequence[int | bool], labels: Sequence[int]) -> 
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     accuracy = (tp + tn) / n if n else 0.0
     return BinaryMetrics(accuracy, precision, recall, f1, n, tp, fp, fn, tn)
+
+
+def spread_by_problem(predictions: Sequence[bool], labels: Sequence[int], problems: Sequence[str], *,
+                      resamples: int = 1000, seed: int = 0) -> dict[str, float]:
+    """Standard deviation of precision, recall, F1 and the false-merge rate over a bootstrap of
+    whole problems (pairs of one problem are not independent): how much a figure on this many
+    problems moves from sampling alone."""
+    by_problem: dict[str, list[int]] = {}
+    for i, key in enumerate(problems):
+        by_problem.setdefault(key, []).append(i)
+    groups = list(by_problem.values())
+    rng = random.Random(seed)
+    draws: dict[str, list[float]] = {"precision": [], "recall": [], "f1": [], "false_merge_rate": []}
+    for _ in range(resamples):
+        idx = [i for _ in groups for i in rng.choice(groups)]
+        m = binary_metrics([predictions[i] for i in idx], [labels[i] for i in idx])
+        for key in draws:
+            draws[key].append(float(getattr(m, key)))
+    return {f"{key}_spread": statistics.pstdev(values) for key, values in draws.items()}
 
 
 @dataclass(frozen=True)

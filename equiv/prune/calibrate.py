@@ -12,6 +12,7 @@ from equiv.judge.calibrate import (
     candidate_thresholds,
     pick_threshold,
     prefilter_sweep,
+    spread_by_problem,
     threshold_sweep,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "candidate_thresholds",
     "pick_threshold",
     "prefilter_sweep",
+    "spread_by_problem",
     "threshold_sweep",
 ]

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Sequence
 
 from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records, require_questions
 from equiv.errors import InputError, exit_on_input_error
-from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, threshold_sweep
+from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, spread_by_problem, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
 from equiv.text.levenshtein import levenshtein_ratio
 
@@ -88,28 +88,6 @@ def _read_labelled(path: str, mapping: Any, skip_invalid: bool, judge: Any = Non
     ratios = [levenshtein_ratio(a, b) for a, b in pairs]
     questions = [question_of(r) for r in kept]
     return Labelled(pairs, labels, dropped, ratios, questions, [problem_key(r) for r in kept])
-
-
-def spread_by_problem(predictions: Sequence[bool], labels: Sequence[int], problems: Sequence[str], *,
-                      resamples: int = 1000, seed: int = 0) -> dict[str, float]:
-    """Standard deviation of precision, recall, F1 and the false-merge rate over a bootstrap of
-    whole problems (pairs of one problem are not independent): how much a figure on this many
-    problems moves from sampling alone."""
-    import random
-    import statistics
-
-    by_problem: dict[str, list[int]] = {}
-    for i, key in enumerate(problems):
-        by_problem.setdefault(key, []).append(i)
-    groups = list(by_problem.values())
-    rng = random.Random(seed)
-    draws: dict[str, list[float]] = {"precision": [], "recall": [], "f1": [], "false_merge_rate": []}
-    for _ in range(resamples):
-        idx = [i for _ in groups for i in rng.choice(groups)]
-        m = binary_metrics([predictions[i] for i in idx], [labels[i] for i in idx])
-        for key in draws:
-            draws[key].append(float(getattr(m, key)))
-    return {f"{key}_spread": statistics.pstdev(values) for key, values in draws.items()}
 
 
 def _decide(scores: Sequence[float], threshold: float, strict: bool) -> list[bool]:

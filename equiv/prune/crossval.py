@@ -52,7 +52,7 @@ from equiv.data.records import LabelMapping, PairRecord, problem_key, question_o
 from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.ensemble import build_ensemble, calibrate_ensemble
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
-from equiv.prune.yardstick import format_table, read_oof, split_by_source, yardstick_table
+from equiv.prune.yardstick import format_table, pooled_table, read_oof, split_by_source, yardstick_table
 
 OOF = "oof.jsonl"
 FOLDS = "folds.json"
@@ -306,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         if apart:  # pooled distributions, each also on its own (e.g. siblings from search)
             for name, group in split_by_source(rows, apart).items():
                 held_out = [r for r in group if r.get("part", "test") == "test"]
-                print(f"\n{name}: {len(held_out)} held-out pairs")
+                print(f"\n{name}: {len(held_out)} held-out pairs; mean ± spread over folds")
                 print(format_table(yardstick_table(group)))
+                print(f"{name}: pooled over folds, ± bootstrap over problems")
+                print(format_table(pooled_table(group), count="problems"))
     return 0
 
 

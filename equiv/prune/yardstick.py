@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from equiv.errors import InputError
-from equiv.judge.calibrate import BinaryMetrics, binary_metrics, pick_threshold, threshold_sweep
+from equiv.judge.calibrate import BinaryMetrics, binary_metrics, pick_threshold, spread_by_problem, threshold_sweep
 from equiv.rundir.io import read_json_lines
 from equiv.text.claims import claim_check
 from equiv.text.formula import formulas_equivalent
@@ -160,6 +160,33 @@ def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS)
     return table
 
 
+def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, dict[str, Any]]:
+    """Policy -> the held-out rows' figures pooled over folds (each fold decided with its own
+    calibration rows), ± the spread of a bootstrap over whole problems.
+
+    For a set whose equivalent pairs are few and bunched in a few problems -- sibling pairs from
+    search, a few dozen merges -- a fold may hold no equivalent pair and a per-fold mean is
+    noise; the pooled figure is the estimate, and how far it moves when other problems are drawn
+    is its honest spread (one problem's template can make several false merges at once)."""
+    has_calibration = any(r.get("part") == "calibration" for r in rows)
+    by_fold: dict[int, dict[str, list[Row]]] = {}
+    for row in rows:
+        by_fold.setdefault(int(row["fold"]), {"test": [], "calibration": []})[row.get("part", "test")].append(row)
+    held_out = [r for fold in sorted(by_fold) for r in by_fold[fold]["test"]]
+    labels = [int(r["label"]) for r in held_out]
+    problems = [str(r.get("problem") or r.get("question") or r.get("id", "")) for r in held_out]
+    table: dict[str, dict[str, Any]] = {}
+    for name, decide in policies(targets).items():
+        if "@" in name and not has_calibration:
+            continue
+        predictions = [p for fold in sorted(by_fold) if by_fold[fold]["test"]
+                       for p in decide(by_fold[fold]["test"], by_fold[fold]["calibration"])]
+        agg: dict[str, Any] = {"folds": len(set(problems)), **metrics_of(predictions, labels)}
+        agg.update(spread_by_problem(predictions, labels, problems))
+        table[name] = agg
+    return table
+
+
 def mean_and_spread(key: str, values: Sequence[float]) -> dict[str, float]:
     """``{key: mean, key_spread: population s.d.}`` over folds or seeds (spread 0 for one value):
     the "mean ± spread" every quality table in docs/results.md reports."""
@@ -171,11 +198,12 @@ def mean_spread_cell(agg: dict[str, Any], key: str) -> str:
     return f"{agg[key]:.3f} ± {agg[key + '_spread']:.3f}"
 
 
-def format_table(table: dict[str, dict[str, Any]]) -> str:
-    """The table as text: one row per policy, mean ± spread over folds, pooled merges."""
-    head = f"{'policy':<20} {'folds':>5} " + " ".join(f"{m:>17}" for m in METRICS) + f" {'merges':>7} {'false':>6}"
+def format_table(table: dict[str, dict[str, Any]], count: str = "folds") -> str:
+    """The table as text: one row per policy, mean ± spread over folds (``count="problems"``: a
+    :func:`pooled_table`, pooled ± bootstrap over problems), pooled merges."""
+    head = f"{'policy':<20} {count:>8} " + " ".join(f"{m:>17}" for m in METRICS) + f" {'merges':>7} {'false':>6}"
     lines = [head, "-" * len(head)]
     for name, agg in table.items():
         cells = " ".join(mean_spread_cell(agg, m).rjust(17) for m in METRICS)
-        lines.append(f"{name:<20} {agg['folds']:>5} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
+        lines.append(f"{name:<20} {agg['folds']:>8} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
     return "\n".join(lines)
