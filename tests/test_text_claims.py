@@ -10,7 +10,8 @@ import pytest
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
 from equiv.text.claims import (claim_check, concluded_unit, conclusion, entity_conflict, fractions, name_conflict,
-                               number_conflict, ordinal_conflict, problem_names, step_numbers, unit_conflict)
+                               number_conflict, ordinal_conflict, problem_names, relation_conflict, step_numbers,
+                               unit_conflict)
 from tests.helpers.cli import search_cli
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 
@@ -177,6 +178,15 @@ def test_a_different_ordinal_vetoes():
     a = "On the second day, she counted 100+50 = <<100+50=150>>150 customers."
     assert ordinal_conflict(a, a.replace("second", "third")) == "second -> third"
     assert ordinal_conflict(a, a.replace("she counted", "Sloane counts")) == ""
+
+
+def test_a_comparison_turned_round_vetoes():
+    a = "Elida has 5 letters while Adrianna has 2 more than twice the number of letters Elida has."
+    assert relation_conflict(a, a.replace("more", "less")) == "more -> less"
+    assert claim_check(a, a.replace("more", "less"), "How many letters?").veto
+    assert relation_conflict(a, a.replace("more", "additional")) == ""   # one direction, two words
+    assert relation_conflict("He has 3 fewer pens.", "He has 3 less pens.") == ""
+    assert relation_conflict(a, a.replace("Adrianna has", "Adrianna owns")) == ""
 
 
 @pytest.mark.parametrize("a, b", [

@@ -36,7 +36,8 @@ numbers, and the same conclusion. Two checks, each a difference a reader can poi
   the unit or rate of what the steps conclude: "1500 feet" / "1500 yards", "5.5 pounds" / "5.5
   gallons", "= 100 cents" / "= $100", "= $600 per week" / "= $600 a month" ("lbs" and "pounds"
   are one unit); or an **ordinal** is (:func:`ordinal_conflict`): "on
-  the second day" / "on the third day".
+  the second day" / "on the third day"; or a comparison is **turned round**
+  (:func:`relation_conflict`): "2 more than twice" / "2 less than twice".
 
 Both checks only ever *veto* a merge; they never make one. A veto costs a missed merge (tokens),
 a false merge can cut the only correct path, so the guard errs towards vetoing. Pure functions, no
@@ -393,8 +394,19 @@ def ordinal_conflict(a: str, b: str) -> str:
     return f"{left[0]} -> {right[0]}" if left else ""
 
 
+# The direction of a comparison: "2 more than twice" and "2 less than twice" are different claims.
+_RELATIONS = {"more": "more", "additional": "more", "extra": "more", "less": "less", "fewer": "less"}
+
+
+def relation_conflict(a: str, b: str) -> str:
+    """In a shared sentence, a comparison turned round ("Adrianna has 2 more than twice ..." /
+    "Adrianna has 2 less than twice ..."), as ``"more -> less"``, or ``""``."""
+    left, right = _replaced_classes(_alignment(a, b), _RELATIONS)
+    return f"{left[0]} -> {right[0]}" if left else ""
+
+
 def claim_check(a: str, b: str, question: str = "") -> ClaimCheck:
     """Both checks on one pair (``question``: the problem text, for restated givens and entities)."""
     return ClaimCheck(number_conflict(a, b, question),
                       entity_conflict(a, b, question) or name_conflict(a, b, question)
-                      or unit_conflict(a, b) or ordinal_conflict(a, b))
+                      or unit_conflict(a, b) or ordinal_conflict(a, b) or relation_conflict(a, b))
