@@ -76,7 +76,7 @@ def test_the_pooled_table_decides_each_fold_apart_and_spreads_by_problem():
     for r in rows:
         r["problem"] = f"p{r['fold']}" if r["part"] == "test" else "cal"
     table = pooled_table(rows)
-    assert table["judge"]["folds"] == 2  # problems
+    assert table["judge"]["problems"] == 2
     assert (table["judge"]["tp"], table["judge"]["fp"]) == (3, 1) and table["judge"]["precision"] == 0.75
     assert table["judge@0.95"]["fp"] == 0  # fold 0's calibration rows lift its threshold over 0.8
     assert table["judge"]["precision_spread"] > 0  # the false merge is all in problem p0

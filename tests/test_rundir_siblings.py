@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from equiv.data.records import problem_key, read_pair_records
 from equiv.rundir.siblings import sibling_pairs, tree_sibling_pairs
 from equiv.rundir.trees import read_tree
@@ -93,14 +95,13 @@ def test_bad_inputs_get_one_line(tmp_path):
     assert sibling_pairs  # imported API stays public
 
 
-def test_the_shipped_labelled_siblings_are_train_problems_and_read_as_pairs():
-    """benchmarks/data/gsm8k_train_siblings_gemma270m.jsonl: the sibling yardstick, labelled against
-    RUBRIC.md; it must read as pairs and hold no GSM8K test problem."""
-    import pytest
-
+@pytest.mark.parametrize("name", ["gsm8k_train_siblings_gemma270m.jsonl", "gsm8k_train_siblings_gemma270m_heldout.jsonl"])
+def test_the_shipped_labelled_siblings_are_train_problems_and_read_as_pairs(name):
+    """benchmarks/data: the sibling sets, labelled against RUBRIC.md; each must read as pairs with
+    its reader and hold no GSM8K test problem."""
     from tests.helpers.paths import SHARED_DATA
 
-    shipped = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "gsm8k_train_siblings_gemma270m.jsonl"
+    shipped = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / name
     records, _ = read_pair_records(shipped)
     assert records and all(r.extra["problem"].startswith("gsm8k-train-") for r in records)
     assert all(r.extra.get("reader") for r in records)
@@ -109,3 +110,14 @@ def test_the_shipped_labelled_siblings_are_train_problems_and_read_as_pairs():
         pytest.skip(f"needs {test_file} (the shared data)")
     held = {" ".join(json.loads(line)["question"].split()) for line in test_file.read_text().splitlines() if line}
     assert not {" ".join(r.extra["question"].split()) for r in records} & held
+
+
+def test_the_held_out_siblings_share_no_problem_with_the_recipes():
+    """The recipe trains on the first sibling set, never on the held-out one: no problem in both,
+    and the recipe does not list the held-out file."""
+    data = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+    trained, _ = read_pair_records(data / "gsm8k_train_siblings_gemma270m.jsonl")
+    held_out, _ = read_pair_records(data / "gsm8k_train_siblings_gemma270m_heldout.jsonl")
+    assert not {r.extra["problem"] for r in trained} & {r.extra["problem"] for r in held_out}
+    recipe = (Path(__file__).resolve().parents[1] / "configs" / "gsm8k_equiv.yaml").read_text()
+    assert "gsm8k_train_siblings_gemma270m_heldout" not in recipe

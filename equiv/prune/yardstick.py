@@ -181,7 +181,7 @@ def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) ->
             continue
         predictions = [p for fold in sorted(by_fold) if by_fold[fold]["test"]
                        for p in decide(by_fold[fold]["test"], by_fold[fold]["calibration"])]
-        agg: dict[str, Any] = {"folds": len(set(problems)), **metrics_of(predictions, labels)}
+        agg: dict[str, Any] = {"problems": len(set(problems)), **metrics_of(predictions, labels)}
         agg.update(spread_by_problem(predictions, labels, problems))
         table[name] = agg
     return table
@@ -205,5 +205,5 @@ def format_table(table: dict[str, dict[str, Any]], count: str = "folds") -> str:
     lines = [head, "-" * len(head)]
     for name, agg in table.items():
         cells = " ".join(mean_spread_cell(agg, m).rjust(17) for m in METRICS)
-        lines.append(f"{name:<20} {agg['folds']:>8} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
+        lines.append(f"{name:<20} {agg[count]:>8} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
     return "\n".join(lines)
