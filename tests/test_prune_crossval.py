@@ -139,7 +139,11 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "judge+guard" in printed and "false_merge_rate" in printed
     held_out = [line for line in printed.splitlines() if "held-out pairs" in line]
-    assert held_out == ["recipe: 48 held-out pairs", f"{siblings}: 4 held-out pairs"]
+    assert held_out == ["recipe: 48 held-out pairs; mean ± spread over folds",
+                        f"{siblings}: 4 held-out pairs; mean ± spread over folds"]
+    pooled = [line for line in printed.splitlines() if "bootstrap over problems" in line]
+    assert pooled == ["recipe: pooled over folds, ± bootstrap over problems",
+                      f"{siblings}: pooled over folds, ± bootstrap over problems"]
     rows = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
     assert {r["fold"] for r in rows} == {0, 1} and {r["part"] for r in rows} == {"test", "calibration"}
     assert len([r for r in rows if r["part"] == "test"]) == 52
