@@ -111,11 +111,17 @@ def policies(targets: Sequence[float] = DEFAULT_TARGETS,
     return out
 
 
-def per_fold(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[bool]]) -> list[dict[str, float]]:
-    """One metrics dict per fold (test rows only; calibration rows feed ``decide``)."""
+def _by_fold(rows: Iterable[Row]) -> dict[int, dict[str, list[Row]]]:
+    """Fold -> its held-out (``test``) and ``calibration`` rows."""
     by_fold: dict[int, dict[str, list[Row]]] = {}
     for row in rows:
         by_fold.setdefault(int(row["fold"]), {"test": [], "calibration": []})[row.get("part", "test")].append(row)
+    return by_fold
+
+
+def per_fold(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[bool]]) -> list[dict[str, float]]:
+    """One metrics dict per fold (test rows only; calibration rows feed ``decide``)."""
+    by_fold = _by_fold(rows)
     out = []
     for fold in sorted(by_fold):
         test = by_fold[fold]["test"]
@@ -169,9 +175,7 @@ def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) ->
     noise; the pooled figure is the estimate, and how far it moves when other problems are drawn
     is its honest spread (one problem's template can make several false merges at once)."""
     has_calibration = any(r.get("part") == "calibration" for r in rows)
-    by_fold: dict[int, dict[str, list[Row]]] = {}
-    for row in rows:
-        by_fold.setdefault(int(row["fold"]), {"test": [], "calibration": []})[row.get("part", "test")].append(row)
+    by_fold = _by_fold(rows)
     held_out = [r for fold in sorted(by_fold) for r in by_fold[fold]["test"]]
     labels = [int(r["label"]) for r in held_out]
     problems = [str(r.get("problem") or r.get("question") or r.get("id", "")) for r in held_out]
