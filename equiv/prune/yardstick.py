@@ -111,23 +111,20 @@ def policies(targets: Sequence[float] = DEFAULT_TARGETS,
     return out
 
 
-def _by_fold(rows: Iterable[Row]) -> dict[int, dict[str, list[Row]]]:
-    """Fold -> its held-out (``test``) and ``calibration`` rows."""
+def _decided(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[bool]]
+             ) -> list[tuple[list[Row], list[bool]]]:
+    """Per fold (in fold order), its held-out (``test``) rows and ``decide``'s verdicts on them,
+    the fold's ``calibration`` rows feeding ``decide``; folds without held-out rows are left out."""
     by_fold: dict[int, dict[str, list[Row]]] = {}
     for row in rows:
         by_fold.setdefault(int(row["fold"]), {"test": [], "calibration": []})[row.get("part", "test")].append(row)
-    return by_fold
+    return [(parts["test"], decide(parts["test"], parts["calibration"]))
+            for _, parts in sorted(by_fold.items()) if parts["test"]]
 
 
 def per_fold(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[bool]]) -> list[dict[str, float]]:
     """One metrics dict per fold (test rows only; calibration rows feed ``decide``)."""
-    by_fold = _by_fold(rows)
-    out = []
-    for fold in sorted(by_fold):
-        test = by_fold[fold]["test"]
-        if test:
-            out.append(metrics_of(decide(test, by_fold[fold]["calibration"]), [int(r["label"]) for r in test]))
-    return out
+    return [metrics_of(verdicts, [int(r["label"]) for r in test]) for test, verdicts in _decided(rows, decide)]
 
 
 def source_file(row: Row) -> str:
@@ -175,16 +172,15 @@ def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) ->
     noise; the pooled figure is the estimate, and how far it moves when other problems are drawn
     is its honest spread (one problem's template can make several false merges at once)."""
     has_calibration = any(r.get("part") == "calibration" for r in rows)
-    by_fold = _by_fold(rows)
-    held_out = [r for fold in sorted(by_fold) for r in by_fold[fold]["test"]]
-    labels = [int(r["label"]) for r in held_out]
-    problems = [str(r.get("problem") or r.get("question") or r.get("id", "")) for r in held_out]
     table: dict[str, dict[str, Any]] = {}
     for name, decide in policies(targets).items():
         if "@" in name and not has_calibration:
             continue
-        predictions = [p for fold in sorted(by_fold) if by_fold[fold]["test"]
-                       for p in decide(by_fold[fold]["test"], by_fold[fold]["calibration"])]
+        decided = _decided(rows, decide)
+        held_out = [r for test, _ in decided for r in test]
+        predictions = [verdict for _, verdicts in decided for verdict in verdicts]
+        labels = [int(r["label"]) for r in held_out]
+        problems = [str(r.get("problem") or r.get("question") or r.get("id", "")) for r in held_out]
         agg: dict[str, Any] = {"problems": len(set(problems)), **metrics_of(predictions, labels)}
         agg.update(spread_by_problem(predictions, labels, problems))
         table[name] = agg
