@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from equiv.errors import InputError
 from equiv.judge.calibrate import BinaryMetrics, binary_metrics, pick_threshold, spread_by_problem, threshold_sweep
@@ -146,13 +146,18 @@ def split_by_source(rows: list[Row], files: Sequence[str | Path]) -> dict[str, l
     return {name: group + calibration for name, group in groups.items() if group}
 
 
+def _applicable(rows: list[Row], targets: Sequence[float]
+                ) -> Iterator[tuple[str, Callable[[list[Row], list[Row]], list[bool]]]]:
+    """The policies these rows can score: a re-picked (``@``) one needs calibration rows, so
+    without them it is left out rather than silently scored."""
+    has_calibration = any(r.get("part") == "calibration" for r in rows)
+    return ((name, decide) for name, decide in policies(targets).items() if "@" not in name or has_calibration)
+
+
 def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, dict[str, Any]]:
     """Policy -> mean and population spread over folds of :data:`METRICS`, plus pooled counts."""
-    has_calibration = any(r.get("part") == "calibration" for r in rows)
     table: dict[str, dict[str, Any]] = {}
-    for name, decide in policies(targets).items():
-        if "@" in name and not has_calibration:
-            continue
+    for name, decide in _applicable(rows, targets):
         folds = per_fold(rows, decide)
         agg: dict[str, Any] = {"folds": len(folds)}
         for key in METRICS:
@@ -171,11 +176,8 @@ def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) ->
     search, a few dozen merges -- a fold may hold no equivalent pair and a per-fold mean is
     noise; the pooled figure is the estimate, and how far it moves when other problems are drawn
     is its honest spread (one problem's template can make several false merges at once)."""
-    has_calibration = any(r.get("part") == "calibration" for r in rows)
     table: dict[str, dict[str, Any]] = {}
-    for name, decide in policies(targets).items():
-        if "@" in name and not has_calibration:
-            continue
+    for name, decide in _applicable(rows, targets):
         decided = _decided(rows, decide)
         held_out = [r for test, _ in decided for r in test]
         predictions = [verdict for _, verdicts in decided for verdict in verdicts]
