@@ -213,3 +213,16 @@ def test_the_flat_top_policy_repicks_the_highest_threshold_within_the_tolerance(
     assert [f["fp"] for f in per_fold(rows, policies((), (0.0,))["judge+guard@f1-0"])] == [1]
     assert [f["fp"] for f in per_fold(rows, policies((), (0.25,))["judge+guard@f1-0.25"])] == [0]
     assert "judge+guard@f1-0.005" in yardstick_table(rows) and "raw+guard@f1-0.005" in yardstick_table(rows)
+
+
+def test_the_floor_policy_holds_back_only_statement_pairs_below_the_floor():
+    """`+floorS`: after the flat-top pick, two steps that both compute nothing merge only at S."""
+    calibration = _rows(0, "calibration", [(0.9, 1), (0.6, 1), (0.1, 0)])
+    test = _rows(0, "test", [(0.7, 0), (0.95, 1), (0.7, 1)])
+    test[2]["sentence1"] = test[2]["sentence2"] = "x is 3 + 4 = 7"  # this pair computes: no floor for it
+    rows = test + calibration
+    plain = per_fold(rows, policies((), (0.0,), (0.9,))["raw+guard@f1-0"])
+    floored = per_fold(rows, policies((), (0.0,), (0.9,))["raw+guard+floor0.9@f1-0"])
+    assert (plain[0]["tp"], plain[0]["fp"]) == (2, 1)
+    assert (floored[0]["tp"], floored[0]["fp"]) == (2, 0)
+    assert "raw+guard+floor0.9@f1-0.005" in yardstick_table(rows)

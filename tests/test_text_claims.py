@@ -9,7 +9,7 @@ import pytest
 
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
-from equiv.text.claims import (claim_check, concluded_unit, conclusion, entity_conflict, fractions, name_conflict,
+from equiv.text.claims import (below_statement_floor, claim_check, computes, concluded_unit, conclusion, entity_conflict, fractions, name_conflict,
                                number_conflict, ordinal_conflict, problem_names, relation_conflict, step_numbers,
                                unit_conflict)
 from tests.helpers.cli import search_cli
@@ -189,6 +189,59 @@ def test_a_comparison_turned_round_vetoes():
     assert relation_conflict(a, a.replace("Adrianna has", "Adrianna owns")) == ""
 
 
+def test_a_step_computes_by_a_note_or_arithmetic_in_its_prose():
+    assert computes("She has 3 + 4 = 7 apples.") and computes("So 7 apples <<3+4=7>>.")
+    assert computes("He pays 4 x $2 for them.") and computes("The total is 8 = 12 - 4")
+    assert not computes("Elida has 5 letters while Adrianna has 2 less.")
+    assert not computes("One-fourth of the remaining dolphins are in training.")
+
+
+def test_the_statement_floor_holds_back_only_two_statements_below_it():
+    s1, s2 = "Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters and Adrianna 2 less."
+    c1 = "Adrianna has 2 * 5 - 2 = 8 letters."
+    assert below_statement_floor(s1, s2, 0.85, 0.9)
+    assert not below_statement_floor(s1, s2, 0.9, 0.9)  # at the floor it merges
+    assert not below_statement_floor(s1, c1, 0.5, 0.9)  # one step computes: the judge's own threshold rules
+    assert not below_statement_floor(s1, s2, 0.1, None)
+
+
+def test_the_judge_applies_the_statement_floor_after_the_guard_and_counts_it():
+    judge = LevenshteinJudge(0.3)
+    statements = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters and Adrianna has 2 fewer.")
+    computing = ("So 5 * 2 = 10 letters.", "Thus 5 * 2 = 10 letters in all.")
+    ratio = judge.pair_scores([statements], [Q])[0]  # the Levenshtein ratio: a rule's score
+    assert 0.3 < ratio < 0.99 and judge.pair_probabilities([statements], [Q]) == [1.0]
+    judge.statement_threshold = 0.99
+    probs = judge.pair_probabilities([statements, computing], [Q, Q])
+    assert probs == [0.0, 1.0]  # the computing pair keeps its merge
+    assert judge.pair_scores([statements], [Q]) == [0.0]  # a sweep sees the floor too
+    assert judge.stats.floored == 2 and judge.describe()["statement_threshold"] == 0.99
+    judge.statement_threshold = ratio
+    assert judge.pair_probabilities([statements], [Q]) == [1.0]  # at the floor it merges
+
+
+def test_build_judge_and_the_model_judge_take_the_statement_floor(tmp_path):
+    from equiv.errors import InputError
+
+    assert build_judge(PrunerConfig(strategy="levenshtein", statement_threshold=0.9)).statement_threshold == 0.9
+    assert build_judge(PrunerConfig(strategy="levenshtein")).statement_threshold is None
+    with pytest.raises(InputError, match="statement floor"):
+        build_judge(PrunerConfig(strategy="none", statement_threshold=0.9))
+    with pytest.raises(InputError, match="statement_threshold"):
+        build_judge(PrunerConfig(strategy="levenshtein", statement_threshold=1.5))
+    plain = make_tiny_judge(tmp_path / "plain")
+    floored = make_tiny_judge(tmp_path / "floored", settings=dict(SETTINGS, statement_threshold=0.9))
+    assert ModelJudge(plain, device="cpu").statement_threshold is None
+    assert ModelJudge(floored, device="cpu").statement_threshold == 0.9
+    assert build_judge(PrunerConfig(strategy="model", model=str(floored), statement_threshold=0.0)).statement_threshold is None
+    assert build_judge(PrunerConfig(strategy="model", model=str(plain), statement_threshold=0.95)).statement_threshold == 0.95
+    judge = ModelJudge(floored, device="cpu", prefilter=0.0, threshold=1e-9)
+    pair = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters while Adrianna has 2 more.")
+    prob = ModelJudge(plain, device="cpu", prefilter=0.0, threshold=1e-9).pair_probabilities([pair], [Q])[0]
+    assert 0.0 < prob < 0.9  # a random tiny judge: the floor has something to hold back
+    assert judge.pair_probabilities([pair], [Q]) == [0.0] and judge.stats.scored == 1
+
+
 @pytest.mark.parametrize("a, b", [
     ("She scored 90 on the first test.", "Mia scored 90 on the first test."),    # pronoun vs name
     ("So Mia scored 90.", "Thus Mia scored 90."),                                 # connective
@@ -266,3 +319,10 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
     assert (m_on["fp"], m_on["tp"], m_on["false_merge_rate"], m_on["precision"]) == (0, 2, 0.0, 1.0)
     assert m_on["problems"] == 2 and "f1_spread" in m_on and m_on["claim_guard"] is True
     assert "false merge rate" in on.stdout and "claim guard vetoed 2" in on.stdout
+    floored = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5",
+                         "--statement_threshold", "0.99")
+    assert floored.returncode == 0, floored.stderr
+    m_floor = json.loads(floored.stdout.splitlines()[-1])
+    # every pair here computes nothing: below 0.99 only the exact-after-rewording one would merge
+    assert m_floor["statement_threshold"] == 0.99 and m_floor["tp"] + m_floor["fp"] == 0
+    assert "statement floor held back" in floored.stdout

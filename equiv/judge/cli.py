@@ -76,6 +76,7 @@ class JudgeCLI(LightningCLI):
         if self.subcommand != "fit":
             return
         self._f1_tolerance()  # a tolerance out of range is refused before hours of fitting, not after
+        self._statement_floor()
         trainer = self.config["fit"].get("trainer") or {}
         epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
         if trainer.get("fast_dev_run"):
@@ -150,6 +151,13 @@ class JudgeCLI(LightningCLI):
             "scores, and the guard's effect at them is reported",
         )
         parser.add_argument(
+            "--statement_threshold",
+            type=float | None,
+            default=None,
+            help="store a statement floor in the export: a pair of steps that both compute nothing merges only at this "
+            "probability or above (equiv.text.claims.below_statement_floor); thresholds are still chosen without it",
+        )
+        parser.add_argument(
             "--predictions_out",
             type=str | None,
             default=None,
@@ -191,6 +199,9 @@ class JudgeCLI(LightningCLI):
         if guard:
             metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, repick, probs))
             export_metrics(out, metrics)
+        floor = self._statement_floor()
+        if floor is not None:
+            attach_statement_floor(out, floor)
         if hybrid:
             metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, probs, self._f1_tolerance()))
             export_metrics(out, metrics)
@@ -242,6 +253,13 @@ class JudgeCLI(LightningCLI):
         if not 0.0 <= tolerance < 1.0:
             raise InputError(f"must be in [0, 1), got {tolerance}", field="threshold_f1_tolerance")
         return tolerance
+
+    def _statement_floor(self) -> float | None:
+        """``--statement_threshold``, checked: one line naming the field when out of [0, 1]."""
+        floor = self._subcommand_value("statement_threshold")
+        if floor is not None and not 0.0 <= float(floor) <= 1.0:
+            raise InputError(f"must be in [0, 1], got {floor}", field="statement_threshold")
+        return None if floor is None else float(floor)
 
 
 def _rule(target_precision: float | None, f1_tolerance: float) -> str:
@@ -315,6 +333,15 @@ def attach_claim_guard(judge_dir: Path, datamodule: Any, report: bool,
           f"{plain.recall:.4f} -> {guarded.recall:.4f}, f1 {plain.f1:.4f} -> {guarded.f1:.4f}", flush=True)
     return {"guard_calibration_precision": guarded.precision, "guard_calibration_recall": guarded.recall,
             "guard_calibration_f1": guarded.f1, "guard_calibration_vetoes": float(sum(vetoes))}
+
+
+def attach_statement_floor(judge_dir: Path, floor: float) -> None:
+    """Store ``statement_threshold`` in the export. Not chosen here: a calibration split holds too
+    few pairs of two steps that compute nothing (solution pairs nearly always compute) to pick it
+    on; the recipe's value was chosen by cross-validation over labelled sibling steps
+    (docs/results.md)."""
+    update_settings(judge_dir, {"statement_threshold": floor})
+    print(f"statement floor: pairs of steps that both compute nothing merge at probability >= {floor}", flush=True)
 
 
 def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None,

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError
-from equiv.text.claims import claim_check
+from equiv.text.claims import below_statement_floor, claim_check
 from equiv.text.levenshtein import normalise_whitespace
 
 Pair = tuple[str, str]
@@ -58,6 +58,7 @@ class JudgeStats:
     scored: int = 0
     forward_batches: int = 0
     guarded: int = 0  # pairs asked whose merge the claim guard vetoed (repeats included)
+    floored: int = 0  # pairs asked, neither step computing, whose score fell short of the statement floor
     seconds: float = 0.0
 
     def reset(self) -> None:
@@ -109,6 +110,9 @@ class CachedJudge:
     # The claim guard (equiv.text.claims): a pair whose steps state or conclude different numbers, or
     # swap or name different things, is "not equivalent" whatever the score; see claim_guard in PrunerConfig.
     claim_guard: bool = False
+    # The statement floor (equiv.text.claims.below_statement_floor): a pair of steps that both compute
+    # nothing is "not equivalent" unless its score reaches this; None = no floor.
+    statement_threshold: float | None = None
     # True: the score of a pair depends on its problem's question (a model trained with_question);
     # the question then joins the cache key and reaches _judge_new.
     reads_question: bool = False
@@ -188,6 +192,8 @@ class CachedJudge:
         out = [self._cache[key] for key in keys]
         if self.claim_guard:
             out = self._guard(pairs, out, questions)
+        if self.statement_threshold is not None:
+            out = self._floor(pairs, out)
         self.stats.seconds += time.perf_counter() - start
         return out
 
@@ -202,6 +208,19 @@ class CachedJudge:
                 result = (0.0, 0.0)
             guarded.append(result)
         return guarded
+
+    def _floor(self, pairs: Sequence[Pair], results: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        """Zero (probability and score) every pair of two statements whose score is below the
+        statement floor (a model judge's score is its probability; a rule's, such as the Levenshtein
+        ratio, its continuous score): a threshold swept over the scores then merges such a pair only
+        at or above the floor too."""
+        floored = []
+        for (a, b), result in zip(pairs, results):
+            if result[0] > 0.0 and below_statement_floor(a, b, result[1], self.statement_threshold):
+                self.stats.floored += 1
+                result = (0.0, 0.0)
+            floored.append(result)
+        return floored
 
     def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
         """Probability and model-forward flag per pair, in order; a cached pair keeps its flag,
@@ -223,4 +242,5 @@ class CachedJudge:
 
     def describe(self) -> dict[str, Any]:
         """Settings to record beside results (what exactly judged the pairs)."""
-        return {"strategy": self.name, "threshold": self.threshold, "claim_guard": self.claim_guard}
+        return {"strategy": self.name, "threshold": self.threshold, "claim_guard": self.claim_guard,
+                "statement_threshold": self.statement_threshold}

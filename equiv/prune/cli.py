@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--claim_guard", "--claim-guard", choices=("true", "false"),
                    help="veto merges whose steps state or conclude different numbers, or swap or name different things "
                    "(equiv.text.claims; reads each record's 'question'); default: the judge's own setting")
+    p.add_argument("--statement_threshold", "--statement-threshold", type=float,
+                   help="the statement floor: a pair of steps that both compute nothing merges only at this probability "
+                   "or above (equiv.text.claims.below_statement_floor); default: the judge's own setting; 0: none")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
     p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
@@ -101,6 +104,7 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
         strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
         batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
         claim_guard=None if args.claim_guard is None else args.claim_guard == "true",
+        statement_threshold=args.statement_threshold,
     )
     judge = build_judge(cfg)
     assert judge is not None
@@ -189,7 +193,7 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
         "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1,
         "false_merge_rate": m.false_merge_rate, "n": m.n, "problems": len(set(data.problems)),
         "strategy": judge.name, "threshold": choice.threshold, "threshold_source": choice.source,
-        "claim_guard": judge.claim_guard,
+        "claim_guard": judge.claim_guard, "statement_threshold": judge.statement_threshold,
         "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": data.dropped, "data": str(args.data),
     }
     out.update(spread_by_problem(predictions, labels, data.problems))
@@ -235,7 +239,8 @@ def _print_report(out: dict[str, Any]) -> None:
     st = out["judge_stats"]
     print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
           f"cache hits {st['cache_hits']}, claim guard vetoed {st['guarded']}"
-          f"{'' if out['claim_guard'] else ' (off)'}, {st['seconds']:.2f}s")
+          f"{'' if out['claim_guard'] else ' (off)'}, statement floor held back {st['floored']}"
+          f"{'' if out['statement_threshold'] else ' (off)'}, {st['seconds']:.2f}s")
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")
     print(f"pairs from    {out['problems']} problems (spreads: bootstrap over problems)")

@@ -198,10 +198,13 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     threshold policy may be chosen again without touching the held-out fold)."""
     kept = [(r, y) for r in records if (y := mapping.label(r.result)) is not None]
     pairs = [(r.sentence1, r.sentence2) for r, _ in kept]
-    # Unguarded scores, whatever the export stores: the yardstick applies the claim guard itself,
-    # with each pair's question (a judge asked without questions would guard on numbers alone).
-    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False))
-    raw = ModelJudge(judge_dir, device="cpu", claim_guard=False)
+    # Unguarded, unfloored scores, whatever the export stores: the yardstick applies the claim guard
+    # itself, with each pair's question (a judge asked without questions would guard on numbers
+    # alone), and the statement floor the export stores (``statement_threshold`` on each row).
+    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False,
+                                     statement_threshold=0.0))
+    raw = ModelJudge(judge_dir, device="cpu", claim_guard=False, statement_threshold=0.0)
+    floor = raw.settings.get("statement_threshold")
     assert judge is not None
     questions = [question_of(r) for r, _ in kept]  # read by a with_question judge
     probs = judge.pair_probabilities(pairs, questions)
@@ -210,7 +213,7 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
         "id": r.extra.get("id"), "problem": problem_key(r), "fold": fold, "label": y, "result": r.result,
         "sentence1": r.sentence1, "sentence2": r.sentence2, "question": r.extra.get("question", ""),
         "prob": p, "threshold": judge.threshold, "raw_prob": q, "raw_threshold": raw.threshold,
-        "judge": judge.name, "source": r.source, "part": part,
+        "judge": judge.name, "source": r.source, "part": part, "statement_threshold": floor,
     } for (r, y), p, q in zip(kept, probs, raw_probs)]
 
 

@@ -49,6 +49,7 @@ class ModelJudge(CachedJudge):
         device: str = "auto",
         dtype: str = "auto",
         claim_guard: bool | None = None,
+        statement_threshold: float | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -60,6 +61,10 @@ class ModelJudge(CachedJudge):
         self.settings = settings
         self.positive_index = int(settings.get("positive_index", 1))
         self.claim_guard = bool(settings.get("claim_guard", False)) if claim_guard is None else bool(claim_guard)
+        floor = settings.get("statement_threshold") if statement_threshold is None else statement_threshold
+        if floor is not None and not 0.0 <= float(floor) <= 1.0:
+            raise InputError(f"must be in [0, 1], got {floor}", path=path, field="statement_threshold")
+        self.statement_threshold = float(floor) if floor else None  # 0: no floor
         default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
         self.threshold = check_threshold(default_threshold if threshold is None else threshold, self.name)
         default_prefilter = settings.get("prefilter_threshold")

@@ -79,6 +79,10 @@ class PrunerConfig:
         claim_guard: veto merges whose steps state or conclude different numbers, or swap or name
             different things (:mod:`equiv.text.claims`); None = the export's ``claim_guard`` for
             ``model``/``hybrid`` (off for the other strategies).
+        statement_threshold: the statement floor: a pair of steps that both compute nothing
+            (:func:`equiv.text.claims.below_statement_floor`) merges only at this probability or
+            above; None = the export's ``statement_threshold`` for ``model``/``hybrid`` (none for
+            the other strategies), 0 = no floor.
     """
 
     strategy: str = "none"
@@ -92,6 +96,7 @@ class PrunerConfig:
     grouping: Literal["greedy", "transitive"] = "greedy"
     representative: Literal["first", "prior", "score"] = "first"
     claim_guard: bool | None = None
+    statement_threshold: float | None = None
 
     def validate(self) -> None:
         """Each setting on its own (:func:`build_judge` checks which the strategy takes)."""
@@ -108,6 +113,8 @@ class PrunerConfig:
             check_threshold(self.threshold, self.strategy)
         if self.prefilter is not None and not 0.0 <= float(self.prefilter) <= 1.0:
             raise InputError(f"must be in [0, 1], got {self.prefilter}", field="prefilter")
+        if self.statement_threshold is not None and not 0.0 <= float(self.statement_threshold) <= 1.0:
+            raise InputError(f"must be in [0, 1], got {self.statement_threshold}", field="statement_threshold")
 
 
 def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
@@ -122,6 +129,9 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
         if cfg.claim_guard:
             raise InputError("strategy 'none' merges nothing; there is nothing for the claim guard to veto",
                              field="claim_guard")
+        if cfg.statement_threshold:
+            raise InputError("strategy 'none' merges nothing; there is nothing for a statement floor to hold back",
+                             field="statement_threshold")
         return None
     s = cfg.strategy
     if cfg.prefilter is not None and not entry.prefilter:
@@ -134,6 +144,8 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     assert judge is not None
     if cfg.claim_guard is not None and not entry.export_settings:
         judge.claim_guard = bool(cfg.claim_guard)
+    if cfg.statement_threshold is not None and not entry.export_settings:
+        judge.statement_threshold = float(cfg.statement_threshold) or None
     return judge
 
 
@@ -157,6 +169,7 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
         device=cfg.device,
         dtype=cfg.dtype,
         claim_guard=cfg.claim_guard,
+        statement_threshold=cfg.statement_threshold,
     )
 
 

@@ -10,7 +10,10 @@ each *decision policy* per fold, so every figure comes with its spread over fold
 - ``@P`` -- the threshold chosen again on that fold's *calibration* rows (the fit's own calibration
   split, never the held-out fold) as the highest-recall threshold reaching precision ``P``;
   ``@f1-T`` -- likewise, the highest threshold whose F1 there is within ``T`` of the best
-  (``fit --threshold_f1_tolerance T``; the guard is applied after the pick, as the fit does).
+  (``fit --threshold_f1_tolerance T``; the guard is applied after the pick, as the fit does);
+- ``+floorS`` -- the same with the statement floor ``S``: a pair of steps that both compute
+  nothing merges only at probability ``S`` or above (``fit --statement_threshold S``,
+  :func:`equiv.text.claims.below_statement_floor`; applied after the pick, as the judge does).
   For ``raw`` this is honest: the classifier never trained on those rows. For ``judge`` (the
   hybrid) it is slightly optimistic: its combiner was fitted on them.
 
@@ -27,13 +30,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from equiv.errors import InputError
 from equiv.judge.calibrate import BinaryMetrics, binary_metrics, pick_threshold, spread_by_problem, threshold_sweep
 from equiv.rundir.io import read_json_lines
-from equiv.text.claims import claim_check
+from equiv.text.claims import below_statement_floor, claim_check
 from equiv.text.formula import formulas_equivalent
 from equiv.text.levenshtein import levenshtein_ratio
 
 METRICS = ("precision", "recall", "f1", "false_merge_rate")
 DEFAULT_TARGETS = (0.95,)
 DEFAULT_F1_TOLERANCES = (0.005,)
+DEFAULT_STATEMENT_FLOORS = (0.9,)  # the recipe's statement_threshold (configs/gsm8k_equiv.yaml)
 Row = dict[str, Any]
 
 
@@ -88,8 +92,18 @@ def _stored(key: str, threshold_key: str, guard: bool) -> Callable[[list[Row], l
     return lambda test, _: [_guarded(r[key], r, guard) >= r[threshold_key] for r in test]
 
 
+def _floored(decide: Callable[[list[Row], list[Row]], list[bool]], key: str, floor: float
+             ) -> Callable[[list[Row], list[Row]], list[bool]]:
+    """``decide``, then the statement floor on the rows' ``key`` scores."""
+    def floored(test: list[Row], calibration: list[Row]) -> list[bool]:
+        return [merge and not below_statement_floor(r["sentence1"], r["sentence2"], r[key], floor)
+                for r, merge in zip(test, decide(test, calibration))]
+    return floored
+
+
 def policies(targets: Sequence[float] = DEFAULT_TARGETS,
-             tolerances: Sequence[float] = DEFAULT_F1_TOLERANCES) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
+             tolerances: Sequence[float] = DEFAULT_F1_TOLERANCES,
+             floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
     """Name -> decision function ``(test rows, calibration rows) -> merge or not`` per test row."""
     out: dict[str, Callable[[list[Row], list[Row]], list[bool]]] = {
         "formula": lambda test, _: [formulas_equivalent(r["sentence1"], r["sentence2"]) for r in test],
@@ -108,6 +122,9 @@ def policies(targets: Sequence[float] = DEFAULT_TARGETS,
     for tolerance in tolerances:
         out[f"raw+guard@f1-{tolerance:g}"] = _repicked("raw_prob", True, tolerance=tolerance, guard_calibration=False)
         out[f"judge+guard@f1-{tolerance:g}"] = _repicked("prob", True, tolerance=tolerance, guard_calibration=False)
+        for floor in floors:
+            out[f"raw+guard+floor{floor:g}@f1-{tolerance:g}"] = _floored(
+                out[f"raw+guard@f1-{tolerance:g}"], "raw_prob", floor)
     return out
 
 
@@ -203,9 +220,10 @@ def mean_spread_cell(agg: dict[str, Any], key: str) -> str:
 def format_table(table: dict[str, dict[str, Any]], count: str = "folds") -> str:
     """The table as text: one row per policy, mean ± spread over folds (``count="problems"``: a
     :func:`pooled_table`, pooled ± bootstrap over problems), pooled merges."""
-    head = f"{'policy':<20} {count:>8} " + " ".join(f"{m:>17}" for m in METRICS) + f" {'merges':>7} {'false':>6}"
+    width = max([20, *(len(name) for name in table)])
+    head = f"{'policy':<{width}} {count:>8} " + " ".join(f"{m:>17}" for m in METRICS) + f" {'merges':>7} {'false':>6}"
     lines = [head, "-" * len(head)]
     for name, agg in table.items():
         cells = " ".join(mean_spread_cell(agg, m).rjust(17) for m in METRICS)
-        lines.append(f"{name:<20} {agg[count]:>8} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
+        lines.append(f"{name:<{width}} {agg[count]:>8} {cells} {agg['tp'] + agg['fp']:>7} {agg['fp']:>6}")
     return "\n".join(lines)

@@ -405,6 +405,26 @@ def relation_conflict(a: str, b: str) -> str:
     return f"{left[0]} -> {right[0]}" if left else ""
 
 
+def computes(text: str) -> bool:
+    """Whether a step computes: a calculator note or arithmetic on numbers in its prose ("3 * 4",
+    "= 12"). A step that computes nothing restates the question or plans ("Elida has 5 letters
+    while Adrianna has 2 less"); see :func:`below_statement_floor`."""
+    return bool(_CALCULATOR_NOTE.search(text) or _ARITHMETIC.search(text))
+
+
+def below_statement_floor(a: str, b: str, probability: float, floor: float | None) -> bool:
+    """Whether a merge of two steps that both compute nothing falls short of ``floor`` (``None``:
+    no floor).
+
+    The judges learn equivalence from solution pairs, which compute on both sides (2562 of the 2639
+    labelled GSM8K pairs): there the same computation is strong evidence. Two statements share no
+    computation to compare, and search samples them as near-copies of the question with one
+    relation or name changed, so on them the judge needs to be surer. On real sibling steps of 20
+    problems nobody here had tuned on, its precision was 0.56 where neither step computes against
+    0.88 where both do (docs/results.md)."""
+    return floor is not None and probability < floor and not computes(a) and not computes(b)
+
+
 def claim_check(a: str, b: str, question: str = "") -> ClaimCheck:
     """Both checks on one pair (``question``: the problem text, for restated givens and entities)."""
     return ClaimCheck(number_conflict(a, b, question),
