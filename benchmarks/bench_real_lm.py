@@ -252,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         merges.extend(run_merges)
         rows[name]["merged_pairs"] = len(run_merges)
         rows[name]["guard_vetoes"] = int(getattr(getattr(judge, "stats", None), "guarded", 0) or 0)
+        rows[name]["floored"] = int(getattr(getattr(judge, "stats", None), "floored", 0) or 0)
         print(f"  {name}: done in {wall:.0f} s", flush=True)
 
     base = rows["none"]["mean_generated_tokens"]
@@ -259,21 +260,23 @@ def run(args: argparse.Namespace) -> int:
         row["token_ratio"] = row["mean_generated_tokens"] / base if base else None
     print()
     header = (f"{'pruner':<12} {'acc %':>6} {'tokens':>8} {'ratio':>6} {'dup %':>6} {'judge %':>8} {'merges':>7} "
-              f"{'vetoes':>7} {'judge s/gen s':>14} {'wall s':>7}")
+              f"{'vetoes':>7} {'floored':>7} {'judge s/gen s':>14} {'wall s':>7}")
     print(header)
     print("-" * len(header))
     for name, r in rows.items():
         ratio = "-" if r["token_ratio"] is None else f"{r['token_ratio']:.3f}"
         print(f"{'unpruned' if name == 'none' else name:<12} {100 * r['accuracy']:>6.1f} {r['mean_generated_tokens']:>8.1f} "
               f"{ratio:>6} {100 * r['duplicate_share']:>6.1f} {100 * r['judge_merge_share']:>8.1f} "
-              f"{r['merged_pairs']:>7} {r['guard_vetoes']:>7} {r['judge_share']:>14.3f} {r['wall_seconds']:>7.0f}")
+              f"{r['merged_pairs']:>7} {r['guard_vetoes']:>7} {r['floored']:>7} {r['judge_share']:>14.3f} "
+              f"{r['wall_seconds']:>7.0f}")
     errors = sum(r["errors"] for r in rows.values())
     out.mkdir(parents=True, exist_ok=True)
     (out / "merges.jsonl").write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in merges), encoding="utf-8")
     (out / "merges.md").write_text(merges_markdown(merges), encoding="utf-8")
     print(f"\ndup % / judge %: candidates merged as exact duplicates / by the pruner, of all candidates; "
           f"merges: sibling pairs the pruner merged (directly or through a third sibling); vetoes: merges "
-          f"the claim guard refused; errors: {errors}; runs in {out}")
+          f"the claim guard refused; floored: merges of two non-computing steps the statement floor held back; "
+          f"errors: {errors}; runs in {out}")
     print(f"merged pairs to read and label: {out / 'merges.md'} ({len(merges)} pairs; {out / 'merges.jsonl'})")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "load_seconds": load_s, "rows": rows}, indent=2) + "\n")

@@ -131,6 +131,7 @@ def test_bench_real_lm_quick_with_tiny_models(tmp_path):
     assert rows["none"]["judge_merge_share"] == 0 and rows["none"]["token_ratio"] == 1.0
     for name, row in rows.items():
         assert row["errors"] == 0 and row["problems"] == 1 and row["generation_seconds"] > 0
+        assert row["guard_vetoes"] >= 0 and row["floored"] >= 0  # the judge's stats, beside the merges
         assert (out / ("unpruned" if name == "none" else name) / "results.jsonl").exists()
     assert float(lines[-1].split()[-1]) == pytest.approx(rows["model"]["token_ratio"], abs=1e-4)
     # every merged pair is written for reading, as many as the rows count, each from its run's judge_pairs
