@@ -200,7 +200,8 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     pairs = [(r.sentence1, r.sentence2) for r, _ in kept]
     # Unguarded, unfloored scores, whatever the export stores: the yardstick applies the claim guard
     # itself, with each pair's question (a judge asked without questions would guard on numbers
-    # alone), and the statement floor the export stores (``statement_threshold`` on each row).
+    # alone), and its ``+floorS`` policies the statement floor; each row records the floor the
+    # export stores (``statement_threshold``), for the reader.
     judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False,
                                      statement_threshold=0.0))
     raw = ModelJudge(judge_dir, device="cpu", claim_guard=False, statement_threshold=0.0)
