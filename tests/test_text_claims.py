@@ -240,6 +240,7 @@ def test_build_judge_and_the_model_judge_take_the_statement_floor(tmp_path):
     prob = ModelJudge(plain, device="cpu", prefilter=0.0, threshold=1e-9).pair_probabilities([pair], [Q])[0]
     assert 0.0 < prob < 0.9  # a random tiny judge: the floor has something to hold back
     assert judge.pair_probabilities([pair], [Q]) == [0.0] and judge.stats.scored == 1
+    assert judge.stats.floored == 1 and judge.stats.guarded == 0  # held back by the floor, not the guard
 
 
 @pytest.mark.parametrize("a, b", [
