@@ -251,8 +251,9 @@ def run(args: argparse.Namespace) -> int:
         run_merges = merged_pairs(records, read_pairs(pairs_path)[0] if pairs_path.exists() else [], name)
         merges.extend(run_merges)
         rows[name]["merged_pairs"] = len(run_merges)
-        rows[name]["guard_vetoes"] = int(getattr(getattr(judge, "stats", None), "guarded", 0) or 0)
-        rows[name]["floored"] = int(getattr(getattr(judge, "stats", None), "floored", 0) or 0)
+        stats = getattr(judge, "stats", None)  # None for the unpruned run
+        rows[name]["guard_vetoes"] = int(getattr(stats, "guarded", 0) or 0)
+        rows[name]["floored"] = int(getattr(stats, "floored", 0) or 0)
         print(f"  {name}: done in {wall:.0f} s", flush=True)
 
     base = rows["none"]["mean_generated_tokens"]

@@ -90,6 +90,14 @@ def check_threshold(value: float, strategy: str) -> float:
     return float(value)
 
 
+def check_statement_floor(value: float | None, path: str | None = None) -> float | None:
+    """A statement floor (``statement_threshold``) as a judge keeps it: in [0, 1], and 0 (like
+    ``None``) meaning no floor."""
+    if value is not None and not 0.0 <= float(value) <= 1.0:
+        raise InputError(f"must be in [0, 1], got {value}", path=path, field="statement_threshold")
+    return float(value) if value else None
+
+
 class CachedJudge:
     """Shared machinery: order-insensitive cache, stats, and the exact-match shortcut.
 
@@ -190,37 +198,29 @@ class CachedJudge:
                 if self.needs_model(*pair):
                     self._model_calls.add(key)
         out = [self._cache[key] for key in keys]
-        if self.claim_guard:
-            out = self._guard(pairs, out, questions)
-        if self.statement_threshold is not None:
-            out = self._floor(pairs, out)
+        if self.claim_guard or self.statement_threshold is not None:
+            out = self._hold_back(pairs, out, questions)
         self.stats.seconds += time.perf_counter() - start
         return out
 
-    def _guard(self, pairs: Sequence[Pair], results: list[tuple[float, float]],
-               questions: Sequence[str] | None) -> list[tuple[float, float]]:
-        """Veto (probability and score 0) every pair whose steps' claims conflict. Applied after
-        the cache, because one pair of texts may belong to problems that give different numbers."""
-        guarded = []
+    def _hold_back(self, pairs: Sequence[Pair], results: list[tuple[float, float]],
+                   questions: Sequence[str] | None) -> list[tuple[float, float]]:
+        """Zero (probability and score) every pair the claim guard vetoes (its steps' claims
+        conflict) and every pair of two statements whose score is below the statement floor (a
+        model judge's score is its probability; a rule's, such as the Levenshtein ratio, its
+        continuous score), so a threshold swept over the scores sees both. Applied after the cache,
+        because one pair of texts may belong to problems that give different numbers."""
+        kept = []
         for i, ((a, b), result) in enumerate(zip(pairs, results)):
-            if result[0] > 0.0 and claim_check(a, b, questions[i] if questions else "").veto:
-                self.stats.guarded += 1
-                result = (0.0, 0.0)
-            guarded.append(result)
-        return guarded
-
-    def _floor(self, pairs: Sequence[Pair], results: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        """Zero (probability and score) every pair of two statements whose score is below the
-        statement floor (a model judge's score is its probability; a rule's, such as the Levenshtein
-        ratio, its continuous score): a threshold swept over the scores then merges such a pair only
-        at or above the floor too."""
-        floored = []
-        for (a, b), result in zip(pairs, results):
-            if result[0] > 0.0 and below_statement_floor(a, b, result[1], self.statement_threshold):
-                self.stats.floored += 1
-                result = (0.0, 0.0)
-            floored.append(result)
-        return floored
+            if result[0] > 0.0:
+                if self.claim_guard and claim_check(a, b, questions[i] if questions else "").veto:
+                    self.stats.guarded += 1
+                    result = (0.0, 0.0)
+                elif below_statement_floor(a, b, result[1], self.statement_threshold):
+                    self.stats.floored += 1
+                    result = (0.0, 0.0)
+            kept.append(result)
+        return kept
 
     def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
         """Probability and model-forward flag per pair, in order; a cached pair keeps its flag,

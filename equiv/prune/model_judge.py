@@ -11,7 +11,7 @@ from typing import Any
 from equiv.devices import resolve_autocast_dtype, resolve_device
 from equiv.errors import InputError
 from equiv.judge.export_keys import HYBRID_KEY
-from equiv.prune.cached import CachedJudge, Pair, check_threshold
+from equiv.prune.cached import CachedJudge, Pair, check_statement_floor, check_threshold
 from equiv.prune.loading import load_classifier, model_token_limit
 from equiv.text.formatting import format_key
 from equiv.text.levenshtein import levenshtein_ratio
@@ -62,9 +62,7 @@ class ModelJudge(CachedJudge):
         self.positive_index = int(settings.get("positive_index", 1))
         self.claim_guard = bool(settings.get("claim_guard", False)) if claim_guard is None else bool(claim_guard)
         floor = settings.get("statement_threshold") if statement_threshold is None else statement_threshold
-        if floor is not None and not 0.0 <= float(floor) <= 1.0:
-            raise InputError(f"must be in [0, 1], got {floor}", path=path, field="statement_threshold")
-        self.statement_threshold = float(floor) if floor else None  # 0: no floor
+        self.statement_threshold = check_statement_floor(floor, path=self.path)
         default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
         self.threshold = check_threshold(default_threshold if threshold is None else threshold, self.name)
         default_prefilter = settings.get("prefilter_threshold")

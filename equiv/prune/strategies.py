@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 from equiv.errors import InputError
-from equiv.prune.cached import CachedJudge, check_threshold
+from equiv.prune.cached import CachedJudge, check_statement_floor, check_threshold
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.loading import stored_judge_kind
 from equiv.prune.model_judge import HybridJudge, ModelJudge
@@ -113,8 +113,7 @@ class PrunerConfig:
             check_threshold(self.threshold, self.strategy)
         if self.prefilter is not None and not 0.0 <= float(self.prefilter) <= 1.0:
             raise InputError(f"must be in [0, 1], got {self.prefilter}", field="prefilter")
-        if self.statement_threshold is not None and not 0.0 <= float(self.statement_threshold) <= 1.0:
-            raise InputError(f"must be in [0, 1], got {self.statement_threshold}", field="statement_threshold")
+        check_statement_floor(self.statement_threshold)
 
 
 def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
@@ -145,7 +144,7 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     if cfg.claim_guard is not None and not entry.export_settings:
         judge.claim_guard = bool(cfg.claim_guard)
     if cfg.statement_threshold is not None and not entry.export_settings:
-        judge.statement_threshold = float(cfg.statement_threshold) or None
+        judge.statement_threshold = check_statement_floor(cfg.statement_threshold)
     return judge
 
 
