@@ -151,3 +151,66 @@ def test_search_eval_prunes_with_an_ensemble_unchanged(two_judges, tmp_path, sha
     assert summary["pruner"] == "model" and len(one_judge.members) == 2
     stats = summary["judge_stats"]
     assert stats["scored"] > 0 and stats["forward_batches"] % 2 == 0  # each scoring call: a batch per member
+
+
+def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
+    """The recipe's ``hybrid: false`` and ``threshold_f1_tolerance`` decide the ensemble's
+    threshold (as ``fit`` decides one judge's), and the members' claim guard and statement floor
+    stay in force: two seeds of the GSM8K recipe averaged are the recommended judge."""
+    from equiv.judge.calibrate import calibration_summary
+    from equiv.judge.ensemble import calibration_split
+
+    floored = dict(NO_PREFILTER, claim_guard=True, statement_threshold=0.9)
+    seeds = [make_tiny_judge(tmp_path / f"s{seed}", settings=floored, seed=seed) for seed in (0, 1)]
+    rows = [dict(r, id=f"toy-{i // 2}-{i % 2}") for i, r in enumerate(separable_pairs(40, seed=6))]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    config = tmp_path / "recipe.yaml"
+    config.write_text(f"hybrid: false\nthreshold_f1_tolerance: 0.3\nmodel:\n  max_length: 64\n"
+                      f"data:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "hybrid combiner" not in done.stdout
+    settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
+    assert "hybrid" not in settings and settings["claim_guard"] is True and settings["statement_threshold"] == 0.9
+    pairs, labels, _, _ = calibration_split(config)
+    probs = score_judge_dir(tmp_path / "e", pairs)
+    assert settings["decision_threshold"] == calibration_summary(probs, labels, None, 0.3)["decision_threshold"]
+    judge = ModelJudge(tmp_path / "e")
+    assert judge.statement_threshold == 0.9 and judge.claim_guard
+
+    # the command line still overrides the recipe
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e0", "--config", config,
+                                  "--threshold_f1_tolerance", "0"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    best = json.loads((tmp_path / "e0" / "config.json").read_text())["equiv"]["decision_threshold"]
+    assert best == calibration_summary(probs, labels, None, 0.0)["decision_threshold"] != settings["decision_threshold"]
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "bad", "--config", config,
+                                  "--threshold_f1_tolerance", "1.5"])
+    assert done.returncode == 2 and "threshold_f1_tolerance" in done.stderr and not (tmp_path / "bad").exists()
+
+
+def test_members_with_different_floors_or_guards_are_refused(tmp_path):
+    first = make_tiny_judge(tmp_path / "a", settings=dict(NO_PREFILTER, statement_threshold=0.9), seed=0)
+    other = make_tiny_judge(tmp_path / "b", settings=dict(NO_PREFILTER, statement_threshold=0.7), seed=1)
+    with pytest.raises(InputError, match="different statement_threshold settings") as err:
+        build_ensemble([first, other], tmp_path / "e")
+    assert "0.9" in str(err.value) and "0.7" in str(err.value) and not (tmp_path / "e").exists()
+    unguarded = make_tiny_judge(tmp_path / "c", settings=dict(NO_PREFILTER, statement_threshold=0.9, claim_guard=True))
+    with pytest.raises(InputError, match="different claim_guard settings"):
+        build_ensemble([first, unguarded], tmp_path / "e")
+
+
+def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys, monkeypatch):
+    """The second member of the recommended judge: the recipe with other seeds, nothing else."""
+    from tests.test_em_configs import resolved
+
+    plain = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml")
+    seed1 = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml", "configs/gsm8k_equiv_seed1.yaml")
+    assert (plain["seed_everything"], seed1["seed_everything"]) == (42, 1)
+    assert seed1["data"]["seed"] == 1 and plain["data"]["seed"] != 1
+    assert {k for k in seed1["data"] if seed1["data"][k] != plain["data"][k]} == {"seed"}
+    assert seed1["model"] == plain["model"]
+    assert seed1["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_seed1"
+    assert seed1["trainer"]["logger"]["init_args"]["save_dir"] == "outputs/gsm8k_equiv_seed1"
+    decisions = ("threshold_from_val", "threshold_f1_tolerance", "hybrid", "claim_guard", "statement_threshold")
+    assert {k: seed1[k] for k in decisions} == {k: plain[k] for k in decisions}

@@ -11,6 +11,8 @@ import yaml
 
 from equiv.data.records import PairRecord, problem_key
 from equiv.errors import InputError
+from equiv.judge.calibrate import calibration_summary
+from equiv.judge.members import score_judge_dir
 from equiv.judge.tiny import build_tiny_longformer
 from equiv.prune.crossval import assign_folds, fit_command, main
 from equiv.prune.yardstick import (format_table, per_fold, policies, pooled_table, split_by_source, vetoed,
@@ -123,7 +125,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     recipe["data"].update(train=str(train), calibration_fraction=0.3)
     recipe["model"]["model_name"] = str(build_tiny_longformer(tmp_path / "tiny", attention_window=8))
     recipe["model"]["max_length"] = 64
-    recipe.update(threshold_from_val=True, hybrid=True, claim_guard=True)
+    recipe.update(threshold_from_val=True, hybrid=True, claim_guard=True, threshold_f1_tolerance=0.2)
     config = tmp_path / "recipe.yaml"
     config.write_text(yaml.safe_dump(recipe))
     siblings = tmp_path / "siblings.jsonl"  # a pooled --data file: scored on its own as well
@@ -165,6 +167,12 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     assert settings["members"] == ["members/1"] and not (views / "fold1" / "fit.log").exists()
     ensemble_rows = [json.loads(line) for line in (views / "oof.jsonl").read_text().splitlines()]
     assert [(r["id"], r["part"]) for r in ensemble_rows] == [(r["id"], r["part"]) for r in rows]
+    # its threshold chosen on the fold's calibration split as the recipe's fit chooses one (tolerance 0.2)
+    # (the classifier's own scores: the rows' raw_prob has the judge's prefilter applied)
+    calibration = [r for r in ensemble_rows if r["fold"] == 1 and r["part"] == "calibration"]
+    probs = score_judge_dir(views / "fold1" / "judge", [(r["sentence1"], r["sentence2"]) for r in calibration])
+    chosen = calibration_summary(probs, [r["label"] for r in calibration], None, 0.2)
+    assert settings["decision_threshold"] == chosen["decision_threshold"]
 
 
 def test_score_apart_takes_only_a_file_the_cross_validation_pools(tmp_path, capsys):

@@ -12,8 +12,15 @@ the same input (0.944). So an ensemble is a first-class judge here, built from e
   ``config.json`` as ``equiv.members``; each member keeps its own settings (``max_length``,
   ``mark_differences``), so each is fed what it was trained on;
 - its probability is ``sigmoid(mean of the members' logits)``;
-- its ``decision_threshold`` and (by default) its hybrid combiner are fitted on the calibration
-  split, as ``fit --threshold_from_val true --hybrid true`` does for one judge.
+- its ``decision_threshold`` (and, where the recipe fits one, its hybrid combiner) is chosen on the
+  calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's: the recipe's
+  ``hybrid``, ``threshold_f1_tolerance`` and ``threshold_target_precision`` apply unless the
+  command overrides them, and the members' stored claim guard and statement floor (which must
+  agree) stay in force.
+
+Two seeds of the recipe averaged is the recommended GSM8K judge: one fit's precision on sibling
+steps from search depends on its seed (0.94 or 0.91 on the 561 labelled siblings, cross-validated),
+the average's does not (docs/results.md).
 
 ``python -m equiv.judge.ensemble --members A/judge B/judge --out DIR --config configs/gsm8k_equiv.yaml``
 builds one; ``search_cli.py pairs/eval --strategy model --model DIR`` uses it.
@@ -26,7 +33,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.calibrate import calibration_summary
@@ -36,6 +43,9 @@ from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import member_dirs, score_judge_dir
 
 MEMBERS_DIR = "members"
+# Export settings that decide merges after the model's score: an ensemble keeps the first member's,
+# so every member must store the same (or the ensemble would silently drop another's).
+DECISION_SETTINGS = ("claim_guard", "statement_threshold")
 
 
 def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
@@ -43,7 +53,7 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
     if len(members) < 2:
         raise InputError(f"an ensemble needs at least 2 members, got {len(members)}", field="members")
     sources = [Path(m) for m in members]
-    mappings = []
+    mappings, decisions = [], []
     for source in sources:
         if not (source / "config.json").is_file():
             raise InputError("is not an exported judge directory (no config.json)", path=source, field="members")
@@ -51,8 +61,14 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         if settings.get(MEMBERS_KEY):
             raise InputError("is an ensemble already; give its members instead", path=source, field="members")
         mappings.append(settings.get("label_mapping"))
+        decisions.append({key: settings.get(key) for key in DECISION_SETTINGS})
     if any(m != mappings[0] for m in mappings):
         raise InputError("members were trained with different label mappings", field="members")
+    for key in DECISION_SETTINGS:
+        if any(d[key] != decisions[0][key] for d in decisions):
+            found = ", ".join(f"{source}: {d[key]}" for source, d in zip(sources, decisions))
+            raise InputError(f"members store different {key} settings ({found}); fit them with the same recipe",
+                             field="members")
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise InputError("exists and is not empty; choose a new directory for the ensemble", path=out, field="out")
@@ -77,36 +93,56 @@ def calibrate_ensemble(
     *,
     hybrid: bool = True,
     target_precision: float | None = None,
+    f1_tolerance: float = 0.0,
     questions: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split
-    (``questions``: the pairs' questions, for members that read them)."""
+    as ``fit`` chooses one judge's (``target_precision``, or the highest threshold within
+    ``f1_tolerance`` of the best F1; ``questions``: the pairs' questions, for members that read them)."""
     directory = Path(judge_dir)
     probs = score_judge_dir(directory, pairs, questions=questions)  # once: the threshold and the combiner read them
-    summary = calibration_summary(probs, labels, target_precision)
+    summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
     if summary is None:
         raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
     update_settings(directory, {"decision_threshold": summary["decision_threshold"]})
     metrics = dict(summary, members=float(len(member_dirs(directory))))
     if hybrid:
         metrics.update(attach_combiner(directory, pairs, labels, groups, target_precision=target_precision,
-                                       probs=probs).summary())
+                                       f1_tolerance=f1_tolerance, probs=probs).summary())
     export_metrics(directory, metrics)
     return metrics
+
+
+def _recipe(config: str | Path) -> dict[str, Any]:
+    import yaml
+
+    path = Path(config)
+    try:
+        recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise InputError(f"cannot read the training config: {str(err).splitlines()[0]}", path=path, field="config") from None
+    if not isinstance(recipe, dict):
+        raise InputError("is not a training config (a mapping of fit options)", path=path, field="config")
+    return recipe
+
+
+def threshold_choice(config: str | Path) -> dict[str, Any]:
+    """How the recipe's ``fit`` chooses a judge's threshold, for an ensemble of its fits to choose
+    alike: ``hybrid`` (absent: True, this command's historical default), ``threshold_f1_tolerance``
+    (absent: 0) and ``threshold_target_precision`` (absent: None, best F1)."""
+    recipe = _recipe(config)
+    tolerance = recipe.get("threshold_f1_tolerance")
+    return {"hybrid": bool(recipe.get("hybrid", True)),
+            "f1_tolerance": float(tolerance) if tolerance is not None else 0.0,
+            "target_precision": recipe.get("threshold_target_precision")}
 
 
 def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str], list[str]]:
     """The labelled validation (calibration) pairs of a training config's ``data`` block: pairs,
     labels, problem keys and questions."""
-    import yaml
-
     from equiv.data.datamodule import MathEquivDataModule
 
-    path = Path(config)
-    try:
-        data = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data") or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise InputError(f"cannot read the training config: {str(err).splitlines()[0]}", path=path, field="config") from None
+    data = _recipe(config).get("data") or {}
     keep = ("train", "val", "train_split", "val_split", "hub_config", "label_equivalent", "label_not_equivalent",
             "skip_invalid", "max_chars", "train_more", "calibration_fraction")
     datamodule = MathEquivDataModule(**{k: v for k, v in data.items() if k in keep})
@@ -122,12 +158,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="new directory for the ensemble judge")
     parser.add_argument("--config", required=True,
                         help="the training config the members were fitted with; its data block gives the calibration split")
-    parser.add_argument("--hybrid", action=argparse.BooleanOptionalAction, default=True,
-                        help="also fit the hybrid combiner on the ensemble's logit (default: on)")
+    parser.add_argument("--hybrid", action=argparse.BooleanOptionalAction, default=None,
+                        help="also fit the hybrid combiner on the ensemble's logit (default: the config's hybrid; on "
+                        "when it has none)")
     parser.add_argument("--target_precision", type=float, default=None,
-                        help="the highest-recall threshold reaching this precision (default: best F1)")
+                        help="the highest-recall threshold reaching this precision (default: the config's "
+                        "threshold_target_precision; best F1 when it has none)")
+    parser.add_argument("--threshold_f1_tolerance", type=float, default=None,
+                        help="with best F1: the highest threshold within this of the best (default: the config's "
+                        "threshold_f1_tolerance, as fit uses it; 0 when it has none)")
     args = parser.parse_args(argv)
     with exit_on_input_error():
+        choice = threshold_choice(args.config)
+        hybrid = choice["hybrid"] if args.hybrid is None else args.hybrid
+        target = choice["target_precision"] if args.target_precision is None else args.target_precision
+        tolerance = choice["f1_tolerance"] if args.threshold_f1_tolerance is None else args.threshold_f1_tolerance
+        if not 0.0 <= tolerance < 1.0:
+            raise InputError(f"must be in [0, 1), got {tolerance}", field="threshold_f1_tolerance")
         pairs, labels, groups, questions = calibration_split(args.config)
         if not pairs:
             raise InputError("the config has no calibration split (data.calibration_fraction or data.val)",
@@ -138,13 +185,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError(f"was calibrated on {stored} pairs, but this config's split has {len(pairs)}: "
                                  "fit every member with the same data settings", path=member, field="members")
         out = build_ensemble(args.members, args.out)
-        metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=args.hybrid, target_precision=args.target_precision,
-                                     questions=questions)
+        metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=hybrid, target_precision=target,
+                                     f1_tolerance=tolerance, questions=questions)
         print(f"ensemble of {len(args.members)} judges: {out}")
         print(f"decision threshold {metrics['decision_threshold']} on {len(labels)} calibration pairs: "
               f"precision={metrics['calibration_precision']:.4f} recall={metrics['calibration_recall']:.4f} "
               f"f1={metrics['calibration_f1']:.4f}")
-        if args.hybrid:
+        if hybrid:
             print(f"hybrid combiner threshold {metrics['hybrid_threshold']} (out of fold: "
                   f"precision={metrics['hybrid_calibration_precision']:.4f} recall={metrics['hybrid_calibration_recall']:.4f} "
                   f"f1={metrics['hybrid_calibration_f1']:.4f})")

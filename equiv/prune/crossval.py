@@ -50,7 +50,7 @@ import yaml
 from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
-from equiv.judge.ensemble import build_ensemble, calibrate_ensemble
+from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, threshold_choice
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
 from equiv.prune.yardstick import format_table, pooled_table, read_oof, split_by_source, yardstick_table
 
@@ -159,9 +159,10 @@ def run_fit(cmd: list[str], fold_dir: Path, threads: int) -> Path:
 
 
 def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence[PairRecord], mapping: LabelMapping,
-                  hybrid: bool) -> Path:
+                  choice: dict[str, Any]) -> Path:
     """One fold's ensemble: the members' judges of this fold averaged (``fold<k>/judge`` of each
-    member run) and calibrated on the fold's calibration split; an existing one is reused. Each
+    member run) and calibrated on the fold's calibration split as the recipe's ``fit`` chooses a
+    threshold (``choice``: :func:`equiv.judge.ensemble.threshold_choice`); an existing one is reused. Each
     member must have been fitted on exactly this fold's training part (its ``train.jsonl`` is
     compared byte for byte), or the ensemble would be scored on pairs a member trained on."""
     judge = fold_dir / "judge"
@@ -181,7 +182,8 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
     shutil.rmtree(partial, ignore_errors=True)
     build_ensemble([member / fold_dir.name / "judge" for member in members], partial)
     calibrate_ensemble(partial, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
-                       [problem_key(r) for r, _ in kept], hybrid=hybrid,
+                       [problem_key(r) for r, _ in kept], hybrid=choice["hybrid"],
+                       target_precision=choice["target_precision"], f1_tolerance=choice["f1_tolerance"],
                        questions=[question_of(r) for r, _ in kept])
     shutil.rmtree(judge, ignore_errors=True)
     partial.rename(judge)
@@ -276,7 +278,7 @@ def crossval(args: argparse.Namespace) -> Path:
                              path=config, field="data.calibration_fraction")
         judges = {k: ensemble_fold(args.members, out / f"fold{k}",
                                    split_by_problem([r for r, f in zip(records, folds) if f != k], fraction)[1],
-                                   mapping, hybrid=bool(recipe.get("hybrid", True))) for k, _ in jobs}
+                                   mapping, threshold_choice(config)) for k, _ in jobs}
     else:
         threads = max(1, (os.cpu_count() or 1) // max(1, args.workers))
         with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
