@@ -214,3 +214,15 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
     assert seed1["trainer"]["logger"]["init_args"]["save_dir"] == "outputs/gsm8k_equiv_seed1"
     decisions = ("threshold_from_val", "threshold_f1_tolerance", "hybrid", "claim_guard", "statement_threshold")
     assert {k: seed1[k] for k in decisions} == {k: plain[k] for k in decisions}
+
+
+@pytest.mark.parametrize("line", ["threshold_f1_tolerance: 1.5", "threshold_f1_tolerance: lots",
+                                  "threshold_target_precision: 2"])
+def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(two_judges, tmp_path, line):
+    plain, marked = two_judges
+    config = tmp_path / "recipe.yaml"
+    config.write_text(f"{line}\ndata:\n  train: unused.jsonl\n")
+    done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--config", config])
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert done.returncode == 2 and len(lines) == 1
+    assert str(config) in lines[0] and line.split(":")[0] in lines[0] and not (tmp_path / "e").exists()

@@ -131,10 +131,19 @@ def threshold_choice(config: str | Path) -> dict[str, Any]:
     alike: ``hybrid`` (absent: True, this command's historical default), ``threshold_f1_tolerance``
     (absent: 0) and ``threshold_target_precision`` (absent: None, best F1)."""
     recipe = _recipe(config)
-    tolerance = recipe.get("threshold_f1_tolerance")
     return {"hybrid": bool(recipe.get("hybrid", True)),
-            "f1_tolerance": float(tolerance) if tolerance is not None else 0.0,
-            "target_precision": recipe.get("threshold_target_precision")}
+            "f1_tolerance": _fraction(recipe, "threshold_f1_tolerance", config, top=False) or 0.0,
+            "target_precision": _fraction(recipe, "threshold_target_precision", config, top=True)}
+
+
+def _fraction(recipe: dict[str, Any], key: str, config: str | Path, top: bool) -> float | None:
+    """The recipe's ``key`` as a number in [0, 1) (``top``: [0, 1]), None when absent; else one line."""
+    value = recipe.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value <= 1.0 if top else 0.0 <= value < 1.0):
+        raise InputError(f"must be a number in [0, 1{']' if top else ')'}, got {value!r}", path=config, field=key)
+    return float(value)
 
 
 def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str], list[str]]:
