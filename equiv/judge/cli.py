@@ -29,7 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
 from equiv.errors import InputError, check_config_files, exit_on_input_error, one_line
-from equiv.judge.calibrate import binary_metrics, calibration_summary
+from equiv.judge.calibrate import binary_metrics, calibration_summary, check_fraction
 from equiv.judge.export import export_judge, export_metrics, read_checkpoint, update_settings
 from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import score_judge_dir
@@ -249,17 +249,13 @@ class JudgeCLI(LightningCLI):
 
     def _f1_tolerance(self) -> float:
         """``--threshold_f1_tolerance``, checked: one line naming the field when out of [0, 1)."""
-        tolerance = float(self._subcommand_value("threshold_f1_tolerance") or 0.0)
-        if not 0.0 <= tolerance < 1.0:
-            raise InputError(f"must be in [0, 1), got {tolerance}", field="threshold_f1_tolerance")
-        return tolerance
+        return check_fraction(float(self._subcommand_value("threshold_f1_tolerance") or 0.0),
+                              "threshold_f1_tolerance", closed=False)
 
     def _statement_floor(self) -> float | None:
         """``--statement_threshold``, checked: one line naming the field when out of [0, 1]."""
         floor = self._subcommand_value("statement_threshold")
-        if floor is not None and not 0.0 <= float(floor) <= 1.0:
-            raise InputError(f"must be in [0, 1], got {floor}", field="statement_threshold")
-        return None if floor is None else float(floor)
+        return None if floor is None else check_fraction(float(floor), "statement_threshold")
 
 
 def _rule(target_precision: float | None, f1_tolerance: float) -> str:

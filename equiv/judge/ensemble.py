@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.errors import InputError, exit_on_input_error
-from equiv.judge.calibrate import calibration_summary
+from equiv.judge.calibrate import calibration_summary, check_fraction
 from equiv.judge.export import export_metrics, update_settings
 from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.hybrid import attach_combiner
@@ -113,7 +113,9 @@ def calibrate_ensemble(
     return metrics
 
 
-def _recipe(config: str | Path) -> dict[str, Any]:
+def read_recipe(config: str | Path) -> dict[str, Any]:
+    """A training config (``trainer_cli.py fit --config``) as a mapping; one line naming it when
+    it cannot be read or is not one."""
     import yaml
 
     path = Path(config)
@@ -126,24 +128,17 @@ def _recipe(config: str | Path) -> dict[str, Any]:
     return recipe
 
 
-def threshold_choice(config: str | Path) -> dict[str, Any]:
+def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None) -> dict[str, Any]:
     """How the recipe's ``fit`` chooses a judge's threshold, for an ensemble of its fits to choose
     alike: ``hybrid`` (absent: True, this command's historical default), ``threshold_f1_tolerance``
-    (absent: 0) and ``threshold_target_precision`` (absent: None, best F1)."""
-    recipe = _recipe(config)
+    (absent: 0) and ``threshold_target_precision`` (absent: None, best F1). ``recipe``: the
+    config already read (:func:`read_recipe`)."""
+    recipe = read_recipe(config) if recipe is None else recipe
+    tolerance, target = recipe.get("threshold_f1_tolerance"), recipe.get("threshold_target_precision")
     return {"hybrid": bool(recipe.get("hybrid", True)),
-            "f1_tolerance": _fraction(recipe, "threshold_f1_tolerance", config, top=False) or 0.0,
-            "target_precision": _fraction(recipe, "threshold_target_precision", config, top=True)}
-
-
-def _fraction(recipe: dict[str, Any], key: str, config: str | Path, top: bool) -> float | None:
-    """The recipe's ``key`` as a number in [0, 1) (``top``: [0, 1]), None when absent; else one line."""
-    value = recipe.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value <= 1.0 if top else 0.0 <= value < 1.0):
-        raise InputError(f"must be a number in [0, 1{']' if top else ')'}, got {value!r}", path=config, field=key)
-    return float(value)
+            "f1_tolerance": 0.0 if tolerance is None else check_fraction(tolerance, "threshold_f1_tolerance", config,
+                                                                         closed=False),
+            "target_precision": None if target is None else check_fraction(target, "threshold_target_precision", config)}
 
 
 def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str], list[str]]:
@@ -151,7 +146,7 @@ def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[i
     labels, problem keys and questions."""
     from equiv.data.datamodule import MathEquivDataModule
 
-    data = _recipe(config).get("data") or {}
+    data = read_recipe(config).get("data") or {}
     keep = ("train", "val", "train_split", "val_split", "hub_config", "label_equivalent", "label_not_equivalent",
             "skip_invalid", "max_chars", "train_more", "calibration_fraction")
     datamodule = MathEquivDataModule(**{k: v for k, v in data.items() if k in keep})
@@ -181,9 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         choice = threshold_choice(args.config)
         hybrid = choice["hybrid"] if args.hybrid is None else args.hybrid
         target = choice["target_precision"] if args.target_precision is None else args.target_precision
-        tolerance = choice["f1_tolerance"] if args.threshold_f1_tolerance is None else args.threshold_f1_tolerance
-        if not 0.0 <= tolerance < 1.0:
-            raise InputError(f"must be in [0, 1), got {tolerance}", field="threshold_f1_tolerance")
+        tolerance = (choice["f1_tolerance"] if args.threshold_f1_tolerance is None
+                     else check_fraction(args.threshold_f1_tolerance, "threshold_f1_tolerance", closed=False))
         pairs, labels, groups, questions = calibration_split(args.config)
         if not pairs:
             raise InputError("the config has no calibration split (data.calibration_fraction or data.val)",

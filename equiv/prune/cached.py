@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError
+from equiv.judge.calibrate import check_fraction
 from equiv.text.claims import below_statement_floor, claim_check
 from equiv.text.levenshtein import normalise_whitespace
 
@@ -93,9 +94,9 @@ def check_threshold(value: float, strategy: str) -> float:
 def check_statement_floor(value: float | None, path: str | None = None) -> float | None:
     """A statement floor (``statement_threshold``) as a judge keeps it: in [0, 1], and 0 (like
     ``None``) meaning no floor."""
-    if value is not None and not 0.0 <= float(value) <= 1.0:
-        raise InputError(f"must be in [0, 1], got {value}", path=path, field="statement_threshold")
-    return float(value) if value else None
+    if value is None:
+        return None
+    return check_fraction(value, "statement_threshold", path) or None
 
 
 class CachedJudge:

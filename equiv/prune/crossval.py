@@ -45,12 +45,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
 
 from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
-from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, threshold_choice
+from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, read_recipe, threshold_choice
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
 from equiv.prune.yardstick import format_table, pooled_table, read_oof, split_by_source, yardstick_table
 
@@ -79,11 +78,8 @@ def assign_folds(records: Sequence[PairRecord], folds: int, seed: int = 0) -> li
 
 
 def _recipe(config: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise InputError(f"cannot read the recipe: {str(err).splitlines()[0]}", path=config) from None
-    if not isinstance(data, dict) or not isinstance(data.get("data"), dict) or not data["data"].get("train"):
+    data = read_recipe(config)
+    if not isinstance(data.get("data"), dict) or not data["data"].get("train"):
         raise InputError("a recipe with a data.train file is needed", path=config, field="data.train")
     return data
 
@@ -278,7 +274,7 @@ def crossval(args: argparse.Namespace) -> Path:
                              path=config, field="data.calibration_fraction")
         judges = {k: ensemble_fold(args.members, out / f"fold{k}",
                                    split_by_problem([r for r, f in zip(records, folds) if f != k], fraction)[1],
-                                   mapping, threshold_choice(config)) for k, _ in jobs}
+                                   mapping, threshold_choice(config, recipe)) for k, _ in jobs}
     else:
         threads = max(1, (os.cpu_count() or 1) // max(1, args.workers))
         with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
