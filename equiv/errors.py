@@ -45,6 +45,15 @@ class InputError(ValueError):
         return f"{where}{what}{self.message}"
 
 
+def check_fraction(value: object, field: str, path: str | Path | None = None, closed: bool = True) -> float:
+    """A setting that is a fraction -- a number in [0, 1] ([0, 1) when not ``closed``) -- as a
+    float; anything else is one line naming ``field`` (and ``path``, the file it came from)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            0.0 <= value <= 1.0 if closed else 0.0 <= value < 1.0):
+        raise InputError(f"must be in [0, 1{']' if closed else ')'}, got {value!r}", path=path, field=field)
+    return float(value)
+
+
 @contextmanager
 def exit_on_input_error() -> Iterator[None]:
     """Turn an :class:`InputError` raised inside the block into a one-line message and exit 2."""

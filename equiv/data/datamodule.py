@@ -32,7 +32,7 @@ from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import (DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key,
                                 question_of, require_questions)
 from equiv.data.synthetic_pairs import synthetic_pairs
-from equiv.errors import InputError
+from equiv.errors import InputError, check_fraction
 from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
 
 
@@ -235,12 +235,10 @@ class MathEquivDataModule(L.LightningDataModule):
         with_question: bool = False,
     ) -> None:
         super().__init__()
-        if not 0.0 <= calibration_fraction < 1.0:
-            raise InputError(f"must be in [0, 1), got {calibration_fraction}", field="calibration_fraction")
+        check_fraction(calibration_fraction, "calibration_fraction", closed=False)
         if calibration_fraction > 0 and val is not None:
             raise InputError("give either data.val or data.calibration_fraction, not both", field="calibration_fraction")
-        if not 0.0 <= synthetic_fraction <= 1.0:
-            raise InputError(f"must be in [0, 1], got {synthetic_fraction}", field="synthetic_fraction")
+        check_fraction(synthetic_fraction, "synthetic_fraction")
         if batch_size < 1:
             raise InputError(f"must be at least 1, got {batch_size}", field="batch_size")
         if max_length < 8:

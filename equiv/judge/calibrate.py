@@ -12,9 +12,8 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
-from equiv.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -100,15 +99,6 @@ def threshold_sweep(scores: Sequence[float], labels: Sequence[int]) -> list[Swee
     return [
         SweepPoint(t, binary_metrics([s >= t for s in scores], labels)) for t in candidate_thresholds(scores)
     ]
-
-
-def check_fraction(value: Any, field: str, path: Any = None, closed: bool = True) -> float:
-    """A setting that is a fraction -- a number in [0, 1] ([0, 1) when not ``closed``) -- as a
-    float; anything else is one line naming ``field`` (and ``path``, the file it came from)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            0.0 <= value <= 1.0 if closed else 0.0 <= value < 1.0):
-        raise InputError(f"must be in [0, 1{']' if closed else ')'}, got {value!r}", path=path, field=field)
-    return float(value)
 
 
 def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None = None,

@@ -28,8 +28,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
-from equiv.errors import InputError, check_config_files, exit_on_input_error, one_line
-from equiv.judge.calibrate import binary_metrics, calibration_summary, check_fraction
+from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, one_line
+from equiv.judge.calibrate import binary_metrics, calibration_summary
 from equiv.judge.export import export_judge, export_metrics, read_checkpoint, update_settings
 from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import score_judge_dir

@@ -35,8 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from equiv.errors import InputError, exit_on_input_error
-from equiv.judge.calibrate import calibration_summary, check_fraction
+from equiv.errors import InputError, check_fraction, exit_on_input_error
+from equiv.judge.calibrate import calibration_summary
 from equiv.judge.export import export_metrics, update_settings
 from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.hybrid import attach_combiner

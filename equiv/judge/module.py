@@ -23,7 +23,7 @@ from torchmetrics.classification import BinaryAccuracy, BinaryF1Score, BinaryPre
 
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import LabelMapping
-from equiv.errors import InputError
+from equiv.errors import InputError, check_fraction
 
 ID2LABEL = {0: "not_equivalent", 1: "equivalent"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
@@ -131,16 +131,15 @@ class PairClassifier(L.LightningModule):
         super().__init__()
         if not 0.0 < decision_threshold < 1.0:
             raise InputError(f"must be in (0, 1), got {decision_threshold}", field="decision_threshold")
-        if prefilter_threshold is not None and not 0.0 <= prefilter_threshold <= 1.0:
-            raise InputError(f"must be in [0, 1] or null, got {prefilter_threshold}", field="prefilter_threshold")
+        if prefilter_threshold is not None:
+            check_fraction(prefilter_threshold, "prefilter_threshold")
         if not learning_rate >= 0.0:  # also refuses NaN; 0 (frozen weights) is legitimate
             raise InputError(f"must be >= 0, got {learning_rate}", field="learning_rate")
         if not weight_decay >= 0.0:
             raise InputError(f"must be >= 0, got {weight_decay}", field="weight_decay")
         if not adam_epsilon > 0.0:
             raise InputError(f"must be > 0, got {adam_epsilon}", field="adam_epsilon")
-        if not 0.0 <= warmup_ratio < 1.0:
-            raise InputError(f"must be in [0, 1), got {warmup_ratio}", field="warmup_ratio")
+        check_fraction(warmup_ratio, "warmup_ratio", closed=False)
         self.save_hyperparameters()
         self.model_name = model_name
         self.max_length = int(max_length)

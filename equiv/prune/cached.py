@@ -36,8 +36,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Sequence
 
-from equiv.errors import InputError
-from equiv.judge.calibrate import check_fraction
+from equiv.errors import InputError, check_fraction
 from equiv.text.claims import below_statement_floor, claim_check
 from equiv.text.levenshtein import normalise_whitespace
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from equiv.devices import resolve_autocast_dtype, resolve_device
-from equiv.errors import InputError
+from equiv.errors import InputError, check_fraction
 from equiv.judge.export_keys import HYBRID_KEY
 from equiv.prune.cached import CachedJudge, Pair, check_statement_floor, check_threshold
 from equiv.prune.loading import load_classifier, model_token_limit
@@ -69,8 +69,7 @@ class ModelJudge(CachedJudge):
         self.prefilter = float(DEFAULT_PREFILTER if default_prefilter is None else default_prefilter)
         if prefilter is not None:
             self.prefilter = float(prefilter)
-        if not 0.0 <= self.prefilter <= 1.0:
-            raise InputError(f"must be in [0, 1], got {self.prefilter}", field="prefilter")
+        check_fraction(self.prefilter, "prefilter")
         if batch_size < 1:
             raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
         self.batch_size = int(batch_size)

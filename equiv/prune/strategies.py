@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from equiv.errors import InputError
+from equiv.errors import InputError, check_fraction
 from equiv.prune.cached import CachedJudge, check_statement_floor, check_threshold
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.loading import stored_judge_kind
@@ -111,8 +111,8 @@ class PrunerConfig:
             raise InputError(f"must be a positive integer, got {self.batch_size!r}", field="batch_size")
         if self.threshold is not None:
             check_threshold(self.threshold, self.strategy)
-        if self.prefilter is not None and not 0.0 <= float(self.prefilter) <= 1.0:
-            raise InputError(f"must be in [0, 1], got {self.prefilter}", field="prefilter")
+        if self.prefilter is not None:
+            check_fraction(float(self.prefilter), "prefilter")
         check_statement_floor(self.statement_threshold)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from equiv.errors import InputError, exit_on_input_error
+from equiv.errors import InputError, check_fraction, exit_on_input_error
 from equiv.rundir.io import read_json_lines, write_atomic, jsonl_text
 from equiv.rundir.layout import TREES
 from equiv.rundir.trees import TreeFile, TreeNode, read_tree
@@ -156,8 +156,7 @@ def sibling_pairs(
 ) -> tuple[list[dict[str, Any]], SiblingCounts]:
     """Sibling pairs of every tree in ``run_dirs``; a tree whose question a ``holdout`` file holds
     is an error naming both, never a silent skip."""
-    if not 0.0 <= prefilter < 1.0:
-        raise InputError(f"must be in [0, 1), got {prefilter}", field="prefilter")
+    check_fraction(prefilter, "prefilter", closed=False)
     held = holdout_questions(holdout)
     counts = SiblingCounts()
     out: list[dict[str, Any]] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from equiv.errors import InputError
+from equiv.errors import InputError, check_fraction
 
 PRUNE_STAGES = ("after_prm", "before_prm")
 MERGE_VALUES = ("own", "class_max")
@@ -177,9 +177,7 @@ class ScaleConfig:
         if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
             raise InputError(f"must be >= 0, got {self.gpus_per_worker}", field="scale.gpus_per_worker")
         for name in ("policy_gpu_memory_utilization", "prm_gpu_memory_fraction", "judge_gpu_memory_fraction"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise InputError(f"must be in [0, 1], got {value}", field=f"scale.{name}")
+            check_fraction(getattr(self, name), f"scale.{name}")
         total = self.policy_gpu_memory_utilization + self.prm_gpu_memory_fraction + self.judge_gpu_memory_fraction
         if total > 0.95 + 1e-9:
             raise InputError(
