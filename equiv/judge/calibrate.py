@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 
-
 @dataclass(frozen=True)
 class BinaryMetrics:
     """Accuracy, precision, recall, F1 of "equivalent" (label 1) predictions."""
