@@ -346,6 +346,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
         ("--model.learning_rate=-0.001", "error: field 'learning_rate': must be >= 0, got -0.001"),
         ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
         ("--statement_threshold=1.5", "error: field 'statement_threshold': must be in [0, 1], got 1.5"),
+        ("--threshold_target_precision=1.5", "error: field 'threshold_target_precision': must be in [0, 1], got 1.5"),
     ],
 )
 def test_fit_settings_that_train_nothing_or_diverge_are_one_line(tmp_path: Path, option: str, expected: str) -> None:

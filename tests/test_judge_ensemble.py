@@ -184,9 +184,12 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     best = json.loads((tmp_path / "e0" / "config.json").read_text())["equiv"]["decision_threshold"]
     assert best == calibration_summary(probs, labels, None, 0.0)["decision_threshold"] != settings["decision_threshold"]
-    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "bad", "--config", config,
-                                  "--threshold_f1_tolerance", "1.5"])
-    assert done.returncode == 2 and "threshold_f1_tolerance" in done.stderr and not (tmp_path / "bad").exists()
+    for option, value in (("--threshold_f1_tolerance", "1.5"), ("--target_precision", "1.5")):
+        done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "bad", "--config", config, option, value])
+        field = option.lstrip("-").replace("target_precision", "threshold_target_precision")
+        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
+            f"error: field '{field}': must be in [0, 1{')' if 'tolerance' in field else ']'}, got 1.5")
+        assert not (tmp_path / "bad").exists()
 
 
 def test_members_with_different_floors_or_guards_are_refused(tmp_path):

@@ -76,6 +76,7 @@ class JudgeCLI(LightningCLI):
         if self.subcommand != "fit":
             return
         self._f1_tolerance()  # a tolerance out of range is refused before hours of fitting, not after
+        self._target_precision()
         self._statement_floor()
         trainer = self.config["fit"].get("trainer") or {}
         epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
@@ -183,12 +184,11 @@ class JudgeCLI(LightningCLI):
             metrics = dict(checkpoint.get("equiv_val_metrics") or metrics)
         else:
             source = "the final weights (no checkpoint was saved: fast_dev_run or checkpointing off)"
+        target = self._target_precision()
         if self._subcommand_value("threshold_from_val"):
-            metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, self._subcommand_value("threshold_target_precision"),
-                                                          self._f1_tolerance()))
+            metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, target, self._f1_tolerance()))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
-        target = self._subcommand_value("threshold_target_precision")
         guard = bool(self._subcommand_value("claim_guard"))
         repick = bool(self._subcommand_value("threshold_from_val"))
         hybrid = bool(self._subcommand_value("hybrid"))
@@ -251,6 +251,12 @@ class JudgeCLI(LightningCLI):
         """``--threshold_f1_tolerance``, checked: one line naming the field when out of [0, 1)."""
         return check_fraction(float(self._subcommand_value("threshold_f1_tolerance") or 0.0),
                               "threshold_f1_tolerance", closed=False)
+
+    def _target_precision(self) -> float | None:
+        """``--threshold_target_precision``, checked: one line naming the field when out of [0, 1]
+        (a precision no threshold can reach would silently fall back to the most precise one)."""
+        target = self._subcommand_value("threshold_target_precision")
+        return None if target is None else check_fraction(float(target), "threshold_target_precision")
 
     def _statement_floor(self) -> float | None:
         """``--statement_threshold``, checked: one line naming the field when out of [0, 1]."""

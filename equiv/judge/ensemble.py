@@ -128,17 +128,26 @@ def read_recipe(config: str | Path) -> dict[str, Any]:
     return recipe
 
 
-def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None) -> dict[str, Any]:
+def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *, hybrid: bool | None = None,
+                     target_precision: float | None = None, f1_tolerance: float | None = None) -> dict[str, Any]:
     """How the recipe's ``fit`` chooses a judge's threshold, for an ensemble of its fits to choose
     alike: ``hybrid`` (absent: True, this command's historical default), ``threshold_f1_tolerance``
     (absent: 0) and ``threshold_target_precision`` (absent: None, best F1). ``recipe``: the
-    config already read (:func:`read_recipe`)."""
+    config already read (:func:`read_recipe`). The keyword arguments, when given, override the
+    recipe (the command line's); every value passes the same range check, a bad one naming the
+    config when it came from there."""
     recipe = read_recipe(config) if recipe is None else recipe
-    tolerance, target = recipe.get("threshold_f1_tolerance"), recipe.get("threshold_target_precision")
-    return {"hybrid": bool(recipe.get("hybrid", True)),
-            "f1_tolerance": 0.0 if tolerance is None else check_fraction(tolerance, "threshold_f1_tolerance", config,
-                                                                         closed=False),
-            "target_precision": None if target is None else check_fraction(target, "threshold_target_precision", config)}
+
+    def pick(override: Any, key: str) -> tuple[Any, str | Path | None]:
+        return (recipe.get(key), config) if override is None else (override, None)
+
+    tolerance, tolerance_from = pick(f1_tolerance, "threshold_f1_tolerance")
+    target, target_from = pick(target_precision, "threshold_target_precision")
+    return {"hybrid": bool(recipe.get("hybrid", True)) if hybrid is None else hybrid,
+            "f1_tolerance": 0.0 if tolerance is None else check_fraction(tolerance, "threshold_f1_tolerance",
+                                                                         tolerance_from, closed=False),
+            "target_precision": None if target is None else check_fraction(target, "threshold_target_precision",
+                                                                           target_from)}
 
 
 def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str], list[str]]:
@@ -173,11 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                         "threshold_f1_tolerance, as fit uses it; 0 when it has none)")
     args = parser.parse_args(argv)
     with exit_on_input_error():
-        choice = threshold_choice(args.config)
-        hybrid = choice["hybrid"] if args.hybrid is None else args.hybrid
-        target = choice["target_precision"] if args.target_precision is None else args.target_precision
-        tolerance = (choice["f1_tolerance"] if args.threshold_f1_tolerance is None
-                     else check_fraction(args.threshold_f1_tolerance, "threshold_f1_tolerance", closed=False))
+        choice = threshold_choice(args.config, hybrid=args.hybrid, target_precision=args.target_precision,
+                                  f1_tolerance=args.threshold_f1_tolerance)
+        hybrid = choice["hybrid"]
         pairs, labels, groups, questions = calibration_split(args.config)
         if not pairs:
             raise InputError("the config has no calibration split (data.calibration_fraction or data.val)",
@@ -188,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError(f"was calibrated on {stored} pairs, but this config's split has {len(pairs)}: "
                                  "fit every member with the same data settings", path=member, field="members")
         out = build_ensemble(args.members, args.out)
-        metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=hybrid, target_precision=target,
-                                     f1_tolerance=tolerance, questions=questions)
+        metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=hybrid, target_precision=choice["target_precision"],
+                                     f1_tolerance=choice["f1_tolerance"], questions=questions)
         print(f"ensemble of {len(args.members)} judges: {out}")
         print(f"decision threshold {metrics['decision_threshold']} on {len(labels)} calibration pairs: "
               f"precision={metrics['calibration_precision']:.4f} recall={metrics['calibration_recall']:.4f} "
