@@ -185,6 +185,64 @@ def test_calibration_fraction_conflicts_with_a_val_file(tmp_path: Path) -> None:
         make_dm(tmp_path, val=None, calibration_fraction=1.0)
 
 
+def test_train_fraction_keeps_whole_problems_nested_and_leaves_calibration_alone(tmp_path: Path) -> None:
+    """A learning curve's point: fewer training problems, the same calibration split, and the
+    problems kept at a smaller fraction all kept at a larger one (so the points differ by data
+    added, not by data swapped)."""
+    from equiv.data.datamodule import keep_problems, problem_key
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in _problem_rows(200, 2)))
+    full = make_dm(tmp_path, train=str(train), val=None, calibration_fraction=0.2)
+    full.setup("fit")
+    kept: dict[float, set[str]] = {}
+    for fraction in (0.25, 0.5, 0.75):
+        dm = make_dm(tmp_path, train=str(train), val=None, calibration_fraction=0.2, train_fraction=fraction)
+        dm.setup("fit")
+        assert [r.source for r in dm.records["val"]] == [r.source for r in full.records["val"]]
+        problems = {problem_key(r) for r in dm.records["train"]}
+        assert all(sum(problem_key(r) == key for r in dm.records["train"]) == 2 for key in problems)
+        n_full = len({problem_key(r) for r in full.records["train"]})
+        assert abs(len(problems) - fraction * n_full) < 0.15 * n_full
+        assert len(dm.train_dataloader().dataset) == len(dm.records["train"])
+        kept[fraction] = problems
+    assert kept[0.25] < kept[0.5] < kept[0.75]
+    assert keep_problems(full.records["train"], 1.0) == full.records["train"]
+    for bad in (0.0, 1.5):
+        with pytest.raises(InputError, match="train_fraction"):
+            make_dm(tmp_path, train=str(train), val=None, train_fraction=bad)
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps(_problem_rows(1, 2)[0]) + "\n")
+    with pytest.raises(InputError, match="keeps none"):
+        make_dm(tmp_path, train=str(one), val=str(one), train_fraction=1e-9).setup("fit")
+
+
+def test_level_weights_weigh_training_batches_by_level_and_nothing_else(tmp_path: Path) -> None:
+    rows = [dict(r, result=[0, 1, 3, 4][i % 4]) for i, r in enumerate(_problem_rows(40, 4))]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dm = make_dm(tmp_path, train=str(train), val=None, calibration_fraction=0.25, batch_size=8,
+                 level_weights={1: 2.0, "3": 3})
+    dm.setup("fit")
+    level_of = {r.sentence1 + r.sentence2: r.result for r in dm.train_records}
+    seen = 0
+    loader = dm.train_dataloader()
+    for batch in loader:
+        dataset = loader.dataset
+        for index, weight in zip(batch["index"].tolist(), batch["weights"].tolist()):
+            record = dataset.records[index]
+            assert weight == {0: 1.0, 1: 2.0, 3: 3.0, 4: 1.0}[level_of[record.sentence1 + record.sentence2]]
+            seen += 1
+    assert seen == len(dm.train_records)
+    assert all("weights" not in batch for batch in dm.val_dataloader())
+    plain = make_dm(tmp_path, train=str(train), val=None, calibration_fraction=0.25, batch_size=8)
+    plain.setup("fit")
+    assert all("weights" not in batch for batch in plain.train_dataloader())
+    for bad, message in (({5: 2.0}, "0-4"), ({"one": 2.0}, "0-4"), ({1: 0.0}, "positive"), ({1: "2"}, "positive")):
+        with pytest.raises(InputError, match=message):
+            make_dm(tmp_path, train=str(train), val=None, level_weights=bad)
+
+
 @pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
 def test_pairs_holding_unicode_line_separators_read_back(tmp_path: Path, separator: str) -> None:
     """JSON allows these raw inside strings and the writer keeps them raw (ensure_ascii=False);

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 import sys
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import lightning as L
 import torch
@@ -37,19 +37,42 @@ from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
 
 
 class PairDataset(Dataset):
-    """Records with their binary labels (``None`` when the level is dropped: predict only)."""
+    """Records with their binary labels (``None`` when the level is dropped: predict only) and,
+    for training with ``level_weights``, each sample's weight in the loss."""
 
-    def __init__(self, records: Sequence[PairRecord], labels: Sequence[int | None]) -> None:
+    def __init__(self, records: Sequence[PairRecord], labels: Sequence[int | None],
+                 weights: Sequence[float] | None = None) -> None:
         self.records = list(records)
         self.labels = list(labels)
+        self.weights = None if weights is None else list(weights)
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         rec = self.records[index]
-        return {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2,
-                "question": question_of(rec), "label": self.labels[index]}
+        sample = {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2,
+                  "question": question_of(rec), "label": self.labels[index]}
+        if self.weights is not None:
+            sample["weight"] = self.weights[index]
+        return sample
+
+
+def check_level_weights(weights: Mapping[Any, Any] | None) -> dict[int, float]:
+    """``{level: weight}`` with integer levels 0-4 and positive finite weights, else one line
+    naming ``level_weights``; ``None`` is no weighting."""
+    checked: dict[int, float] = {}
+    for level, weight in (weights or {}).items():
+        try:
+            key = int(level)
+        except (TypeError, ValueError):
+            key = -1
+        if str(level).strip() != str(key) or not 0 <= key <= 4:
+            raise InputError(f"levels are the MathEquiv levels 0-4, got {level!r}", field="level_weights")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < float("inf"):
+            raise InputError(f"level {key}: a weight must be a positive number, got {weight!r}", field="level_weights")
+        checked[key] = float(weight)
+    return checked
 
 
 class PairCollator:
@@ -80,6 +103,8 @@ class PairCollator:
         batch["index"] = torch.tensor([s["index"] for s in samples], dtype=torch.long)
         if all(s["label"] is not None for s in samples):
             batch["labels"] = torch.tensor([s["label"] for s in samples], dtype=torch.long)
+        if samples and all("weight" in s for s in samples):
+            batch["weights"] = torch.tensor([s["weight"] for s in samples], dtype=torch.float32)
         return batch
 
 
@@ -154,6 +179,24 @@ def split_by_problem(records: Sequence[PairRecord], fraction: float) -> tuple[li
     return kept, held
 
 
+def keep_problems(records: Sequence[PairRecord], fraction: float) -> list[PairRecord]:
+    """The records of about ``fraction`` of the problems (all their pairs, or none of them).
+
+    For learning curves: which data would more labelled pairs buy? Membership is a hash of the
+    problem key salted apart from :func:`split_by_problem`'s (so it does not lean on the
+    calibration buckets), the same for every seed, and nested: the problems kept at 0.5 are all
+    kept at 0.75.
+    """
+    if fraction >= 1.0:
+        return list(records)
+    kept: list[PairRecord] = []
+    for record in records:
+        digest = hashlib.sha1(("train_fraction:" + problem_key(record)).encode("utf-8")).digest()
+        if int.from_bytes(digest[:8], "big") / 2**64 < fraction:
+            kept.append(record)
+    return kept
+
+
 class MathEquivDataModule(L.LightningDataModule):
     """Loads MathEquiv-format pairs for the judge and serves tokenised batches.
 
@@ -193,6 +236,14 @@ class MathEquivDataModule(L.LightningDataModule):
             best epoch and the judge's decision threshold are then chosen on data the model was
             not trained on, and a separate held-out file (``valid.jsonl``) stays an untouched
             estimate. Needs ``val`` unset.
+        train_fraction: train on the pairs of only this fraction of the training problems
+            (:func:`keep_problems`; after the calibration split, which stays whole): a learning
+            curve's point -- how much would more labelled data buy? 1 keeps them all.
+        level_weights: ``{level: weight}`` -- each training pair's weight in the loss by its
+            MathEquiv level (unlisted levels weigh 1), e.g. ``{1: 2.0, 3: 2.0}`` to weigh the pairs
+            at the border of equivalence (a level-1 pair shares the computation and differs in a
+            claim; level 3 differs in wording only) above the easy ones. Training only: validation,
+            calibration and the exported judge are unweighted.
         synthetic_fraction: add synthetic pairs made from this fraction of the equivalent
             training pairs (:mod:`equiv.data.synthetic_pairs`): a one-claim edit of each (a hard
             negative, level 1) and a meaning-preserving rewrite (level 4). Made from the training
@@ -231,6 +282,8 @@ class MathEquivDataModule(L.LightningDataModule):
         calibration_fraction: float = 0.0,
         both_orders: bool = False,
         synthetic_fraction: float = 0.0,
+        train_fraction: float = 1.0,
+        level_weights: dict[int, float] | None = None,
         mark_differences: bool = False,
         with_question: bool = False,
     ) -> None:
@@ -239,6 +292,9 @@ class MathEquivDataModule(L.LightningDataModule):
         if calibration_fraction > 0 and val is not None:
             raise InputError("give either data.val or data.calibration_fraction, not both", field="calibration_fraction")
         check_fraction(synthetic_fraction, "synthetic_fraction")
+        check_fraction(train_fraction, "train_fraction")
+        if train_fraction <= 0:
+            raise InputError(f"must be above 0, got {train_fraction}", field="train_fraction")
         if batch_size < 1:
             raise InputError(f"must be at least 1, got {batch_size}", field="batch_size")
         if max_length < 8:
@@ -261,6 +317,8 @@ class MathEquivDataModule(L.LightningDataModule):
         self.calibration_fraction = float(calibration_fraction)
         self.both_orders = bool(both_orders)
         self.synthetic_fraction = float(synthetic_fraction)
+        self.train_fraction = float(train_fraction)
+        self.level_weights = check_level_weights(level_weights)
         self.mark_differences = bool(mark_differences)
         self.with_question = bool(with_question)
         self._pad_to_multiple_of = pad_to_multiple_of
@@ -364,12 +422,22 @@ class MathEquivDataModule(L.LightningDataModule):
             if split == "train":
                 records = records + self._load_more()
             self.records[split] = records if split == "predict" else self.labelled(split, records)
+        if "train" in wanted and self.train_fraction < 1.0 and not self.original_train_records:
+            self.records["train"] = self._kept_train(self.records["train"])
         if self.with_question:
             for split in wanted:
                 require_questions(self.records[split])
         if "train" in wanted and not self.original_train_records:
             self.original_train_records = list(self.records["train"]) + self._synthetic_records()
             self.train_records = list(self.original_train_records)
+
+    def _kept_train(self, records: list[PairRecord]) -> list[PairRecord]:
+        """``train_fraction`` of the training problems' pairs; refuses to leave none."""
+        kept = keep_problems(records, self.train_fraction)
+        if not kept:
+            raise InputError(f"train_fraction {self.train_fraction} keeps none of the {len(records)} training "
+                             "records' problems", field="train_fraction")
+        return kept
 
     def _synthetic_records(self) -> list[PairRecord]:
         """The ``synthetic_fraction`` pairs, made from the (already split) training records."""
@@ -411,9 +479,12 @@ class MathEquivDataModule(L.LightningDataModule):
         self.train_records = list(records)
 
     # -- loaders ---------------------------------------------------------------------------
-    def _dataset(self, records: Sequence[PairRecord], *, labelled: bool) -> PairDataset:
+    def _dataset(self, records: Sequence[PairRecord], *, labelled: bool, weighted: bool = False) -> PairDataset:
         labels = [self.label_mapping.label(r.result) if labelled else None for r in records]
-        return PairDataset(records, labels)
+        weights = None
+        if weighted and self.level_weights:
+            weights = [self.level_weights.get(int(r.result), 1.0) if r.result is not None else 1.0 for r in records]
+        return PairDataset(records, labels, weights)
 
     def _current_epoch(self) -> int:
         trainer = getattr(self, "trainer", None)
@@ -430,7 +501,7 @@ class MathEquivDataModule(L.LightningDataModule):
         if not self.train_records:
             self.setup("fit")
         served = self.served_train_records()
-        dataset = self._dataset(served, labelled=True)
+        dataset = self._dataset(served, labelled=True, weighted=True)
         epoch = self._current_epoch()
         if self.group_by_length:
             # Characters are a close proxy for tokens within one corpus and cost nothing to
