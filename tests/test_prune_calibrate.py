@@ -77,3 +77,16 @@ def test_an_f1_tolerance_takes_the_highest_threshold_on_the_flat_top():
     assert pick_threshold(points, target_precision=1.0, f1_tolerance=0.5).metrics.recall == 0.5  # a target ignores it
     with pytest.raises(ValueError, match="f1_tolerance"):
         pick_threshold(points, f1_tolerance=1.0)
+
+
+def test_average_precision_by_hand_with_ties_and_no_positive():
+    from equiv.judge.calibrate import average_precision
+
+    # ranked 1 0 1 0: precision 1 at the first positive, 2/3 at the second
+    assert average_precision([0.9, 0.8, 0.7, 0.6], [1, 0, 1, 0]) == pytest.approx((1 + 2 / 3) / 2)
+    assert average_precision([0.1, 0.2, 0.3], [0, 1, 1]) == 1.0
+    # tied scores enter together: one threshold merges both, precision 1/2
+    assert average_precision([0.5, 0.5], [1, 0]) == 0.5
+    assert average_precision([0.5, 0.4], [0, 0]) == 0.0
+    with pytest.raises(ValueError):
+        average_precision([0.5], [1, 0])

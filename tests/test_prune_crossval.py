@@ -15,8 +15,8 @@ from equiv.judge.calibrate import calibration_summary
 from equiv.judge.members import score_judge_dir
 from equiv.judge.tiny import build_tiny_longformer
 from equiv.prune.crossval import assign_folds, fit_command, main
-from equiv.prune.yardstick import (format_table, per_fold, policies, pooled_table, split_by_source, vetoed,
-                                   yardstick_table)
+from equiv.prune.yardstick import (format_ranking, format_table, per_fold, policies, pooled_table, ranking_table,
+                                   split_by_source, vetoed, yardstick_table)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,7 +139,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
             "--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "judge+guard" in printed and "false_merge_rate" in printed
+    assert "judge+guard" in printed and "false_merge_rate" in printed and "average precision" in printed
     held_out = [line for line in printed.splitlines() if "held-out pairs" in line]
     assert held_out == ["recipe: 48 held-out pairs; mean ± spread over folds",
                         f"{siblings}: 4 held-out pairs; mean ± spread over folds"]
@@ -234,3 +234,15 @@ def test_the_floor_policy_holds_back_only_statement_pairs_below_the_floor():
     assert (plain[0]["tp"], plain[0]["fp"]) == (2, 1)
     assert (floored[0]["tp"], floored[0]["fp"]) == (2, 0)
     assert "raw+guard+floor0.9@f1-0.005" in yardstick_table(rows)
+
+
+def test_the_ranking_table_scores_held_out_rows_per_fold_with_and_without_the_guard():
+    rows = (_rows(0, "test", [(0.9, 1), (0.7, 0), (0.2, 0)]) + _rows(1, "test", [(0.95, 0), (0.6, 1), (0.1, 0)])
+            + _rows(0, "calibration", [(0.1, 1), (0.9, 0)]))  # calibration rows do not count
+    # fold 1's top pair is a claim the guard vetoes: its score goes to 0 under +guard
+    rows[3].update(sentence1="Ann has 5 apples.", sentence2="Ann has 6 pears.")
+    assert vetoed(rows[3]) and not any(vetoed(r) for r in rows[:3] + rows[4:6])
+    table = ranking_table(rows)
+    assert table["raw"]["folds"] == 2 and table["raw"]["ap"] == pytest.approx((1.0 + 0.5) / 2)
+    assert table["raw+guard"]["ap"] == pytest.approx(1.0) and table["raw+guard"]["ap_spread"] == 0.0
+    assert "raw+guard" in format_ranking(table) and "1.000 ± 0.000" in format_ranking(table)

@@ -100,6 +100,32 @@ def threshold_sweep(scores: Sequence[float], labels: Sequence[int]) -> list[Swee
     ]
 
 
+def average_precision(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """Average precision: the precision at each distinct score, weighted by the recall it adds
+    (tied scores enter together), as scikit-learn's ``average_precision_score`` computes it.
+
+    Threshold-free: where two judges' F1 differ by less than a threshold's draw, whether their
+    *scores* rank equivalent pairs above the rest any better is what this says. 0 with no positive.
+    """
+    if len(scores) != len(labels):
+        raise ValueError(f"{len(scores)} scores for {len(labels)} labels")
+    positives = sum(1 for y in labels if y)
+    if positives == 0:
+        return 0.0
+    by_score: dict[float, list[int]] = {}
+    for score, label in zip(scores, labels):
+        by_score.setdefault(float(score), []).append(1 if label else 0)
+    tp = fp = 0
+    total = 0.0
+    for score in sorted(by_score, reverse=True):
+        group = by_score[score]
+        gained = sum(group)
+        tp += gained
+        fp += len(group) - gained
+        total += gained / positives * tp / (tp + fp)
+    return total
+
+
 def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None = None,
                    f1_tolerance: float = 0.0) -> SweepPoint:
     """Best-F1 point, or with ``target_precision`` the highest-recall point reaching it.

@@ -51,7 +51,8 @@ from equiv.data.records import LabelMapping, PairRecord, problem_key, question_o
 from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, read_recipe, threshold_choice
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
-from equiv.prune.yardstick import format_table, pooled_table, read_oof, split_by_source, yardstick_table
+from equiv.prune.yardstick import (format_ranking, format_table, pooled_table, ranking_table, read_oof,
+                                   split_by_source, yardstick_table)
 
 OOF = "oof.jsonl"
 FOLDS = "folds.json"
@@ -304,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
 
         rows = read_oof(oof)
         print(format_table(yardstick_table(rows)))
+        print("\nthe scores themselves, threshold-free: average precision per held-out fold")
+        print(format_ranking(ranking_table(rows)))
         apart = [*args.data, *args.score_apart]
         if apart:  # pooled distributions, each also on its own (e.g. siblings from search)
             for name, group in split_by_source(rows, apart).items():

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from equiv.errors import InputError
-from equiv.judge.calibrate import BinaryMetrics, binary_metrics, pick_threshold, spread_by_problem, threshold_sweep
+from equiv.judge.calibrate import (BinaryMetrics, average_precision, binary_metrics, pick_threshold, spread_by_problem,
+                                   threshold_sweep)
 from equiv.rundir.io import read_json_lines
 from equiv.text.claims import below_statement_floor, claim_check
 from equiv.text.formula import formulas_equivalent
@@ -204,6 +205,34 @@ def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) ->
         agg.update(spread_by_problem(predictions, labels, problems))
         table[name] = agg
     return table
+
+
+RANKED_SCORES = {"raw": ("raw_prob", False), "raw+guard": ("raw_prob", True)}
+
+
+def ranking_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """Score -> average precision on each fold's held-out rows, mean and spread over folds.
+
+    The decision tables above depend on a threshold picked on a few hundred calibration pairs; two
+    judges whose F1 differs by that pick's draw may rank pairs alike. AP compares the scores
+    themselves: the plain classifier's, and the same with the claim guard's vetoes set to 0."""
+    by_fold: dict[int, list[Row]] = {}
+    for row in rows:
+        if row.get("part", "test") == "test":
+            by_fold.setdefault(int(row["fold"]), []).append(row)
+    table: dict[str, dict[str, Any]] = {}
+    for name, (key, guard) in RANKED_SCORES.items():
+        values = [average_precision([_guarded(r[key], r, guard) for r in test], [int(r["label"]) for r in test])
+                  for _, test in sorted(by_fold.items())]
+        table[name] = {"folds": len(values), **mean_and_spread("ap", values)}
+    return table
+
+
+def format_ranking(table: dict[str, dict[str, Any]]) -> str:
+    """:func:`ranking_table` as text."""
+    lines = [f"{'score':<20} {'folds':>8} {'average precision':>17}", "-" * 47]
+    lines += [f"{name:<20} {agg['folds']:>8} {mean_spread_cell(agg, 'ap'):>17}" for name, agg in table.items()]
+    return "\n".join(lines)
 
 
 def mean_and_spread(key: str, values: Sequence[float]) -> dict[str, float]:
