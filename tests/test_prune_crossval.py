@@ -155,6 +155,23 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     assert guarded and any(r["prob"] > 0 for r in guarded) and any(r["raw_prob"] > 0 for r in guarded)
     stamp = (out / "fold0" / "judge" / "config.json").stat().st_mtime
     assert main(args) == 0 and (out / "fold0" / "judge" / "config.json").stat().st_mtime == stamp
+    # Pairs of problems no fold trained on, added to the finished run: each scored by its problem's
+    # fold judge, nothing refitted, tabled on their own.
+    unseen = tmp_path / "fresh.jsonl"
+    fresh = [PairRecord("Cy has 2 dogs.", "Cy has 2 dogs." if p % 2 else "Cy has 5 dogs.", 4 if p % 2 else 0,
+                        extra={"id": f"fresh-{p}-0", "question": "Cy has 2 dogs."}) for p in range(6)]
+    unseen.write_text("".join(json.dumps({"sentence1": r.sentence1, "sentence2": r.sentence2, "result": r.result,
+                                          **r.extra}) + "\n" for r in fresh))
+    capsys.readouterr()
+    assert main(args[:-3] + ["--unseen", str(unseen)] + args[-3:]) == 0
+    assert (out / "fold0" / "judge" / "config.json").stat().st_mtime == stamp
+    printed = capsys.readouterr().out
+    assert f"{unseen}: 6 pairs no fold trained on" in printed
+    scored = [json.loads(line) for line in (out / "unseen.jsonl").read_text().splitlines()]
+    expected_fold = dict(zip([r.extra["id"] for r in fresh], assign_folds(fresh, 2)))
+    assert sorted(r["id"] for r in scored) == sorted(expected_fold)
+    assert all(r["fold"] == expected_fold[r["id"]] and r["part"] == "test" for r in scored)
+    assert len(set(expected_fold.values())) == 2  # both folds' judges were used
     with pytest.raises(SystemExit):
         main(["--config", str(config), "--folds", "3", "--out", str(out)])  # another plan in the same --out
     # An ensemble of finished runs (here the run with itself): built and calibrated per fold, no fit.
@@ -188,6 +205,22 @@ def test_score_apart_takes_only_a_file_the_cross_validation_pools(tmp_path, caps
     assert exc.value.code != 0
     err = capsys.readouterr().err
     assert str(stray) in err and "score_apart" in err and "neither a file of the recipe" in err
+    assert not (tmp_path / "cv").exists()
+
+
+def test_unseen_takes_only_a_file_no_fold_trains_on(tmp_path, capsys):
+    """--unseen scores pairs by judges that never saw their problems; a file the folds train on
+    would be scored by judges that did, so it is refused before any fit, naming the file."""
+    train = tmp_path / "train.jsonl"
+    train.write_text(json.dumps({"id": "toy-0-0", "sentence1": "a", "sentence2": "b", "result": 4}) + "\n")
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump({"data": {"train": str(train)}}))
+    for bad, message in ((train, "trained on by the folds"), (tmp_path / "missing.jsonl", "no such file")):
+        with pytest.raises(SystemExit) as exc:
+            main(["--config", str(config), "--unseen", str(bad), "--out", str(tmp_path / "cv")])
+        assert exc.value.code != 0
+        err = capsys.readouterr().err
+        assert str(bad) in err and "unseen" in err and message in err
     assert not (tmp_path / "cv").exists()
 
 

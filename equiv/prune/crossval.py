@@ -18,6 +18,11 @@ So judge choices are made here instead, over *every* labelled training pair:
    pooled, and with ``--data`` (or ``--score_apart`` for a file the recipe already trains on) also
    one table per distribution (each such file, and the rest: ``recipe``).
 
+A labelled file no fold may train on -- siblings of problems nobody fitted on, say -- is scored
+with ``--unseen FILE``: each pair by the judge of its problem's fold (which never saw that
+problem), decided with that fold's calibration rows, and tabled on its own (``unseen.jsonl``). It
+only scores, so it can be added to a finished run.
+
 A fold whose export exists is not refitted, so an interrupted run resumes. Fits can run side by
 side (``--workers``), each with its share of the CPU threads.
 
@@ -52,9 +57,10 @@ from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, read_recipe, threshold_choice
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
 from equiv.prune.yardstick import (format_ranking, format_table, pooled_table, ranking_table, read_oof,
-                                   split_by_source, yardstick_table)
+                                   source_file, split_by_source, yardstick_table)
 
 OOF = "oof.jsonl"
+UNSEEN = "unseen.jsonl"
 FOLDS = "folds.json"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,6 +105,17 @@ def check_score_apart(config: Path, data: Sequence[str | Path], apart: Sequence[
         if Path(name).resolve() not in pooled:
             raise InputError("is neither a file of the recipe's data.train / data.train_more nor a --data file",
                              path=name, field="score_apart")
+
+
+def check_unseen(config: Path, data: Sequence[str | Path], unseen: Sequence[str | Path]) -> None:
+    """An ``--unseen`` file must be one no fold trains on: not the recipe's, not a ``--data`` file."""
+    pooled = {p.resolve() for p in recipe_files(config)} | {Path(p).resolve() for p in data}
+    for name in unseen:
+        if Path(name).resolve() in pooled:
+            raise InputError("is trained on by the folds (the recipe's data or --data); --unseen takes a file "
+                             "no fold trains on (--score_apart scores a pooled file on its own)", path=name, field="unseen")
+        if not Path(name).is_file():
+            raise InputError("no such file", path=name, field="unseen")
 
 
 def recipe_records(config: Path, extra: Sequence[str | Path] = ()) -> tuple[list[PairRecord], LabelMapping]:
@@ -225,6 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "each is also scored on its own")
     p.add_argument("--score_apart", "--score-apart", action="append", default=[],
                    help="a file the recipe already trains on (e.g. its sibling pairs) to score on its own as well")
+    p.add_argument("--unseen", action="append", default=[],
+                   help="a labelled file no fold trains on (e.g. siblings of other problems): each pair scored by "
+                   "the judge of its problem's fold, tabled on its own in unseen.jsonl; scoring only, so it may be "
+                   "added to a finished run")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--fold_seed", type=int, default=0, help="salt of the problem-to-fold hash")
     p.add_argument("--only", type=int, nargs="*", help="run these folds only (the rest later, or elsewhere)")
@@ -243,6 +264,7 @@ def crossval(args: argparse.Namespace) -> Path:
     """Fit and score every fold; returns the ``oof.jsonl`` path."""
     config = args.config.resolve()
     check_score_apart(config, args.data, args.score_apart)
+    check_unseen(config, args.data, args.unseen)
     records, mapping = recipe_records(config, args.data)
     folds = assign_folds(records, args.folds, args.fold_seed)
     out: Path = args.out
@@ -291,11 +313,38 @@ def crossval(args: argparse.Namespace) -> Path:
             _, calibration = split_by_problem([r for r, f in zip(records, folds) if f != k], fraction)
             rows.extend(score_fold(judge, calibration, mapping, k, part="calibration"))
     oof = out / OOF
-    with oof.open("w", encoding="utf-8") as fh:
+    write_rows(oof, rows)
+    print(f"out-of-fold scores of {len(rows)} pairs in {len({r['fold'] for r in rows})} folds: {oof}", flush=True)
+    if args.unseen:
+        unseen = score_unseen(args.unseen, out, args.folds, args.fold_seed, mapping)
+        print(f"scores of {sum(1 for _ in unseen.open())} pairs no fold trained on, each by its problem's fold judge: "
+              f"{unseen}", flush=True)
+    return oof
+
+
+def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"out-of-fold scores of {len(rows)} pairs in {len({r['fold'] for r in rows})} folds: {oof}", flush=True)
-    return oof
+
+
+def score_unseen(files: Sequence[str | Path], out: Path, k: int, fold_seed: int, mapping: LabelMapping) -> Path:
+    """``unseen.jsonl``: every pair of ``files`` scored by the judge of its problem's fold (dealt by
+    the same hash as the pooled pairs), which trained on none of that problem's pairs. A fold with
+    no judge yet is refused by name rather than silently leaving its pairs out."""
+    rows: list[dict[str, Any]] = []
+    for name in files:
+        records, _ = read_pair_records(name)
+        folds = assign_folds(records, k, fold_seed)
+        for fold in sorted(set(folds)):
+            judge = out / f"fold{fold}" / "judge"
+            if not (judge / "config.json").is_file():
+                raise InputError(f"fold {fold} has no judge yet; run every fold before scoring --unseen", path=name,
+                                 field="unseen")
+            rows.extend(score_fold(judge, [r for r, f in zip(records, folds) if f == fold], mapping, fold))
+    path = out / UNSEEN
+    write_rows(path, rows)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,6 +364,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(format_table(yardstick_table(group)))
                 print(f"{name}: pooled over folds, ± bootstrap over problems")
                 print(format_table(pooled_table(group), count="problems"))
+        if args.unseen:  # each fold's verdicts use its own calibration rows, as for the pooled pairs
+            calibration = [r for r in rows if r.get("part") == "calibration"]
+            unseen = read_oof(args.out / UNSEEN)
+            for name in args.unseen:
+                group = [r for r in unseen if source_file(r) == str(Path(name).resolve())]
+                print(f"\n{name}: {len(group)} pairs no fold trained on, each scored by its problem's fold judge; "
+                      "pooled over folds, ± bootstrap over problems")
+                print(format_table(pooled_table(group + calibration), count="problems"))
     return 0
 
 
