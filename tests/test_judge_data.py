@@ -217,32 +217,6 @@ def test_train_fraction_keeps_whole_problems_nested_and_leaves_calibration_alone
         make_dm(tmp_path, train=str(one), val=str(one), train_fraction=1e-9).setup("fit")
 
 
-def test_level_weights_weigh_training_batches_by_level_and_nothing_else(tmp_path: Path) -> None:
-    rows = [dict(r, result=[0, 1, 3, 4][i % 4]) for i, r in enumerate(_problem_rows(40, 4))]
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    dm = make_dm(tmp_path, train=str(train), val=None, calibration_fraction=0.25, batch_size=8,
-                 level_weights={1: 2.0, "3": 3})
-    dm.setup("fit")
-    level_of = {r.sentence1 + r.sentence2: r.result for r in dm.train_records}
-    seen = 0
-    loader = dm.train_dataloader()
-    for batch in loader:
-        dataset = loader.dataset
-        for index, weight in zip(batch["index"].tolist(), batch["weights"].tolist()):
-            record = dataset.records[index]
-            assert weight == {0: 1.0, 1: 2.0, 3: 3.0, 4: 1.0}[level_of[record.sentence1 + record.sentence2]]
-            seen += 1
-    assert seen == len(dm.train_records)
-    assert all("weights" not in batch for batch in dm.val_dataloader())
-    plain = make_dm(tmp_path, train=str(train), val=None, calibration_fraction=0.25, batch_size=8)
-    plain.setup("fit")
-    assert all("weights" not in batch for batch in plain.train_dataloader())
-    for bad, message in (({5: 2.0}, "0-4"), ({"one": 2.0}, "0-4"), ({1: 0.0}, "positive"), ({1: "2"}, "positive")):
-        with pytest.raises(InputError, match=message):
-            make_dm(tmp_path, train=str(train), val=None, level_weights=bad)
-
-
 @pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
 def test_pairs_holding_unicode_line_separators_read_back(tmp_path: Path, separator: str) -> None:
     """JSON allows these raw inside strings and the writer keeps them raw (ensure_ascii=False);

@@ -67,39 +67,19 @@ def test_longformer_gets_global_attention_on_cls(tiny_longformer: Path) -> None:
     assert module.model.training is False and PairClassifier(model_name=str(tiny_longformer)).model.training
 
 
-def test_level_weights_weigh_the_training_loss(tiny_longformer: Path) -> None:
-    module = PairClassifier(model_name=str(tiny_longformer), max_length=64)
-    module.eval()
-    from equiv.data.tokenize import tokenize_pairs
-
-    batch = dict(tokenize_pairs(module.tokenizer, [p for p in PAIRS], max_length=64))
-    batch["labels"] = torch.tensor([1, 0, 1])
-    with torch.no_grad():
-        plain, _ = module._step(batch)
-        per_pair = torch.nn.functional.cross_entropy(module(batch).float(), batch["labels"], reduction="none")
-        batch["weights"] = torch.tensor([1.0, 3.0, 1.0])
-        weighted, _ = module._step(batch)
-        batch["weights"] = torch.tensor([2.0, 2.0, 2.0])
-        uniform, _ = module._step(batch)
-    assert torch.allclose(plain, per_pair.mean())
-    assert torch.allclose(weighted, (per_pair * torch.tensor([1.0, 3.0, 1.0])).sum() / 5.0)
-    assert not torch.allclose(weighted, plain)
-    assert torch.allclose(uniform, plain)
-
-
-def test_fit_takes_level_weights_and_a_train_fraction_from_the_command_line(tiny_longformer: Path, tmp_path: Path) -> None:
+def test_fit_takes_a_train_fraction_from_the_command_line(tiny_longformer: Path, tmp_path: Path) -> None:
     status = main(
         [
             "fit", "--config", "configs/demo.yaml", "--config", "configs/logger/csv.yaml",
             f"--trainer.default_root_dir={tmp_path}", f"--trainer.logger.init_args.save_dir={tmp_path}",
             "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
             "--trainer.enable_progress_bar=false", f"--model.model_name={tiny_longformer}", "--model.max_length=64",
-            "--data.batch_size=8", "--data.level_weights={1: 2.0, 3: 2.0}", "--data.train_fraction=0.5",
+            "--data.batch_size=8", "--data.train_fraction=0.5",
         ]
     )  # fmt: skip
     assert status == 0
     saved = next(tmp_path.rglob("config.yaml")).read_text()
-    assert "train_fraction: 0.5" in saved and "level_weights:" in saved
+    assert "train_fraction: 0.5" in saved
 
 
 def test_fit_logs_stage_metrics(trained_run: Path) -> None:

@@ -95,3 +95,27 @@ def test_a_bad_solutions_line_is_one_error_naming_its_field(tmp_path, row, field
     assert ":2" in str(err.value)
     with pytest.raises(InputError, match="low"):
         solution_pairs([path], low=0.9, high=0.5)
+
+
+def test_the_shipped_solution_pairs_are_labelled_train_problem_pairs_apart_from_the_siblings():
+    """benchmarks/data/gsm8k_train_solution_pairs.jsonl: labelled against RUBRIC.md, each with its
+    reader and the two solutions it joins; GSM8K train problems only (none of the test split, none
+    shared with the sibling sets, so the held-out siblings stay unseen when both are trained on)."""
+    from tests.helpers.paths import SHARED_DATA
+
+    data = REPO / "benchmarks" / "data"
+    records, _ = read_pair_records(data / "gsm8k_train_solution_pairs.jsonl")
+    assert len(records) > 500 and all(r.extra["problem"].startswith("gsm8k-train-") for r in records)
+    assert all(r.extra.get("reader") and len(r.extra["solutions"]) == 2 for r in records)
+    assert all(0.5 < r.extra["levenshtein_ratio"] <= 0.99 for r in records)
+    second = [r for r in records if "second_reading" in r.extra]
+    assert second and all(r.extra["second_reading"]["reader"] != r.extra["reader"] for r in second)
+    problems = {problem_key(r) for r in records}
+    for siblings in ("gsm8k_train_siblings_gemma270m.jsonl", "gsm8k_train_siblings_gemma270m_heldout.jsonl"):
+        other, _ = read_pair_records(data / siblings)
+        assert not problems & {problem_key(r) for r in other}
+    test_file = SHARED_DATA / "gsm8k" / "test.jsonl"
+    if not test_file.is_file():
+        pytest.skip(f"needs {test_file} (the shared data)")
+    held = {" ".join(json.loads(line)["question"].split()) for line in test_file.read_text().splitlines() if line}
+    assert not {" ".join(r.extra["question"].split()) for r in records} & held

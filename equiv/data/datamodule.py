@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 import sys
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Sequence
 
 import lightning as L
 import torch
@@ -37,42 +37,19 @@ from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
 
 
 class PairDataset(Dataset):
-    """Records with their binary labels (``None`` when the level is dropped: predict only) and,
-    for training with ``level_weights``, each sample's weight in the loss."""
+    """Records with their binary labels (``None`` when the level is dropped: predict only)."""
 
-    def __init__(self, records: Sequence[PairRecord], labels: Sequence[int | None],
-                 weights: Sequence[float] | None = None) -> None:
+    def __init__(self, records: Sequence[PairRecord], labels: Sequence[int | None]) -> None:
         self.records = list(records)
         self.labels = list(labels)
-        self.weights = None if weights is None else list(weights)
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         rec = self.records[index]
-        sample = {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2,
-                  "question": question_of(rec), "label": self.labels[index]}
-        if self.weights is not None:
-            sample["weight"] = self.weights[index]
-        return sample
-
-
-def check_level_weights(weights: Mapping[Any, Any] | None) -> dict[int, float]:
-    """``{level: weight}`` with integer levels 0-4 and positive finite weights, else one line
-    naming ``level_weights``; ``None`` is no weighting."""
-    checked: dict[int, float] = {}
-    for level, weight in (weights or {}).items():
-        try:
-            key = int(level)
-        except (TypeError, ValueError):
-            key = -1
-        if str(level).strip() != str(key) or not 0 <= key <= 4:
-            raise InputError(f"levels are the MathEquiv levels 0-4, got {level!r}", field="level_weights")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < float("inf"):
-            raise InputError(f"level {key}: a weight must be a positive number, got {weight!r}", field="level_weights")
-        checked[key] = float(weight)
-    return checked
+        return {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2,
+                "question": question_of(rec), "label": self.labels[index]}
 
 
 class PairCollator:
@@ -103,8 +80,6 @@ class PairCollator:
         batch["index"] = torch.tensor([s["index"] for s in samples], dtype=torch.long)
         if all(s["label"] is not None for s in samples):
             batch["labels"] = torch.tensor([s["label"] for s in samples], dtype=torch.long)
-        if samples and all("weight" in s for s in samples):
-            batch["weights"] = torch.tensor([s["weight"] for s in samples], dtype=torch.float32)
         return batch
 
 
@@ -239,11 +214,6 @@ class MathEquivDataModule(L.LightningDataModule):
         train_fraction: train on the pairs of only this fraction of the training problems
             (:func:`keep_problems`; after the calibration split, which stays whole): a learning
             curve's point -- how much would more labelled data buy? 1 keeps them all.
-        level_weights: ``{level: weight}`` -- each training pair's weight in the loss by its
-            MathEquiv level (unlisted levels weigh 1), e.g. ``{1: 2.0, 3: 2.0}`` to weigh the pairs
-            at the border of equivalence (a level-1 pair shares the computation and differs in a
-            claim; level 3 differs in wording only) above the easy ones. Training only: validation,
-            calibration and the exported judge are unweighted.
         synthetic_fraction: add synthetic pairs made from this fraction of the equivalent
             training pairs (:mod:`equiv.data.synthetic_pairs`): a one-claim edit of each (a hard
             negative, level 1) and a meaning-preserving rewrite (level 4). Made from the training
@@ -283,7 +253,6 @@ class MathEquivDataModule(L.LightningDataModule):
         both_orders: bool = False,
         synthetic_fraction: float = 0.0,
         train_fraction: float = 1.0,
-        level_weights: dict[int, float] | None = None,
         mark_differences: bool = False,
         with_question: bool = False,
     ) -> None:
@@ -318,7 +287,6 @@ class MathEquivDataModule(L.LightningDataModule):
         self.both_orders = bool(both_orders)
         self.synthetic_fraction = float(synthetic_fraction)
         self.train_fraction = float(train_fraction)
-        self.level_weights = check_level_weights(level_weights)
         self.mark_differences = bool(mark_differences)
         self.with_question = bool(with_question)
         self._pad_to_multiple_of = pad_to_multiple_of
@@ -479,12 +447,9 @@ class MathEquivDataModule(L.LightningDataModule):
         self.train_records = list(records)
 
     # -- loaders ---------------------------------------------------------------------------
-    def _dataset(self, records: Sequence[PairRecord], *, labelled: bool, weighted: bool = False) -> PairDataset:
+    def _dataset(self, records: Sequence[PairRecord], *, labelled: bool) -> PairDataset:
         labels = [self.label_mapping.label(r.result) if labelled else None for r in records]
-        weights = None
-        if weighted and self.level_weights:
-            weights = [self.level_weights.get(int(r.result), 1.0) if r.result is not None else 1.0 for r in records]
-        return PairDataset(records, labels, weights)
+        return PairDataset(records, labels)
 
     def _current_epoch(self) -> int:
         trainer = getattr(self, "trainer", None)
@@ -501,7 +466,7 @@ class MathEquivDataModule(L.LightningDataModule):
         if not self.train_records:
             self.setup("fit")
         served = self.served_train_records()
-        dataset = self._dataset(served, labelled=True, weighted=True)
+        dataset = self._dataset(served, labelled=True)
         epoch = self._current_epoch()
         if self.group_by_length:
             # Characters are a close proxy for tokens within one corpus and cost nothing to

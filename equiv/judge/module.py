@@ -176,8 +176,8 @@ class PairClassifier(L.LightningModule):
 
     # -- forward ---------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits of shape (batch, 2); ``labels``, ``weights`` and ``index`` in the batch are ignored."""
-        inputs = {k: v for k, v in batch.items() if k not in ("labels", "weights", "index")}
+        """Logits of shape (batch, 2); ``labels`` and ``index`` in the batch are ignored."""
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "index")}
         if getattr(self.model.config, "model_type", None) == "longformer" and "global_attention_mask" not in inputs:
             # The classification head reads the CLS token, which must see the whole pair.
             global_mask = torch.zeros_like(inputs["input_ids"])
@@ -187,11 +187,7 @@ class PairClassifier(L.LightningModule):
 
     def _step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self(batch).float()
-        if "weights" in batch:  # data.level_weights: the training loss weighs each pair by its level
-            per_pair = torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="none")
-            loss = (per_pair * batch["weights"]).sum() / batch["weights"].sum()
-        else:
-            loss = torch.nn.functional.cross_entropy(logits, batch["labels"])
+        loss = torch.nn.functional.cross_entropy(logits, batch["labels"])
         probs = torch.softmax(logits, dim=-1)[:, POSITIVE_INDEX]
         return loss, probs.detach()
 
