@@ -279,3 +279,6 @@ def test_the_ranking_table_scores_held_out_rows_per_fold_with_and_without_the_gu
     assert table["raw"]["folds"] == 2 and table["raw"]["ap"] == pytest.approx((1.0 + 0.5) / 2)
     assert table["raw+guard"]["ap"] == pytest.approx(1.0) and table["raw+guard"]["ap_spread"] == 0.0
     assert "raw+guard" in format_ranking(table) and "1.000 ± 0.000" in format_ranking(table)
+    # a fold without an equivalent held-out pair has no AP: left out, not counted as 0
+    no_positive = rows + _rows(2, "test", [(0.9, 0), (0.1, 0)])
+    assert ranking_table(no_positive)["raw"] == table["raw"]

@@ -362,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                 held_out = [r for r in group if r.get("part", "test") == "test"]
                 print(f"\n{name}: {len(held_out)} held-out pairs; mean ± spread over folds")
                 print(format_table(yardstick_table(group)))
+                print(format_ranking(ranking_table(group)))
                 print(f"{name}: pooled over folds, ± bootstrap over problems")
                 print(format_table(pooled_table(group), count="problems"))
         if args.unseen:  # each fold's verdicts use its own calibration rows, as for the pooled pairs

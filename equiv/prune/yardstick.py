@@ -215,11 +215,13 @@ def ranking_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
 
     The decision tables above depend on a threshold picked on a few hundred calibration pairs; two
     judges whose F1 differs by that pick's draw may rank pairs alike. AP compares the scores
-    themselves: the plain classifier's, and the same with the claim guard's vetoes set to 0."""
+    themselves: the plain classifier's, and the same with the claim guard's vetoes set to 0. A
+    fold with no equivalent held-out pair has no AP and is left out (``folds`` counts the rest)."""
     by_fold: dict[int, list[Row]] = {}
     for row in rows:
         if row.get("part", "test") == "test":
             by_fold.setdefault(int(row["fold"]), []).append(row)
+    by_fold = {k: test for k, test in by_fold.items() if any(int(r["label"]) for r in test)}
     table: dict[str, dict[str, Any]] = {}
     for name, (key, guard) in RANKED_SCORES.items():
         values = [average_precision([_guarded(r[key], r, guard) for r in test], [int(r["label"]) for r in test])
