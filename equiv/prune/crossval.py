@@ -323,6 +323,7 @@ def crossval(args: argparse.Namespace) -> Path:
 
 
 def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Score rows as JSON Lines (``oof.jsonl``, ``unseen.jsonl``): what the yardstick reads back."""
     with path.open("w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
