@@ -148,10 +148,15 @@ def split_by_problem(records: Sequence[PairRecord], fraction: float) -> tuple[li
     kept: list[PairRecord] = []
     held: list[PairRecord] = []
     for record in records:
-        digest = hashlib.sha1(problem_key(record).encode("utf-8")).digest()
-        bucket = int.from_bytes(digest[:8], "big") / 2**64
-        (held if bucket < fraction else kept).append(record)
+        (held if problem_bucket(record) < fraction else kept).append(record)
     return kept, held
+
+
+def problem_bucket(record: PairRecord, salt: str = "") -> float:
+    """Where the record's problem falls in [0, 1): a hash of ``salt`` + its problem key, the same
+    on every machine, seed and file order. Different salts give independent draws."""
+    digest = hashlib.sha1((salt + problem_key(record)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def keep_problems(records: Sequence[PairRecord], fraction: float) -> list[PairRecord]:
@@ -164,12 +169,7 @@ def keep_problems(records: Sequence[PairRecord], fraction: float) -> list[PairRe
     """
     if fraction >= 1.0:
         return list(records)
-    kept: list[PairRecord] = []
-    for record in records:
-        digest = hashlib.sha1(("train_fraction:" + problem_key(record)).encode("utf-8")).digest()
-        if int.from_bytes(digest[:8], "big") / 2**64 < fraction:
-            kept.append(record)
-    return kept
+    return [record for record in records if problem_bucket(record, "train_fraction:") < fraction]
 
 
 class MathEquivDataModule(L.LightningDataModule):
