@@ -97,22 +97,28 @@ def test_a_bad_solutions_line_is_one_error_naming_its_field(tmp_path, row, field
         solution_pairs([path], low=0.9, high=0.5)
 
 
-def test_the_shipped_solution_pairs_are_labelled_train_problem_pairs_apart_from_the_siblings():
-    """benchmarks/data/gsm8k_train_solution_pairs.jsonl: labelled against RUBRIC.md, each with its
-    reader and the two solutions it joins; GSM8K train problems only (none of the test split, none
-    shared with the sibling sets, so the held-out siblings stay unseen when both are trained on)."""
+SHIPPED_SOLUTION_PAIRS = ("gsm8k_train_solution_pairs.jsonl", "gsm8k_train_weak_solution_pairs.jsonl")
+
+
+@pytest.mark.parametrize("name", SHIPPED_SOLUTION_PAIRS)
+def test_the_shipped_solution_pairs_are_labelled_train_problem_pairs_apart_from_the_siblings(name: str):
+    """benchmarks/data's solution-pair files (tidy and weak-solver solutions): labelled against
+    RUBRIC.md, each with its reader and the two solutions it joins; GSM8K train problems only (none
+    of the test split, none shared with the sibling sets or the other solution-pair file, so each
+    stays unseen when the others are trained on)."""
     from tests.helpers.paths import SHARED_DATA
 
     data = REPO / "benchmarks" / "data"
-    records, _ = read_pair_records(data / "gsm8k_train_solution_pairs.jsonl")
+    records, _ = read_pair_records(data / name)
     assert len(records) > 500 and all(r.extra["problem"].startswith("gsm8k-train-") for r in records)
     assert all(r.extra.get("reader") and len(r.extra["solutions"]) == 2 for r in records)
     assert all(0.5 < r.extra["levenshtein_ratio"] <= 0.99 for r in records)
     second = [r for r in records if "second_reading" in r.extra]
     assert second and all(r.extra["second_reading"]["reader"] != r.extra["reader"] for r in second)
     problems = {problem_key(r) for r in records}
-    for siblings in ("gsm8k_train_siblings_gemma270m.jsonl", "gsm8k_train_siblings_gemma270m_heldout.jsonl"):
-        other, _ = read_pair_records(data / siblings)
+    others = [other for other in SHIPPED_SOLUTION_PAIRS if other != name]
+    for other_name in ("gsm8k_train_siblings_gemma270m.jsonl", "gsm8k_train_siblings_gemma270m_heldout.jsonl", *others):
+        other, _ = read_pair_records(data / other_name)
         assert not problems & {problem_key(r) for r in other}
     test_file = SHARED_DATA / "gsm8k" / "test.jsonl"
     if not test_file.is_file():
