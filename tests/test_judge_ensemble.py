@@ -192,6 +192,44 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
         assert not (tmp_path / "bad").exists()
 
 
+def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensemble(tmp_path):
+    """``threshold_from_val: false``: ``fit`` keeps ``model.decision_threshold`` for each member, so
+    the ensemble keeps it too and only reports the calibration split at it; the command line can
+    still ask for a chosen one."""
+    from equiv.judge.calibrate import binary_metrics, calibration_summary
+    from equiv.judge.ensemble import calibration_split
+
+    seeds = [make_tiny_judge(tmp_path / f"s{seed}", settings=NO_PREFILTER, seed=seed) for seed in (0, 1)]
+    rows = [dict(r, id=f"toy-{i // 2}-{i % 2}") for i, r in enumerate(separable_pairs(40, seed=6))]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    config = tmp_path / "recipe.yaml"
+    config.write_text(f"threshold_from_val: false\nhybrid: false\nmodel:\n  max_length: 64\n  decision_threshold: 0.37\n"
+                      f"data:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "decision threshold 0.37 (kept from the config" in done.stdout
+    settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
+    metrics = json.loads((tmp_path / "e" / "equiv_metrics.json").read_text())
+    assert settings["decision_threshold"] == metrics["decision_threshold"] == 0.37
+    pairs, labels, _, _ = calibration_split(config)
+    probs = score_judge_dir(tmp_path / "e", pairs)
+    at_fixed = binary_metrics([p >= 0.37 for p in probs], labels)
+    assert (metrics["calibration_f1"], metrics["calibration_precision"]) == (at_fixed.f1, at_fixed.precision)
+    assert metrics["calibration_pairs"] == len(labels)
+
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "chosen", "--config", config,
+                                  "--threshold_from_val"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    chosen = json.loads((tmp_path / "chosen" / "config.json").read_text())["equiv"]["decision_threshold"]
+    assert chosen == calibration_summary(probs, labels, None, 0.0)["decision_threshold"]
+
+    # no model.decision_threshold in the recipe: fit's default, 0.5
+    config.write_text(f"threshold_from_val: false\nhybrid: false\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "half", "--config", config])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "half" / "config.json").read_text())["equiv"]["decision_threshold"] == 0.5
+
+
 def test_members_with_different_floors_or_guards_are_refused(tmp_path):
     first = make_tiny_judge(tmp_path / "a", settings=dict(NO_PREFILTER, statement_threshold=0.9), seed=0)
     other = make_tiny_judge(tmp_path / "b", settings=dict(NO_PREFILTER, statement_threshold=0.7), seed=1)
@@ -220,7 +258,8 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
 
 
 @pytest.mark.parametrize("line", ["threshold_f1_tolerance: 1.5", "threshold_f1_tolerance: lots",
-                                  "threshold_target_precision: 2"])
+                                  "threshold_target_precision: 2", "threshold_from_val: maybe",
+                                  "threshold_from_val: false\nmodel:\n  decision_threshold: 2"])
 def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(two_judges, tmp_path, line):
     plain, marked = two_judges
     config = tmp_path / "recipe.yaml"
@@ -228,4 +267,5 @@ def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(two_judges,
     done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--config", config])
     lines = [x for x in done.stderr.splitlines() if x.strip()]
     assert done.returncode == 2 and len(lines) == 1
-    assert str(config) in lines[0] and line.split(":")[0] in lines[0] and not (tmp_path / "e").exists()
+    field = "model.decision_threshold" if "decision_threshold" in line else line.split(":")[0]
+    assert str(config) in lines[0] and field in lines[0] and not (tmp_path / "e").exists()

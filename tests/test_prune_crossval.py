@@ -190,6 +190,14 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     probs = score_judge_dir(views / "fold1" / "judge", [(r["sentence1"], r["sentence2"]) for r in calibration])
     chosen = calibration_summary(probs, [r["label"] for r in calibration], None, 0.2)
     assert settings["decision_threshold"] == chosen["decision_threshold"]
+    # a recipe that keeps its threshold (threshold_from_val: false): so does each fold's ensemble
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(yaml.safe_dump(dict(recipe, threshold_from_val=False, hybrid=False,
+                                         model=dict(recipe["model"], decision_threshold=0.42))))
+    assert main(["--config", str(fixed), "--data", str(siblings), "--folds", "2", "--out", str(tmp_path / "kept"),
+                 "--members", str(out), str(out)]) == 0
+    kept = [json.loads(line) for line in (tmp_path / "kept" / "oof.jsonl").read_text().splitlines()]
+    assert {r["raw_threshold"] for r in kept} == {0.42}
 
 
 def test_score_apart_takes_only_a_file_the_cross_validation_pools(tmp_path, capsys):
@@ -267,6 +275,23 @@ def test_the_floor_policy_holds_back_only_statement_pairs_below_the_floor():
     assert (plain[0]["tp"], plain[0]["fp"]) == (2, 1)
     assert (floored[0]["tp"], floored[0]["fp"]) == (2, 0)
     assert "raw+guard+floor0.9@f1-0.005" in yardstick_table(rows)
+
+
+def test_the_fixed_threshold_policy_ignores_the_calibration_rows_and_the_stored_threshold():
+    """`@tT`: one threshold for every fold (fit without threshold_from_val), then guard and floor."""
+    rows = (_rows(0, "test", [(0.55, 1), (0.45, 0), (0.7, 0), (0.65, 1)])
+            + _rows(0, "calibration", [(0.9, 1), (0.6, 0)]))  # a pick here would go above 0.6
+    for row in rows:
+        row["raw_threshold"] = 0.8  # what a fit that picked would have stored
+    rows[0]["sentence1"] = rows[0]["sentence2"] = "x is 3 + 4 = 7"  # computes: no statement floor
+    rows[2]["sentence1"], rows[2]["sentence2"] = "x is 3", "x is 4"  # the guard vetoes this one
+    # rows[3] is two statements: the floor holds it back below the floor, not above
+    floored = per_fold(rows, policies((), (), (0.9,), (0.5,))["raw+guard+floor0.9@t0.5"])
+    assert (floored[0]["tp"], floored[0]["fp"], floored[0]["fn"]) == (1, 0, 1)
+    low_floor = per_fold(rows, policies((), (), (0.6,), (0.5,))["raw+guard+floor0.6@t0.5"])
+    assert (low_floor[0]["tp"], low_floor[0]["fp"], low_floor[0]["fn"]) == (2, 0, 0)
+    assert per_fold(rows, policies((), (), (0.6,), (0.6,))["raw+guard+floor0.6@t0.6"])[0]["tp"] == 1
+    assert "raw+guard+floor0.9@t0.5" in yardstick_table(rows)
 
 
 def test_the_ranking_table_scores_held_out_rows_per_fold_with_and_without_the_guard():

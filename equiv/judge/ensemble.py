@@ -16,7 +16,9 @@ the same input (0.944). So an ensemble is a first-class judge here, built from e
   calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's: the recipe's
   ``hybrid``, ``threshold_f1_tolerance`` and ``threshold_target_precision`` apply unless the
   command overrides them, and the members' stored claim guard and statement floor (which must
-  agree) stay in force.
+  agree) stay in force. A recipe that says ``threshold_from_val: false`` keeps its
+  ``model.decision_threshold`` (0.5 when it sets none) for the ensemble too, as ``fit`` keeps it
+  for each member; the calibration split then only reports the figures at that threshold.
 
 Two seeds of the recipe averaged is the recommended GSM8K judge: one fit's precision on sibling
 steps from search depends on its seed (0.94 or 0.91 on the 561 labelled siblings, cross-validated),
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction, exit_on_input_error
-from equiv.judge.calibrate import calibration_summary
+from equiv.judge.calibrate import binary_metrics, calibration_summary
 from equiv.judge.export import export_metrics, update_settings
 from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.hybrid import attach_combiner
@@ -95,13 +97,19 @@ def calibrate_ensemble(
     target_precision: float | None = None,
     f1_tolerance: float = 0.0,
     questions: Sequence[str] | None = None,
+    fixed_threshold: float | None = None,
 ) -> dict[str, float]:
     """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split
     as ``fit`` chooses one judge's (``target_precision``, or the highest threshold within
-    ``f1_tolerance`` of the best F1; ``questions``: the pairs' questions, for members that read them)."""
+    ``f1_tolerance`` of the best F1; ``questions``: the pairs' questions, for members that read them).
+    ``fixed_threshold``: keep this threshold instead (a recipe without ``threshold_from_val``) and
+    only measure the split at it."""
     directory = Path(judge_dir)
     probs = score_judge_dir(directory, pairs, questions=questions)  # once: the threshold and the combiner read them
-    summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
+    if fixed_threshold is not None:
+        summary = fixed_threshold_summary(probs, labels, fixed_threshold)
+    else:
+        summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
     if summary is None:
         raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
     update_settings(directory, {"decision_threshold": summary["decision_threshold"]})
@@ -111,6 +119,15 @@ def calibrate_ensemble(
                                        f1_tolerance=f1_tolerance, probs=probs).summary())
     export_metrics(directory, metrics)
     return metrics
+
+
+def fixed_threshold_summary(probs: Sequence[float], labels: Sequence[int], threshold: float) -> dict[str, float]:
+    """The calibration figures at a threshold nobody chose on the split, in the keys
+    :func:`equiv.judge.calibrate.calibration_summary` stores."""
+    metrics = binary_metrics([p >= threshold for p in probs], labels)
+    return {"decision_threshold": float(threshold), "calibration_f1": metrics.f1,
+            "calibration_precision": metrics.precision, "calibration_recall": metrics.recall,
+            "calibration_pairs": float(len(labels))}
 
 
 def read_recipe(config: str | Path) -> dict[str, Any]:
@@ -129,14 +146,25 @@ def read_recipe(config: str | Path) -> dict[str, Any]:
 
 
 def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *, hybrid: bool | None = None,
-                     target_precision: float | None = None, f1_tolerance: float | None = None) -> dict[str, Any]:
+                     target_precision: float | None = None, f1_tolerance: float | None = None,
+                     from_val: bool | None = None) -> dict[str, Any]:
     """How the recipe's ``fit`` chooses a judge's threshold, for an ensemble of its fits to choose
     alike: ``hybrid`` (absent: True, this command's historical default), ``threshold_f1_tolerance``
-    (absent: 0) and ``threshold_target_precision`` (absent: None, best F1). ``recipe``: the
+    (absent: 0), ``threshold_target_precision`` (absent: None, best F1) and ``threshold_from_val``
+    (absent: True, this command's historical default; false: ``fixed_threshold`` is the recipe's
+    ``model.decision_threshold``, 0.5 when it sets none, and nothing is chosen). ``recipe``: the
     config already read (:func:`read_recipe`). The keyword arguments, when given, override the
     recipe (the command line's); every value passes the same range check, a bad one naming the
     config when it came from there."""
     recipe = read_recipe(config) if recipe is None else recipe
+    if from_val is None:
+        from_val = recipe.get("threshold_from_val", True)
+    if not isinstance(from_val, bool):
+        raise InputError(f"must be true or false, got {from_val!r}", path=config, field="threshold_from_val")
+    fixed = None
+    if not from_val:
+        model = recipe.get("model") if isinstance(recipe.get("model"), dict) else {}
+        fixed = check_fraction(model.get("decision_threshold", 0.5), "model.decision_threshold", config)
 
     def pick(override: Any, key: str) -> tuple[Any, str | Path | None]:
         return (recipe.get(key), config) if override is None else (override, None)
@@ -147,7 +175,8 @@ def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *
             "f1_tolerance": 0.0 if tolerance is None else check_fraction(tolerance, "threshold_f1_tolerance",
                                                                          tolerance_from, closed=False),
             "target_precision": None if target is None else check_fraction(target, "threshold_target_precision",
-                                                                           target_from)}
+                                                                           target_from),
+            "fixed_threshold": fixed}
 
 
 def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str], list[str]]:
@@ -177,13 +206,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target_precision", type=float, default=None,
                         help="the highest-recall threshold reaching this precision (default: the config's "
                         "threshold_target_precision; best F1 when it has none)")
+    parser.add_argument("--threshold_from_val", action=argparse.BooleanOptionalAction, default=None,
+                        help="choose the threshold on the calibration split (default: the config's "
+                        "threshold_from_val; on when it has none); --no-threshold_from_val keeps the config's "
+                        "model.decision_threshold (0.5 when it sets none), as fit does")
     parser.add_argument("--threshold_f1_tolerance", type=float, default=None,
                         help="with best F1: the highest threshold within this of the best (default: the config's "
                         "threshold_f1_tolerance, as fit uses it; 0 when it has none)")
     args = parser.parse_args(argv)
     with exit_on_input_error():
         choice = threshold_choice(args.config, hybrid=args.hybrid, target_precision=args.target_precision,
-                                  f1_tolerance=args.threshold_f1_tolerance)
+                                  f1_tolerance=args.threshold_f1_tolerance, from_val=args.threshold_from_val)
         hybrid = choice["hybrid"]
         pairs, labels, groups, questions = calibration_split(args.config)
         if not pairs:
@@ -196,9 +229,11 @@ def main(argv: list[str] | None = None) -> int:
                                  "fit every member with the same data settings", path=member, field="members")
         out = build_ensemble(args.members, args.out)
         metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=hybrid, target_precision=choice["target_precision"],
-                                     f1_tolerance=choice["f1_tolerance"], questions=questions)
+                                     f1_tolerance=choice["f1_tolerance"], questions=questions,
+                                     fixed_threshold=choice["fixed_threshold"])
         print(f"ensemble of {len(args.members)} judges: {out}")
-        print(f"decision threshold {metrics['decision_threshold']} on {len(labels)} calibration pairs: "
+        how = "kept from the config (threshold_from_val: false)" if choice["fixed_threshold"] is not None else "chosen"
+        print(f"decision threshold {metrics['decision_threshold']} ({how}) on {len(labels)} calibration pairs: "
               f"precision={metrics['calibration_precision']:.4f} recall={metrics['calibration_recall']:.4f} "
               f"f1={metrics['calibration_f1']:.4f}")
         if hybrid:

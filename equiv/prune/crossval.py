@@ -198,7 +198,7 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
     calibrate_ensemble(partial, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
                        [problem_key(r) for r, _ in kept], hybrid=choice["hybrid"],
                        target_precision=choice["target_precision"], f1_tolerance=choice["f1_tolerance"],
-                       questions=[question_of(r) for r, _ in kept])
+                       questions=[question_of(r) for r, _ in kept], fixed_threshold=choice["fixed_threshold"])
     shutil.rmtree(judge, ignore_errors=True)
     partial.rename(judge)
     print(f"{fold_dir.name}: ensemble of {len(members)} judges calibrated on {len(kept)} pairs", flush=True)

@@ -11,6 +11,8 @@ each *decision policy* per fold, so every figure comes with its spread over fold
   split, never the held-out fold) as the highest-recall threshold reaching precision ``P``;
   ``@f1-T`` -- likewise, the highest threshold whose F1 there is within ``T`` of the best
   (``fit --threshold_f1_tolerance T``; the guard is applied after the pick, as the fit does);
+- ``@tT`` -- a fixed threshold ``T`` for every fold, nothing chosen on the calibration rows (``fit
+  --threshold_from_val false --model.decision_threshold T``; the guard applied after, as ever);
 - ``+floorS`` -- the same with the statement floor ``S``: a pair of steps that both compute
   nothing merges only at probability ``S`` or above (``fit --statement_threshold S``,
   :func:`equiv.text.claims.below_statement_floor`; applied after the pick, as the judge does).
@@ -39,6 +41,7 @@ METRICS = ("precision", "recall", "f1", "false_merge_rate")
 DEFAULT_TARGETS = (0.95,)
 DEFAULT_F1_TOLERANCES = (0.005,)
 DEFAULT_STATEMENT_FLOORS = (0.9,)  # the recipe's statement_threshold (configs/gsm8k_equiv.yaml)
+DEFAULT_FIXED_THRESHOLDS = (0.5,)  # the classifier's own boundary: fit's decision_threshold without threshold_from_val
 Row = dict[str, Any]
 
 
@@ -93,6 +96,11 @@ def _stored(key: str, threshold_key: str, guard: bool) -> Callable[[list[Row], l
     return lambda test, _: [_guarded(r[key], r, guard) >= r[threshold_key] for r in test]
 
 
+def _fixed(key: str, threshold: float) -> Callable[[list[Row], list[Row]], list[bool]]:
+    """The guarded ``key`` score at ``threshold`` in every fold (the calibration rows unused)."""
+    return lambda test, _: [_guarded(r[key], r, True) >= threshold for r in test]
+
+
 def _floored(decide: Callable[[list[Row], list[Row]], list[bool]], key: str, floor: float
              ) -> Callable[[list[Row], list[Row]], list[bool]]:
     """``decide``, then the statement floor on the rows' ``key`` scores."""
@@ -104,7 +112,8 @@ def _floored(decide: Callable[[list[Row], list[Row]], list[bool]], key: str, flo
 
 def policies(targets: Sequence[float] = DEFAULT_TARGETS,
              tolerances: Sequence[float] = DEFAULT_F1_TOLERANCES,
-             floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
+             floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS,
+             fixed: Sequence[float] = DEFAULT_FIXED_THRESHOLDS) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
     """Name -> decision function ``(test rows, calibration rows) -> merge or not`` per test row."""
     out: dict[str, Callable[[list[Row], list[Row]], list[bool]]] = {
         "formula": lambda test, _: [formulas_equivalent(r["sentence1"], r["sentence2"]) for r in test],
@@ -126,6 +135,9 @@ def policies(targets: Sequence[float] = DEFAULT_TARGETS,
         for floor in floors:
             out[f"raw+guard+floor{floor:g}@f1-{tolerance:g}"] = _floored(
                 out[f"raw+guard@f1-{tolerance:g}"], "raw_prob", floor)
+    for threshold in fixed:
+        for floor in floors:
+            out[f"raw+guard+floor{floor:g}@t{threshold:g}"] = _floored(_fixed("raw_prob", threshold), "raw_prob", floor)
     return out
 
 
