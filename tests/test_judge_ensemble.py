@@ -153,6 +153,17 @@ def test_search_eval_prunes_with_an_ensemble_unchanged(two_judges, tmp_path, sha
     assert stats["scored"] > 0 and stats["forward_batches"] % 2 == 0  # each scoring call: a batch per member
 
 
+def _two_seeds_and_a_recipe(tmp_path: Path, settings: dict, head: str) -> tuple[list[Path], Path, Path]:
+    """Two tiny judges (seeds 0 and 1) and a recipe: ``head`` (its decision settings) over a data
+    block of 40 separable pairs with a calibration split."""
+    seeds = [make_tiny_judge(tmp_path / f"s{seed}", settings=settings, seed=seed) for seed in (0, 1)]
+    rows = [dict(r, id=f"toy-{i // 2}-{i % 2}") for i, r in enumerate(separable_pairs(40, seed=6))]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    config = tmp_path / "recipe.yaml"
+    config.write_text(f"{head}data:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    return seeds, config, train
+
+
 def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
     """The recipe's ``hybrid: false`` and ``threshold_f1_tolerance`` decide the ensemble's
     threshold (as ``fit`` decides one judge's), and the members' claim guard and statement floor
@@ -161,12 +172,8 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
     from equiv.judge.ensemble import calibration_split
 
     floored = dict(NO_PREFILTER, claim_guard=True, statement_threshold=0.9)
-    seeds = [make_tiny_judge(tmp_path / f"s{seed}", settings=floored, seed=seed) for seed in (0, 1)]
-    rows = [dict(r, id=f"toy-{i // 2}-{i % 2}") for i, r in enumerate(separable_pairs(40, seed=6))]
-    train = write_jsonl(tmp_path / "train.jsonl", rows)
-    config = tmp_path / "recipe.yaml"
-    config.write_text(f"hybrid: false\nthreshold_f1_tolerance: 0.3\nmodel:\n  max_length: 64\n"
-                      f"data:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    seeds, config, _ = _two_seeds_and_a_recipe(tmp_path, floored, "hybrid: false\nthreshold_f1_tolerance: 0.3\n"
+                                               "model:\n  max_length: 64\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
     assert done.returncode == 0, done.stderr[-2000:]
     assert "hybrid combiner" not in done.stdout
@@ -199,12 +206,8 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
     from equiv.judge.calibrate import binary_metrics, calibration_summary
     from equiv.judge.ensemble import calibration_split
 
-    seeds = [make_tiny_judge(tmp_path / f"s{seed}", settings=NO_PREFILTER, seed=seed) for seed in (0, 1)]
-    rows = [dict(r, id=f"toy-{i // 2}-{i % 2}") for i, r in enumerate(separable_pairs(40, seed=6))]
-    train = write_jsonl(tmp_path / "train.jsonl", rows)
-    config = tmp_path / "recipe.yaml"
-    config.write_text(f"threshold_from_val: false\nhybrid: false\nmodel:\n  max_length: 64\n  decision_threshold: 0.37\n"
-                      f"data:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    seeds, config, train = _two_seeds_and_a_recipe(
+        tmp_path, NO_PREFILTER, "threshold_from_val: false\nhybrid: false\nmodel:\n  max_length: 64\n  decision_threshold: 0.37\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
     assert done.returncode == 0, done.stderr[-2000:]
     assert "decision threshold 0.37 (kept from the config" in done.stdout
