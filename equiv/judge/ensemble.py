@@ -232,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                                      f1_tolerance=choice["f1_tolerance"], questions=questions,
                                      fixed_threshold=choice["fixed_threshold"])
         print(f"ensemble of {len(args.members)} judges: {out}")
-        how = "kept from the config (threshold_from_val: false)" if choice["fixed_threshold"] is not None else "chosen"
-        print(f"decision threshold {metrics['decision_threshold']} ({how}) on {len(labels)} calibration pairs: "
+        how = ", kept from the config (threshold_from_val: false)," if choice["fixed_threshold"] is not None else ""
+        print(f"decision threshold {metrics['decision_threshold']}{how} on {len(labels)} calibration pairs: "
               f"precision={metrics['calibration_precision']:.4f} recall={metrics['calibration_recall']:.4f} "
               f"f1={metrics['calibration_f1']:.4f}")
         if hybrid:
