@@ -161,12 +161,22 @@ def calibration_summary(
     if not points:
         return None
     chosen = pick_threshold(points, target_precision, f1_tolerance)
+    return _stored_summary(round(float(chosen.threshold), 6), chosen.metrics, len(labels))
+
+
+def fixed_threshold_summary(probs: Sequence[float], labels: Sequence[int], threshold: float) -> dict[str, float]:
+    """The figures of a calibration split at a threshold nobody chose on it (a recipe without
+    ``threshold_from_val``), in the keys :func:`calibration_summary` stores."""
+    return _stored_summary(float(threshold), binary_metrics([p >= threshold for p in probs], labels), len(labels))
+
+
+def _stored_summary(threshold: float, metrics: BinaryMetrics, pairs: int) -> dict[str, float]:
     return {
-        "decision_threshold": round(float(chosen.threshold), 6),
-        "calibration_f1": chosen.metrics.f1,
-        "calibration_precision": chosen.metrics.precision,
-        "calibration_recall": chosen.metrics.recall,
-        "calibration_pairs": float(len(labels)),
+        "decision_threshold": threshold,
+        "calibration_f1": metrics.f1,
+        "calibration_precision": metrics.precision,
+        "calibration_recall": metrics.recall,
+        "calibration_pairs": float(pairs),
     }
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction, exit_on_input_error
-from equiv.judge.calibrate import binary_metrics, calibration_summary
+from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary
 from equiv.judge.export import export_metrics, update_settings
 from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.hybrid import attach_combiner
@@ -119,15 +119,6 @@ def calibrate_ensemble(
                                        f1_tolerance=f1_tolerance, probs=probs).summary())
     export_metrics(directory, metrics)
     return metrics
-
-
-def fixed_threshold_summary(probs: Sequence[float], labels: Sequence[int], threshold: float) -> dict[str, float]:
-    """The calibration figures at a threshold nobody chose on the split, in the keys
-    :func:`equiv.judge.calibrate.calibration_summary` stores."""
-    metrics = binary_metrics([p >= threshold for p in probs], labels)
-    return {"decision_threshold": float(threshold), "calibration_f1": metrics.f1,
-            "calibration_precision": metrics.precision, "calibration_recall": metrics.recall,
-            "calibration_pairs": float(len(labels))}
 
 
 def read_recipe(config: str | Path) -> dict[str, Any]:
