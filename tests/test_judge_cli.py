@@ -232,18 +232,24 @@ def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: 
     assert exported["f1"] == pytest.approx(stored["f1"]) and stored["epoch"] == 0.0
 
 
-def test_threshold_from_calibration_split_is_exported_and_used_by_pairs(tiny_longformer: Path, tmp_path: Path) -> None:
-    """fit --threshold_from_val stores the calibrated threshold; pairs applies it by default."""
-    rows = separable_pairs(48, seed=3)
-    for i, row in enumerate(rows):
-        row["id"] = f"toy-{i // 2}-{i % 2}"  # 24 problems of two pairs each
+def _fit_with_a_calibration_split(tiny_longformer: Path, tmp_path: Path, *options: str) -> tuple[Path, Path]:
+    """One short fit of the demo recipe on 48 separable pairs (24 problems of two pairs each), 30%
+    of the problems held out as the calibration split; ``options`` decide the threshold. Returns
+    the training file and the run directory (its export in ``judge``)."""
+    rows = [dict(row, id=f"toy-{i // 2}-{i % 2}") for i, row in enumerate(separable_pairs(48, seed=3))]
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     out = tmp_path / "run"
     assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
                  f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
                  "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
-                 "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true",
+                 "--data.val=null", "--data.calibration_fraction=0.3", *options,
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
+    return train, out
+
+
+def test_threshold_from_calibration_split_is_exported_and_used_by_pairs(tiny_longformer: Path, tmp_path: Path) -> None:
+    """fit --threshold_from_val stores the calibrated threshold; pairs applies it by default."""
+    train, out = _fit_with_a_calibration_split(tiny_longformer, tmp_path, "--threshold_from_val=true")
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     config = json.loads((out / "judge" / "config.json").read_text())
     assert 0.0 < metrics["decision_threshold"] < 1.0
@@ -255,6 +261,29 @@ def test_threshold_from_calibration_split_is_exported_and_used_by_pairs(tiny_lon
     args = build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")])
     result = run_pairs(args)
     assert result["threshold"] == metrics["decision_threshold"] and result["threshold_source"] == "default"
+
+
+def test_without_threshold_from_val_fit_keeps_its_threshold_and_stores_the_split_at_it(tiny_longformer: Path,
+                                                                                      tmp_path: Path) -> None:
+    """No pick: the export keeps model.decision_threshold, and equiv_metrics.json still holds the
+    calibration figures at it (with calibration_pairs, which the ensemble command checks members by)."""
+    from equiv.judge.calibrate import fixed_threshold_summary
+    from equiv.judge.members import score_judge_dir
+
+    train, out = _fit_with_a_calibration_split(tiny_longformer, tmp_path, "--threshold_from_val=false",
+                                               "--model.decision_threshold=0.37")
+    metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
+    config = json.loads((out / "judge" / "config.json").read_text())
+    assert config["equiv"]["decision_threshold"] == metrics["decision_threshold"] == 0.37
+    from equiv.data.datamodule import MathEquivDataModule
+
+    datamodule = MathEquivDataModule(train=str(train), calibration_fraction=0.3)
+    datamodule.setup("validate")
+    pairs, labels, _ = datamodule.labelled_pairs("val")
+    assert 0 < metrics["calibration_pairs"] == len(labels) < 48
+    expected = fixed_threshold_summary(score_judge_dir(out / "judge", pairs), labels, 0.37)
+    assert metrics["calibration_f1"] == pytest.approx(expected["calibration_f1"])
+    assert metrics["calibration_precision"] == pytest.approx(expected["calibration_precision"])
 
 
 def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp_path: Path) -> None:

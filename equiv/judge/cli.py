@@ -29,7 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
 from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, one_line
-from equiv.judge.calibrate import binary_metrics, calibration_summary
+from equiv.judge.calibrate import binary_metrics, calibration_summary, fixed_threshold_summary
 from equiv.judge.export import export_judge, export_metrics, read_checkpoint, update_settings
 from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import score_judge_dir
@@ -187,6 +187,8 @@ class JudgeCLI(LightningCLI):
         target = self._target_precision()
         if self._subcommand_value("threshold_from_val"):
             metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, target, self._f1_tolerance()))
+        else:
+            metrics = dict(metrics, **measure_fixed_threshold(module, self.datamodule))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
         guard = bool(self._subcommand_value("claim_guard"))
@@ -278,6 +280,34 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
     The validation split should be a calibration split (``data.calibration_fraction``): data the
     weights were not trained on, and not the file the judge is finally reported on.
     """
+    probs, labels = _validation_scores(module, datamodule)
+    summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
+    if summary is None:
+        return {}
+    module.hparams.decision_threshold = summary["decision_threshold"]
+    print(f"decision threshold {summary['decision_threshold']} chosen on {len(labels)} validation pairs "
+          f"({_rule(target_precision, f1_tolerance)}): "
+          f"precision={summary['calibration_precision']:.4f} recall={summary['calibration_recall']:.4f} "
+          f"f1={summary['calibration_f1']:.4f}", flush=True)
+    return summary
+
+
+def measure_fixed_threshold(module: PairClassifier, datamodule: Any) -> dict[str, float]:
+    """Without ``threshold_from_val`` the export keeps ``model.decision_threshold``; its figures on
+    the validation (calibration) split are still stored, in the keys a chosen threshold's are, so
+    ``python -m equiv.judge.ensemble`` can check that its members share one calibration split."""
+    if not datamodule.labelled_pairs("val")[0]:
+        return {}
+    probs, labels = _validation_scores(module, datamodule)
+    summary = fixed_threshold_summary(probs, labels, float(module.hparams.decision_threshold))
+    print(f"decision threshold {summary['decision_threshold']} kept (threshold_from_val: false); on "
+          f"{len(labels)} validation pairs: precision={summary['calibration_precision']:.4f} "
+          f"recall={summary['calibration_recall']:.4f} f1={summary['calibration_f1']:.4f}", flush=True)
+    return summary
+
+
+def _validation_scores(module: PairClassifier, datamodule: Any) -> tuple[list[float], list[int]]:
+    """The module's probability of "equivalent" for each validation pair, and the pairs' labels."""
     was_training = module.training
     module.eval()
     probs: list[float] = []
@@ -289,15 +319,7 @@ def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precisio
             probs.extend(torch.softmax(logits, dim=-1)[:, 1].tolist())
             labels.extend(int(y) for y in batch["labels"].tolist())
     module.train(was_training)
-    summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
-    if summary is None:
-        return {}
-    module.hparams.decision_threshold = summary["decision_threshold"]
-    print(f"decision threshold {summary['decision_threshold']} chosen on {len(labels)} validation pairs "
-          f"({_rule(target_precision, f1_tolerance)}): "
-          f"precision={summary['calibration_precision']:.4f} recall={summary['calibration_recall']:.4f} "
-          f"f1={summary['calibration_f1']:.4f}", flush=True)
-    return summary
+    return probs, labels
 
 
 def _guard_vetoes(datamodule: Any) -> list[bool]:
