@@ -125,3 +125,35 @@ def test_the_shipped_solution_pairs_are_labelled_train_problem_pairs_apart_from_
         pytest.skip(f"needs {test_file} (the shared data)")
     held = {" ".join(json.loads(line)["question"].split()) for line in test_file.read_text().splitlines() if line}
     assert not {" ".join(r.extra["question"].split()) for r in records} & held
+
+
+SEALED = REPO / "benchmarks" / "data" / "sealed"
+
+
+def _questions(path: Path) -> set[str]:
+    return {" ".join(json.loads(line)["question"].split()) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+
+
+@pytest.mark.parametrize("path", sorted(SEALED.glob("*.jsonl")), ids=lambda p: p.name)
+def test_the_sealed_split_shares_no_problem_with_any_other_labelled_file(path: Path):
+    """The sealed test split (benchmarks/data/sealed): labelled train-problem pairs, each read at least
+    twice by different readers, whose problems no other file of the repository or of the shared
+    gsm8k_equiv data holds -- so no judge fitted on any shipped data has seen its problems."""
+    from tests.helpers.paths import SHARED_DATA
+
+    records, _ = read_pair_records(path)
+    assert len(records) >= 400 and all(r.extra["problem"].startswith("gsm8k-train-") for r in records)
+    for r in records:
+        readers = [reading["reader"] for reading in r.extra["readings"]]
+        assert len(readers) >= 2 and len(set(readers)) == len(readers)
+    sealed = _questions(path)
+    others = [p for p in (REPO / "benchmarks" / "data").glob("*.jsonl")] + [p for p in SEALED.glob("*.jsonl") if p != path]
+    others += [p for p in (SHARED_DATA / "gsm8k_equiv").glob("*.jsonl")] if (SHARED_DATA / "gsm8k_equiv").is_dir() else []
+    for other in others:
+        if "question" not in other.read_text(encoding="utf-8")[:2000]:
+            continue  # second-label files hold ids and levels only
+        assert not sealed & _questions(other), f"{path.name} shares a problem with {other.name}"
+    test_file = SHARED_DATA / "gsm8k" / "test.jsonl"
+    if not test_file.is_file():
+        pytest.skip(f"needs {test_file} (the shared data)")
+    assert not sealed & _questions(test_file)
