@@ -202,7 +202,7 @@ def test_root_grader_runs_the_program_unprivileged(tmp_path, open_dir):
     with open(secret, "w") as fh:
         fh.write("secret")
     os.chmod(secret, 0o600)
-    body = (f"import os\nassert os.getuid() == os.geteuid() == 65534 and os.getgid() == 65534, os.getuid()\n"
+    body = (f"import os\nassert os.getuid() == os.geteuid() == os.getgid() == 2_000_000_000 + os.getpid(), os.getuid()\n"
             f"assert os.getgroups() == []\n"
             f"try:\n    open({secret!r}).read()\nexcept PermissionError:\n    pass\n"
             f"else:\n    raise AssertionError('read a root-only file')\n")
@@ -344,3 +344,47 @@ def test_a_harness_that_cannot_start_is_a_sandbox_error_not_a_verdict():
     # 2 MiB of address space is too little for the interpreter to load: nothing of the program runs
     with pytest.raises(SandboxError, match="harness did not start"):
         run_sandboxed("print('ran')\n", SandboxLimits(timeout_s=5.0, memory_bytes=2 << 20))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="privileges are dropped only when the grader is root")
+def test_concurrent_sandboxes_cannot_see_into_each_other():
+    # Each run has a uid of its own, so another sandbox's /proc entries (its open files -- the
+    # marker pipe among them -- and its environment) are closed to the program.
+    import threading
+
+    other: list = []
+    sleeper = threading.Thread(target=lambda: other.append(
+        run_sandboxed("import time\ntime.sleep(4)\n", SandboxLimits(timeout_s=8.0))))
+    sleeper.start()
+    body = (
+        "import os, time\n"
+        "def others():\n"
+        "    found = []\n"
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if b'harness.py' in cmd and int(pid) != os.getpid():\n"
+        "            found.append(int(pid))\n"
+        "    return found\n"
+        "deadline = time.monotonic() + 3\n"
+        "while not others() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "assert others(), 'no other sandbox seen'\n"
+        "for pid in others():\n"
+        "    for probe in (lambda: os.listdir(f'/proc/{pid}/fd'), lambda: open(f'/proc/{pid}/environ').read()):\n"
+        "        try:\n"
+        "            probe()\n"
+        "        except PermissionError:\n"
+        "            continue\n"
+        "        except FileNotFoundError:\n"
+        "            continue  # it ended meanwhile\n"
+        "        raise AssertionError(f'could look into sandbox {pid}')\n"
+    )
+    try:
+        result = run_sandboxed(body, SandboxLimits(timeout_s=6.0))
+    finally:
+        sleeper.join()
+    assert result.status == "passed", result.output
+    assert other[0].status == "passed"

@@ -9,8 +9,8 @@ interpreter* (``python -I``: no user site, no ``PYTHON*`` variables) with:
   number of processes, no core dumps;
 - stdout and stderr sent to an unlinked temporary file whose size the file-size limit caps, so a
   program that prints megabytes is killed by ``SIGXFSZ`` instead of filling the grader's memory;
-- when the grader is root, an unprivileged user: the child becomes uid/gid 65534 (nobody) with no
-  supplementary groups before ``exec``, in a new network namespace (no network) and, where the
+- when the grader is root, an unprivileged user: the child becomes a uid/gid of its own (``2e9 +
+  pid``, which no file and no other process has) with no supplementary groups before ``exec``, in a new network namespace (no network) and, where the
   interpreter lives in a folder only root can search (``/root/.pyenv``), a private mount
   namespace that binds just the interpreter's folders back over an empty tmpfs (nothing mounted
   there reaches the host). The program reads only world-readable files and, by file permissions
@@ -206,7 +206,7 @@ _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
-_UNPRIVILEGED_ID = 65534  # nobody / nogroup: what runs model code when the grader is root
+_UID_BASE = 2_000_000_000  # root's sandbox runs as uid = gid = _UID_BASE + its pid (see drop_privileges)
 
 
 def _seccomp_program(pid: int) -> tuple[bytes, int]:
@@ -289,8 +289,8 @@ def _exposures(paths: list[str]) -> dict[str, list[str]]:
         if closed is not None:
             if closed == path:
                 raise SandboxError(
-                    f"{path} cannot be searched by uid {_UNPRIVILEGED_ID}, who runs graded programs when the "
-                    "grader is root: make it world-searchable (chmod o+x) or run the grader as an ordinary user"
+                    f"{path} cannot be searched by other users, and graded programs run as an unprivileged uid "
+                    "when the grader is root: make it world-searchable (chmod o+x) or run the grader as an ordinary user"
                 )
             out.setdefault(closed, []).append(path)
     return out
@@ -307,7 +307,7 @@ class _Kernel:
             self.libc = None
         self.linux = self.libc is not None and sys.platform == "linux"
         self.seccomp = self.linux and os.uname().machine == "x86_64"
-        # Root does not run model code: the child becomes nobody (see _drop_privileges).
+        # Root does not run model code: the child becomes an unprivileged uid (see drop_privileges).
         self.drop = os.geteuid() == 0
         self.net_flags = _CLONE_NEWNET if self.drop else _CLONE_NEWUSER | _CLONE_NEWNET
         interpreter_dirs = [os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable)),
@@ -346,19 +346,24 @@ class _Kernel:
                 os.close(fd)
 
     def drop_privileges(self) -> None:
-        """Root becomes nobody (uid and gid 65534, no supplementary groups) before exec.
+        """Root becomes uid = gid = ``_UID_BASE + pid`` with no supplementary groups, before exec.
 
         Why a plain uid change and not only a user namespace: in a user namespace the process keeps
-        its kernel uid 0, so it still *owns* every root-owned file (reads ``0600`` ones); uid 65534
-        owns nothing, reads only world-readable files and writes nowhere the permissions forbid --
-        checked by the kernel independently of the seccomp filter. (The tests check ``getuid``.)
+        its kernel uid 0, so it still *owns* every root-owned file (reads ``0600`` ones); an
+        unprivileged uid owns nothing, reads only world-readable files and writes only where
+        others may -- checked by the kernel independently of the seccomp filter. Why one uid per
+        run and not ``nobody``: processes of one uid can read each other's ``/proc/<pid>`` (open
+        files, memory), so concurrent sandboxes as ``nobody`` could read or take each other's
+        marker pipe; the pid is unique among live processes, so no other process has this uid, and
+        ``RLIMIT_NPROC`` (counted per uid) is exact even without seccomp.
         """
         if not self.drop:
             return
+        uid = _UID_BASE + os.getpid()
         os.setgroups([])
-        os.setgid(_UNPRIVILEGED_ID)
-        os.setuid(_UNPRIVILEGED_ID)
-        if os.getuid() != _UNPRIVILEGED_ID or os.geteuid() != _UNPRIVILEGED_ID or os.getegid() != _UNPRIVILEGED_ID:
+        os.setgid(uid)
+        os.setuid(uid)
+        if os.getuid() != uid or os.geteuid() != uid or os.getegid() != uid or os.getgroups():
             raise OSError("the grading sandbox could not drop root")
 
     def install_seccomp(self) -> bool:
@@ -394,8 +399,8 @@ def _limiter(limits: SandboxLimits):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         kernel.isolate()
         kernel.drop_privileges()
-        # After the uid change: set before it, a limit below nobody's process count (other
-        # sandboxes run as nobody too) would make the exec fail with EAGAIN.
+        # After the uid change: set before it, a limit below the new uid's process count would
+        # make the exec fail with EAGAIN (the kernel's check on set*uid).
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
         # Fail closed: on a platform where the filter is the protection, running without it
         # would let model code fork, open sockets and write files. Raising here aborts the exec;
