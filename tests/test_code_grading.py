@@ -388,3 +388,18 @@ def test_concurrent_sandboxes_cannot_see_into_each_other():
         sleeper.join()
     assert result.status == "passed", result.output
     assert other[0].status == "passed"
+
+
+def test_interpreter_folders_behind_a_root_only_folder_are_found_for_binding(open_dir):
+    # what the mount namespace must bind back over the tmpfs (on the project machine: the pyenv
+    # interpreter under /root, which every sandboxed run in this file exercises)
+    closed = os.path.join(open_dir, "home")
+    prefix = os.path.join(closed, "pyenv", "3.11")
+    os.makedirs(os.path.join(prefix, "bin"))
+    os.chmod(closed, 0o700)
+    public = os.path.join(open_dir, "venv")
+    os.makedirs(public)
+    found = code_grading._exposures([os.path.join(prefix, "bin"), prefix, public])
+    assert found == {closed: [prefix]}
+    with pytest.raises(SandboxError, match="cannot be searched by other users"):
+        code_grading._exposures([closed])

@@ -281,17 +281,19 @@ def _exposures(paths: list[str]) -> dict[str, list[str]]:
     the sandbox then covers the closed directory with an empty tmpfs in a private mount namespace
     and binds just these paths back (read-only for the unprivileged user, like the originals).
     """
-    wanted = sorted({p for path in paths for p in (os.path.abspath(path), os.path.realpath(path))})
-    wanted = [p for p in wanted if not any(q != p and p.startswith(q.rstrip("/") + "/") for q in wanted)]
-    out: dict[str, list[str]] = {}
-    for path in wanted:
+    closed_above: dict[str, str] = {}
+    for path in sorted({p for path in paths for p in (os.path.abspath(path), os.path.realpath(path))}):
         closed = _closed_ancestor(path)
+        if closed == path:
+            raise SandboxError(
+                f"{path} cannot be searched by other users, and graded programs run as an unprivileged uid "
+                "when the grader is root: make it world-searchable (chmod o+x) or run the grader as an ordinary user"
+            )
         if closed is not None:
-            if closed == path:
-                raise SandboxError(
-                    f"{path} cannot be searched by other users, and graded programs run as an unprivileged uid "
-                    "when the grader is root: make it world-searchable (chmod o+x) or run the grader as an ordinary user"
-                )
+            closed_above[path] = closed
+    out: dict[str, list[str]] = {}
+    for path, closed in closed_above.items():  # a path inside another bound one comes with it
+        if not any(other != path and path.startswith(other.rstrip("/") + "/") for other in closed_above):
             out.setdefault(closed, []).append(path)
     return out
 
@@ -427,7 +429,8 @@ def run_sandboxed(source: str, limits: SandboxLimits = SandboxLimits()) -> Sandb
     """Run ``source`` as a Python program in the sandbox (module docstring); never raises on it.
 
     Raises :class:`SandboxError` (without running ``source``, or where the harness never started)
-    when the sandbox cannot be set up.
+    when the sandbox cannot be set up. A run that times out is ``timeout`` even if the interpreter
+    was still starting (a slow machine, not a broken sandbox; never a pass either way).
     """
     marker = f"{_MARKER_PREFIX}{secrets.token_hex(16)}\n".encode()
     with tempfile.TemporaryDirectory(prefix="equiv-sandbox-") as tmp, tempfile.TemporaryFile() as out:
