@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -403,3 +404,23 @@ def test_interpreter_folders_behind_a_root_only_folder_are_found_for_binding(ope
     assert found == {closed: [prefix]}
     with pytest.raises(SandboxError, match="cannot be searched by other users"):
         code_grading._exposures([closed])
+
+
+def test_limits_cannot_be_raised_or_set_on_other_processes():
+    body = (
+        "import os, resource\n"
+        "for limit in (resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_NPROC, resource.RLIMIT_FSIZE):\n"
+        "    soft, hard = resource.getrlimit(limit)\n"
+        "    try:\n"
+        "        resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+        "    except (ValueError, OSError):\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError(f'raised limit {limit}')\n"
+        f"try:\n    resource.prlimit({os.getpid()}, resource.RLIMIT_NOFILE, (1, 1))\n"
+        "except (ValueError, OSError):\n    pass\n"
+        "else:\n    raise AssertionError('set a limit of the grader')\n"
+    )
+    result = run_sandboxed(body, FAST)
+    assert result.status == "passed", result.output
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 1  # the grader's own limit is untouched
