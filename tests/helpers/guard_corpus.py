@@ -70,7 +70,7 @@ def corpus_price(files: dict[str, Path]) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--update", action="store_true", help=f"rewrite {SNAPSHOT.relative_to(REPO_ROOT)}")
+    parser.add_argument("--update", action="store_true", help=f"rewrite {SNAPSHOT}")
     args = parser.parse_args(argv)
     files = labelled_files()
     if args.update and not any(key.startswith(SHARED_PREFIX) for key in files):
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(price, indent=1, sort_keys=True) + "\n"
     if args.update:
         SNAPSHOT.write_text(text, encoding="utf-8")
-        print(f"wrote {SNAPSHOT.relative_to(REPO_ROOT)} ({len(price)} files)")
+        print(f"wrote {SNAPSHOT} ({len(price)} files)")
     else:
         sys.stdout.write(text)
     return 0
