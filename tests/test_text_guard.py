@@ -429,3 +429,17 @@ def test_the_corpus_regenerator_refuses_to_update_without_the_shared_files(tmp_p
     monkeypatch.setattr(guard_corpus, "SNAPSHOT", tmp_path / "guard_corpus.json")
     assert guard_corpus.main(["--update"]) == 2
     assert not (tmp_path / "guard_corpus.json").exists()
+
+
+def test_the_cut_off_sweep_prices_each_neighbour_and_restores_the_shipped_values(tmp_path):
+    import equiv.text.guard as guard_module
+
+    rows = [{"id": "1", "question": Q, "sentence1": "So the trip costs 30 + 15 = 45.", "sentence2": "So the repair costs 30 + 15 = 45.", "result": 0},
+            {"id": "2", "question": Q, "sentence1": "So Mia scored 90.", "sentence2": "Thus Mia scored 90.", "result": 4}]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    shipped = {name: getattr(guard_module, name) for name in guard_corpus.SWEEP}
+    prices = guard_corpus.sweep({"pairs.jsonl": path})
+    assert [(n, v) for n, v, _, _ in prices] == [(n, v) for n, vs in guard_corpus.SWEEP.items() for v in vs]
+    assert ("SHARED_SENTENCE", 0.7, 0, 1) in prices
+    assert {name: getattr(guard_module, name) for name in guard_corpus.SWEEP} == shipped

@@ -6,6 +6,10 @@ regenerate the snapshot after a deliberate change (with ``../shared/data`` prese
 ``EQUIV_SHARED_DATA`` set, so the GSM8K labelled files are counted too)::
 
     python -m tests.helpers.guard_corpus --update
+
+``--sweep`` prints the price of each cut-off of :mod:`equiv.text.guard` against its neighbours (the
+guard's vetoes on equivalent and on non-equivalent pairs of every file at each value): the basis
+the module's docstring states for each.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+import equiv.text.guard as guard_module
 from equiv.text.guard import GUARD_RULES, guard_veto
 from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
@@ -68,11 +73,46 @@ def corpus_price(files: dict[str, Path]) -> dict[str, object]:
     return {key: file_price(path) for key, path in sorted(files.items())}
 
 
+# Each cut-off and the neighbours it is priced against.
+SWEEP = {"SHARED_SENTENCE": (0.6, 0.7, 0.8), "SWAP_WORDS": (1, 2, 3), "SAME_WORD": (0.4, 0.5, 0.6),
+         "SAME_NAME": (0.7, 0.8, 0.9)}
+
+
+def sweep(files: dict[str, Path]) -> list[tuple[str, object, int, int]]:
+    """(cut-off, value, equivalent pairs vetoed, non-equivalent pairs vetoed) for each value of
+    :data:`SWEEP`, the others at their shipped values."""
+    rows = []
+    for path in files.values():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row["result"] in (0, 1, 3, 4):
+                rows.append((row["sentence1"], row["sentence2"], row.get("question") or "", row["result"] >= 3))
+    out = []
+    for name, values in SWEEP.items():
+        shipped = getattr(guard_module, name)
+        try:
+            for value in values:
+                setattr(guard_module, name, value)
+                guard_module._alignment.cache_clear()  # alignments depend on SHARED_SENTENCE
+                vetoed = [equivalent for a, b, question, equivalent in rows if guard_veto(a, b, question)]
+                out.append((name, value, sum(vetoed), len(vetoed) - sum(vetoed)))
+        finally:
+            setattr(guard_module, name, shipped)
+            guard_module._alignment.cache_clear()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help=f"rewrite {SNAPSHOT}")
+    parser.add_argument("--sweep", action="store_true", help="print each cut-off's price against its neighbours")
     args = parser.parse_args(argv)
     files = labelled_files()
+    if args.sweep:
+        print("cut-off value equivalent_vetoed not_equivalent_vetoed")
+        for name, value, equivalent, not_equivalent in sweep(files):
+            print(name, value, equivalent, not_equivalent)
+        return 0
     if args.update and not any(key.startswith(SHARED_PREFIX) for key in files):
         print(f"error: shared data not found at {SHARED_DATA} (set EQUIV_SHARED_DATA); the snapshot must count "
               "the GSM8K labelled files too", file=sys.stderr)
