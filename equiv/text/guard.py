@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterator, Sequence
 
-from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD, is_function_word,
-                                  number_value, quantize, stem, step_numbers, strip_notes)
+from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
+                                  is_function_word, number_value, quantize, stem, step_numbers, strip_notes)
 
 SHARED_SENTENCE = 0.7
 SWAP_WORDS = 2
