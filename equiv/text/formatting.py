@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-_WS = re.compile(r"\s+")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+from equiv.text.normalize import THOUSANDS_COMMA, normalise_whitespace
+
 _CURRENCY = re.compile(r"[$€£]")
 _TIMES = re.compile(r"(?<=\d)\s*[x×]\s*(?=[\d.])")
 _DECIMAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?!\d)(?!\.\d)")
@@ -37,8 +37,8 @@ def _drop_trailing_zeros(match: re.Match[str]) -> str:
 
 def format_key(text: str) -> str:
     """``text`` without its formatting (see the module docstring); equal keys mean the same step."""
-    s = _FINAL_STOP.sub("", _WS.sub(" ", text).strip())
-    s = _THOUSANDS.sub("", s)
+    s = _FINAL_STOP.sub("", normalise_whitespace(text))
+    s = THOUSANDS_COMMA.sub("", s)  # commas only: a space may part two numbers
     s = _CURRENCY.sub("", s)
     s = _TIMES.sub("*", s).replace("×", "*").replace("÷", "/")
     s = _DECIMAL.sub(_drop_trailing_zeros, s)

@@ -24,11 +24,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from equiv.text.levenshtein import normalise_whitespace
+from equiv.text.normalize import CALCULATOR_NOTE, THOUSANDS_COMMA, normalise_whitespace
 
-# One whole calculator note as a step shows it (``<<4*2=8>>``): what steps are stripped of, or
-# edited around. extract_formulas reads the notes' contents with its own lazy, multi-line _CALC.
-CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
+__all__ = ["CALCULATOR_NOTE", "extract_formulas", "formula_signature", "formulas_equivalent", "normalise_formula"]
+
+# CALCULATOR_NOTE (one whole note, equiv.text.normalize) is what steps are stripped of, or edited
+# around. extract_formulas reads the notes' contents with its own lazy, multi-line _CALC.
 _CALC = re.compile(r"<<(.*?)>>", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 # Bare arithmetic such as "4 x 2 = 8" when a step has no notation at all.
@@ -36,7 +37,6 @@ _BARE = re.compile(
     r"(?<![\w.])(\$?\d[\d,]*(?:\.\d+)?\s*(?:[-+*/x×÷]\s*\$?\d[\d,]*(?:\.\d+)?\s*)+=\s*\$?\d[\d,]*(?:\.\d+)?)"
 )
 _FRAC = re.compile(r"\\frac\{([^{}]*)\}\{([^{}]*)\}")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _NUMBER = re.compile(r"\d+\.\d+")
 _TIMES_X = re.compile(r"(?<=[\d)])x(?=[\d(])")
 
@@ -86,7 +86,7 @@ def normalise_formula(formula: str) -> str:
     while previous != f:  # nested \frac
         previous = f
         f = _FRAC.sub(r"(\1)/(\2)", f)
-    f = _THOUSANDS.sub("", f)
+    f = THOUSANDS_COMMA.sub("", f)
     f = _NUMBER.sub(_number, f)
     f = f.rstrip(".")
     return "=".join(_sort_flat(side) for side in f.split("="))

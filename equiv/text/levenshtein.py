@@ -9,19 +9,13 @@ when the ratio is > 0.95.
 
 from __future__ import annotations
 
-import re
 from rapidfuzz.distance import Levenshtein
 
-_WS = re.compile(r"\s+")
+# Two sibling steps that differ only in spacing or line breaks are the same step: the key the
+# ``exact`` strategy compares and the model strategy's first, free check (owned by equiv.text.normalize).
+from equiv.text.normalize import normalise_whitespace
 
-
-def normalise_whitespace(text: str) -> str:
-    """Collapse every run of whitespace to one space and strip the ends.
-
-    Two sibling steps that differ only in spacing or line breaks are the same step; this is the
-    key the ``exact`` strategy compares and the model strategy's first, free check.
-    """
-    return _WS.sub(" ", text).strip()
+__all__ = ["levenshtein_ratio", "normalise_whitespace"]
 
 
 def levenshtein_ratio(a: str, b: str) -> float:

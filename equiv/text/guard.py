@@ -1,0 +1,468 @@
+"""The claim guard: named rules, each a difference the rubric says makes two steps different steps.
+
+Search pairs *siblings*: steps sampled from one prefix, which share a template and differ in one
+number, one operand or one word. A cross-encoder reads such a pair as "almost the same text" and
+merges it, yet the rubric (``../shared/data/gsm8k_equiv/RUBRIC.md``) asks first for the same
+quantities, the same operations on the same numbers and the same conclusion. Each rule of
+:data:`GUARD_RULES` is one such demand, one small function that names the clause it enforces and
+returns its reason (``"90 vs 95"``), or ``None``. The guard only ever *vetoes* a merge: a veto costs
+a missed merge (tokens), a false merge can cut the only correct path.
+
+**Symmetric by construction.** A rule compares the two steps' sets of numbers, names or units, or
+reads a word alignment of the pair in *both* orders and vetoes only on a swap both alignments see
+(difflib's alignment is greedy and can pair different words depending on which text it reads
+first: "The 6 other hunters" / "The other 6 people" paired "hunters" with "people" one way only).
+A reason names its two sides in sorted order, so ``guard_veto(a, b) == guard_veto(b, a)`` exactly.
+
+**Cut-offs, with their basis.** Each is the value the guard was built with; its basis is its price
+against its neighbours on the shipped labelled pairs (2,512 equivalent, levels 3-4;
+3,968 not, levels 0-1; every file of ``tests/data/guard_corpus.json``; the guard vetoes 35 and
+3,707 of them). These are the files the rules were written against, not a held-out set, so the
+counts are a price list, not an estimate of accuracy elsewhere. A false merge costs more than a
+missed one, so a change that spares equivalent pairs only by losing as many vetoes of
+non-equivalent ones is not worth it:
+
+- :data:`SHARED_SENTENCE` = 0.7: a swap is a claim change only inside an otherwise shared sentence,
+  one whose stemmed words align with at least this difflib ratio (below it the steps are
+  rewordings, which the model reads). 0.6 vetoes 6 more equivalent pairs for 3 more
+  non-equivalent; 0.8 gives up 8 non-equivalent vetoes to spare 2 equivalent pairs.
+- :data:`SWAP_WORDS` = 2: a swapped span has at most two words a side ("square foot", "Mr. Lee").
+  1 gives up 2 non-equivalent vetoes to spare 2 equivalent; 3 costs 5 equivalent for 3.
+- :data:`SAME_WORD` = 0.5: how alike (difflib ratio) two words must be to count as one word
+  inflected or misspelt ("sell"/"sold"); a shared first four letters also counts. 0.4 gives up 4
+  non-equivalent vetoes to spare 2 equivalent. 0.6 would veto 4 more non-equivalent pairs at the
+  price of 2 equivalent ones: the one neighbour that buys more than it costs here, not adopted
+  because the decision policy's behaviour is kept (issue #45) and 6 pairs of the files the rules
+  were written on are no evidence for it.
+- :data:`SAME_NAME` = 0.8: the same for names ("Tasha"/"Tashay"), stricter because "jake"/"make"
+  are 0.75 alike. 0.7 loses 3 non-equivalent vetoes and spares none; 0.9 costs 1 equivalent, gains none.
+- :data:`equiv.text.normalize.DECIMAL_PLACES` = 6: numbers are compared to six places, so a
+  calculator's float (``99.00000000000001``) is its number; no GSM8K quantity needs more.
+
+The sweep that gave these counts: ``docs/pruning.md`` ("The claim guard's rules").
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Callable, Iterator, Sequence
+
+from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
+                                  is_function_word, number_value, quantize, stem, step_numbers, strip_notes)
+
+SHARED_SENTENCE = 0.7
+SWAP_WORDS = 2
+SAME_WORD = 0.5
+SAME_NAME = 0.8
+
+
+@dataclass(frozen=True)
+class Veto:
+    """Why the guard keeps two steps apart: the rule that vetoed and a short reason ("12 vs 15")."""
+
+    rule: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class GuardRule:
+    """One guard rule: a stable snake_case name (it appears in exports, outputs and docs), the
+    RUBRIC.md clause it enforces, and its check, ``(a, b, question) -> detail`` when it vetoes,
+    else ``None``."""
+
+    name: str
+    clause: str
+    check: Callable[[str, str, str], str | None]
+
+
+def _pair(left: object, right: object) -> str:
+    """A reason's two sides in sorted order, so the reason does not depend on the pair's order."""
+    x, y = sorted((str(left), str(right)))
+    return f"{x} vs {y}"
+
+
+def _show(values: set[Decimal]) -> str:
+    return ",".join(sorted((format(v, "f") for v in values), key=lambda s: (len(s), s))[:4])
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a step's numbers
+# ---------------------------------------------------------------------------------------------
+
+_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*\$?\s*\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
+_CONCLUSION = re.compile(rf"=\s*(-?)\s*\$?\s*(-?)\s*({DIGITS})")  # "= -2.5", "= $-2", "= 17 500"
+# A number written as a fraction ("1/4", "20/100"): a proper fraction, no spaces round the slash.
+# "12 / 3" and "240/80" are divisions: their operands are the computation's, not a way to write a number.
+_FRACTION = re.compile(r"(?<![\w.])(\d+)/(\d+)(?![\d.])")
+# The question states a percentage: then "/100" and "*.01" are the notation of a percent.
+_PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
+# An ordinal of the question gives its count ("for the third week": three weeks). Not "first" (1 is
+# always given), "second" (also a unit of time) or "last".
+_ORDINAL_COUNTS = {word: Decimal(n) for word, n in ORDINAL_WORDS.items() if n >= 3}
+
+
+def given_words(question: str) -> set[Decimal]:
+    """Numbers a question gives in words ("twice", "half", "a dozen", "the third week")."""
+    words = {**NUMBER_WORDS, **_ORDINAL_COUNTS}
+    return {words[w].normalize() for w in WORD.findall(question.lower()) if w in words}
+
+
+def results(text: str) -> list[Decimal]:
+    """The values after each ``=`` of the step's prose, in order (sign included)."""
+    out = []
+    for before, after, digits in _CONCLUSION.findall(strip_notes(text)):
+        value = number_value(digits)
+        if value is not None:
+            out.append(-value if before or after else value)
+    return out
+
+
+def conclusion(text: str) -> Decimal | None:
+    """The value a step concludes with: the number after its last ``=`` (sign included), or ``None``."""
+    found = results(text)
+    return found[-1] if found else None
+
+
+def fractions(text: str) -> dict[Decimal, set[Decimal]]:
+    """The step's written (proper) fractions: value -> numerator and denominator ("1/4": 0.25 -> {1, 4})."""
+    out: dict[Decimal, set[Decimal]] = {}
+    for top, bottom in _FRACTION.findall(text):
+        if int(top) < int(bottom):
+            out.setdefault(quantize(Decimal(top) / Decimal(bottom)), set()).update({Decimal(top), Decimal(bottom)})
+    return out
+
+
+def _notation(text: str, other: set[Decimal], question: str) -> set[Decimal]:
+    """Numbers of ``text`` that only write another number: the parts of a fraction whose value the
+    other step states ("52 x 1/4" / "52 * 0.25"), and, where the question states a percentage, the
+    per-hundred 100 and 0.01 ("30/100 * 40000" / "30 * .01 * 40000")."""
+    out = {part for value, parts in fractions(text).items() if value in other for part in parts}
+    if _PERCENT.search(question):
+        out |= {Decimal(100), Decimal("0.01")}
+    return out
+
+
+def unmatched_numbers(a: str, b: str, question: str) -> tuple[set[Decimal], set[Decimal]]:
+    """The numbers each step states that the other does not, as values, less those that only write
+    another number (a fraction for its value, per-hundred notation). Computed alike for each side."""
+    na, nb = step_numbers(a), step_numbers(b)
+    sa, sb = na | set(fractions(a)), nb | set(fractions(b))  # what each states, its fractions' values included
+    return na - sb - _notation(a, sb, question), nb - sa - _notation(b, sa, question)
+
+
+def computes(text: str) -> bool:
+    """Whether a step computes: a calculator note or arithmetic on numbers in its prose ("3 * 4", "= 12")."""
+    return bool(CALCULATOR_NOTE.search(text) or _ARITHMETIC.search(text))
+
+
+def computes_nothing(step: str) -> bool:
+    """Whether a step computes nothing (no calculator note, no arithmetic in its prose): it restates
+    the question or plans ("Elida has 5 letters while Adrianna has 2 less"). The statement floor's
+    predicate: two such steps share no computation to compare, so a judge must be surer to merge them."""
+    return not computes(step)
+
+
+# ---------------------------------------------------------------------------------------------
+# Word alignment (read in both orders)
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=2048)
+def _alignment(a: str, b: str) -> difflib.SequenceMatcher[str] | None:
+    """The stemmed-word alignment of ``a`` against ``b``, or ``None`` when they are not one shared
+    sentence (ratio below :data:`SHARED_SENTENCE`)."""
+    matcher = difflib.SequenceMatcher(a=[stem(w) for w in TOKEN.findall(a)], b=[stem(w) for w in TOKEN.findall(b)],
+                                      autojunk=False)
+    return matcher if matcher.ratio() >= SHARED_SENTENCE else None
+
+
+def _replacements(a: str, b: str, introduces_ok: bool = False) -> Iterator[tuple[list[str], list[str]]]:
+    """The aligned spans of ``a`` replaced by spans of ``b`` of at most :data:`SWAP_WORDS` words a
+    side. ``introduces_ok`` skips a swap whose words are each followed by a number ("He buys 4 * 12"
+    / "He needs 4 * 12"): there the words introduce a computation, and what it is of is aligned after it."""
+    matcher = _alignment(a, b)
+    if matcher is None:
+        return
+    wa, wb = matcher.a, matcher.b
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "replace" and i2 - i1 <= SWAP_WORDS and j2 - j1 <= SWAP_WORDS:
+            if introduces_ok and i2 < len(wa) and j2 < len(wb) and wa[i2][0].isdigit() and wb[j2][0].isdigit():
+                continue
+            yield wa[i1:i2], wb[j1:j2]
+
+
+def _both_orders(one_way: Callable[[str, str], tuple[object, object] | None]) -> Callable[[str, str], str | None]:
+    """A swap found in the alignment of ``a`` against ``b`` *and* of ``b`` against ``a``, as a
+    sorted reason: what makes an alignment-based rule symmetric."""
+
+    def check(a: str, b: str) -> str | None:
+        lo, hi = sorted((a, b))  # the reason from one fixed order: the two alignments may swap different spans
+        forward = one_way(lo, hi)
+        if forward is None or one_way(hi, lo) is None:
+            return None
+        return _pair(*forward)
+
+    return check
+
+
+def _replaced_class(a: str, b: str, classes: dict[str, str]) -> tuple[str, str] | None:
+    """The first short replacement whose two sides each hold words of ``classes`` and share none of
+    their classes, as (class of a's side, class of b's side)."""
+    for span_a, span_b in _replacements(a, b):
+        left = {classes[w] for w in span_a if w in classes}
+        right = {classes[w] for w in span_b if w in classes}
+        if left and right and not left & right:
+            return min(left), min(right)
+    return None
+
+
+def _same_word(x: str, y: str) -> bool:
+    """Equal, or one word's inflection or misspelling of the other ("sell"/"sold", "travel"/"travelling")."""
+    return x == y or x[:4] == y[:4] and min(len(x), len(y)) >= 4 or difflib.SequenceMatcher(a=x, b=y).ratio() >= SAME_WORD
+
+
+def _same_name(x: str, y: str) -> bool:
+    """As :func:`_same_word`, stricter: "tasha"/"tashay" are one name, "jake"/"make" are not."""
+    return x == y or x[:4] == y[:4] and min(len(x), len(y)) >= 4 or difflib.SequenceMatcher(a=x, b=y).ratio() >= SAME_NAME
+
+
+def _content(words: list[str]) -> list[str]:
+    return [w for w in words if not is_function_word(w) and len(w) > 1 and not w[0].isdigit()]
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules
+# ---------------------------------------------------------------------------------------------
+
+
+def different_numbers(a: str, b: str, question: str) -> str | None:
+    """Each step states a number the other does not: a number was changed ("scored 90" / "scored 95"),
+    or the same number reached another way ("4 * 0.5" / "4 / 2"). Rubric: *the computation*."""
+    only_a, only_b = unmatched_numbers(a, b, question)
+    return _pair(_show(only_a), _show(only_b)) if only_a and only_b else None
+
+
+def extra_number(a: str, b: str, question: str) -> str | None:
+    """One step states a number the other does not and the question does not give ("rent is $40" /
+    "rent is $40 + $40 = $80"). A given restated in passing ("Ali has 22 medals, so ...", "twice" as
+    "2", "1 tray") is no extra claim (level 3). Rubric: *one extra computation or claim on one side
+    breaks equivalence*."""
+    only_a, only_b = unmatched_numbers(a, b, question)
+    given = step_numbers(question) | given_words(question) | {Decimal(1)}
+    new = (only_a | only_b) - given
+    return f"{_show(new)} on one side only" if new else None
+
+
+def different_result(a: str, b: str, question: str) -> str | None:
+    """The steps conclude with different values (after each one's last ``=``, sign included: "60 - 5 =
+    55" / "60 - 55 = 5"), unless they reach the same results in another order (two sentences
+    swapped). Rubric: *the same operation(s) on the same numbers, giving the same result(s)*."""
+    ca, cb = conclusion(a), conclusion(b)
+    if ca is None or cb is None or ca == cb or sorted(results(a)) == sorted(results(b)):
+        return None
+    return "concludes " + _pair(format(ca, "f"), format(cb, "f"))
+
+
+def _swapped_number_one_way(a: str, b: str) -> tuple[str, str] | None:
+    for span_a, span_b in _replacements(a, b):
+        left = {v for w in span_a for v in step_numbers(w)}
+        right = {v for w in span_b for v in step_numbers(w)}
+        if left and right and left != right:
+            return _show(left), _show(right)
+    return None
+
+
+_swapped_number = _both_orders(_swapped_number_one_way)
+
+
+def swapped_number(a: str, b: str, question: str) -> str | None:
+    """In a shared statement (no arithmetic in either step's prose), one number replaced by another ("takes up 1
+    square foot" / "takes up 2 square feet", where the 2 is stated elsewhere, so the sets agree).
+    Not in a computation, where a swapped operand is another way to the same number ("1/3*12" /
+    "12/3"), judged by the numbers and the result. Rubric: *concepts: the same quantities*."""
+    a, b = (THOUSANDS.sub("", strip_notes(t)) for t in (a, b))  # the prose alone: a note repeats it
+    if _ARITHMETIC.search(a) or _ARITHMETIC.search(b):
+        return None
+    return _swapped_number(a, b)
+
+
+def _swapped_quantity_one_way(a: str, b: str, vocab: frozenset[str]) -> tuple[str, str] | None:
+    matcher = _alignment(a, b)
+    if matcher is None:
+        return None
+    content_a, content_b = _content(matcher.a), _content(matcher.b)
+    for span_a, span_b in _replacements(a, b, introduces_ok=True):
+        # a swap only if the words are not simply moved or inflected ("sell" / "sold")
+        left = [w for w in _content(span_a) if w in vocab and not any(_same_word(w, v) for v in content_b)]
+        right = [w for w in _content(span_b) if w in vocab and not any(_same_word(w, v) for v in content_a)]
+        if left and right:
+            return left[0], right[0]
+    return None
+
+
+def swapped_quantity(a: str, b: str, question: str) -> str | None:
+    """In a shared sentence, a word of the problem replaced by another word of the problem ("the trip
+    costs" / "the repair costs", "6 pieces" / "6 inches"): the same computation claimed of a different
+    quantity. Function words are never quantities ("She has" / "Janet has", "so" / "thus"), nor a
+    word that introduces a computation ("He buys 4 * 12" / "He needs 4 * 12"). Needs the question.
+    Rubric: *concepts: they talk about the same quantities of the problem*."""
+    if not question:
+        return None
+    vocab = frozenset(w for w in (stem(x) for x in WORD.findall(question)) if not is_function_word(w))
+    return _both_orders(lambda x, y: _swapped_quantity_one_way(x, y, vocab))(a, b)
+
+
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?")
+
+
+def problem_names(question: str) -> set[str]:
+    """The question's names: its capitalized words (stemmed), less those it also writes in lower case
+    (a sentence-initial "Students" that is "the students" later), function words and number words."""
+    lower = {stem(w) for w in WORD.findall(question) if w[0].islower()}
+    names = {stem(w) for w in _NAME.findall(question)} - lower - set(NUMBER_WORDS)
+    return {n for n in names if not is_function_word(n)}
+
+
+def different_names(a: str, b: str, question: str) -> str | None:
+    """Each step names one of the problem's names (people, places, days) that the other does not, in
+    any wording ("Jake earns $6" / "Jacob makes $6", "On Friday" / "on Sunday"); a misspelt name is
+    the same name. Rubric: *concepts: they talk about the same quantities of the problem*."""
+    names = problem_names(question)
+    if not names:
+        return None
+    wa, wb = {stem(w) for w in WORD.findall(a)}, {stem(w) for w in WORD.findall(b)}
+    left = [n for n in sorted(wa & names) if not any(_same_name(n, w) for w in wb)]
+    right = [n for n in sorted(wb & names) if not any(_same_name(n, w) for w in wa)]
+    return _pair(left[0], right[0]) if left and right else None
+
+
+# Units of measure, each spelling to one name: a number's unit is part of its claim ("1500 feet" /
+# "1500 yards"), a spelling of the same unit ("lbs" / "pounds") is not. Ambiguous spellings are
+# left out: "in", "m", "l", "g", and "second(s)", which is also the ordinal.
+_UNIT_SPELLINGS = {
+    "foot": "foot feet ft", "yard": "yard yd yds", "inch": "inch inches", "mile": "mile mi",
+    "meter": "meter metre", "kilometer": "kilometer kilometre km kms", "centimeter": "centimeter centimetre cm",
+    "second": "sec secs", "minute": "minute min mins", "hour": "hour hr hrs", "day": "day", "week": "week",
+    "month": "month", "year": "year yr yrs", "cent": "cent", "dollar": "dollar", "pound": "pound lb lbs",
+    "ounce": "ounce oz", "kilogram": "kilogram kg kgs", "gram": "gram", "liter": "liter litre", "gallon": "gallon",
+    "quart": "quart", "pint": "pint", "cup": "cup", "ton": "ton", "milliliter": "milliliter millilitre ml",
+}
+UNITS = {stem(form): unit for unit, forms in _UNIT_SPELLINGS.items()
+         for form in forms.split() + [f"{f}s" for f in forms.split()]}
+# The number a step concludes with (after its last "="): the "$" before it, the word after it, and
+# the unit of a rate after that ("= 24 days in a month", "= $600 per week").
+_CONCLUDED = re.compile(rf"=\s*-?\s*(\$)?\s*-?\s*(?:{DIGITS})\s*%?"
+                        r"(?:\s*(?!(?:per|an?|each|every|in)\b)([A-Za-z]+))?(?:\s*(?:\bper\b|\ba\b|\ban\b|\beach\b|\bevery\b|\bin an?\b|\bin one\b|/)\s*([A-Za-z]+))?")
+_NUMBER_THEN_WORD = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z]+)")
+
+
+def concluded_unit(text: str) -> tuple[str | None, str | None]:
+    """The unit of the number a step concludes with (the word after it when that is a unit, else
+    dollars when a "$" stands before it) and the unit of its rate ("per week"), each or ``None``."""
+    prose = strip_notes(text)
+    last = prose.rfind("=")
+    found = _CONCLUDED.match(prose, last) if last >= 0 else None
+    if not found:
+        return None, None
+    dollar, word, per = found.groups()
+    unit = UNITS.get(stem(word)) if word else None
+    rate = UNITS.get(stem(per)) if per else None
+    return unit or ("dollar" if dollar else None), rate
+
+
+def number_units(text: str) -> dict[Decimal, set[str]]:
+    """The units the step's prose writes right after each number ("5.5 pounds": 5.5 -> {pound})."""
+    out: dict[Decimal, set[str]] = {}
+    for digits, word in _NUMBER_THEN_WORD.findall(strip_notes(text)):
+        unit, value = UNITS.get(stem(word)), number_value(digits)
+        if unit and value is not None:
+            out.setdefault(value, set()).add(unit)
+    return out
+
+
+_swapped_unit = _both_orders(lambda a, b: _replaced_class(a, b, UNITS))
+
+
+def different_units(a: str, b: str, question: str) -> str | None:
+    """A unit replaced by another: in a shared sentence ("1500 feet" / "1500 yards"), after a number
+    both steps state ("weighs 5.5 pounds" / "holds 5.5 gallons"), or as the unit or the rate of what
+    the steps conclude ("= 100 cents" / "= $100", "= $600 per week" / "= $600 a month"); "lbs" and
+    "pounds" are one unit. Rubric: *concepts: the same quantities* (a unit is part of a quantity)."""
+    swapped = _swapped_unit(a, b)
+    if swapped:
+        return swapped
+    units_a, units_b = number_units(a), number_units(b)
+    for value in sorted(units_a.keys() & units_b.keys()):
+        if not units_a[value] & units_b[value]:
+            return _pair(min(units_a[value]), min(units_b[value]))
+    (ua, ra), (ub, rb) = concluded_unit(a), concluded_unit(b)
+    if ua and ub and ua != ub:
+        return _pair(ua, ub)
+    return _pair(f"per {ra}", f"per {rb}") if ra and rb and ra != rb else None
+
+
+_swapped_ordinal = _both_orders(lambda a, b: _replaced_class(a, b, {w: w for w in ORDINAL_WORDS}))
+
+
+def different_ordinals(a: str, b: str, question: str) -> str | None:
+    """In a shared sentence, an ordinal replaced by another ("on the second day" / "on the third
+    day"). Rubric: *concepts: the same quantities* (the second day's count is not the third's)."""
+    return _swapped_ordinal(a, b)
+
+
+# The direction of a comparison: "2 more than twice" and "2 less than twice" are different claims.
+_RELATIONS = {"more": "more", "additional": "more", "extra": "more", "less": "less", "fewer": "less"}
+_swapped_relation = _both_orders(lambda a, b: _replaced_class(a, b, _RELATIONS))
+
+
+def reversed_relation(a: str, b: str, question: str) -> str | None:
+    """In a shared sentence, a comparison turned round ("Adrianna has 2 more than twice ..." / "...
+    2 less than twice ..."). Rubric: *logical structure: the same premises lead to the same conclusion(s)*."""
+    return _swapped_relation(a, b)
+
+
+GUARD_RULES: tuple[GuardRule, ...] = (
+    GuardRule("different_numbers", "the computation: the same operation(s) on the same numbers", different_numbers),
+    GuardRule("extra_number", "one extra computation or claim on one side breaks equivalence", extra_number),
+    GuardRule("different_result", "the computation: ... giving the same result(s)", different_result),
+    GuardRule("swapped_number", "concepts: they talk about the same quantities of the problem", swapped_number),
+    GuardRule("swapped_quantity", "concepts: they talk about the same quantities of the problem", swapped_quantity),
+    GuardRule("different_names", "concepts: they talk about the same quantities of the problem", different_names),
+    GuardRule("different_units", "concepts: the same quantities (a unit is part of a quantity)", different_units),
+    GuardRule("different_ordinals", "concepts: the same quantities (the second day is not the third)",
+              different_ordinals),
+    GuardRule("reversed_relation", "logical structure: same premises lead to the same conclusion(s)",
+              reversed_relation),
+)
+NUMBER_RULES = ("different_numbers", "extra_number", "different_result", "swapped_number")
+
+
+def rule_names() -> tuple[str, ...]:
+    """The rules' names, in the order they are tried."""
+    return tuple(rule.name for rule in GUARD_RULES)
+
+
+def guard_veto(a: str, b: str, question: str | None = None, rules: Sequence[str] | None = None) -> Veto | None:
+    """The first rule (in :data:`GUARD_RULES` order, restricted to ``rules``) that vetoes merging
+    ``a`` and ``b``, or ``None``. Symmetric: ``guard_veto(a, b) == guard_veto(b, a)``.
+
+    Raises:
+        ValueError: ``rules`` names a rule that does not exist.
+    """
+    if isinstance(rules, str):
+        raise ValueError(f"rules must be a sequence of rule names, not the string {rules!r}")
+    if rules is not None:
+        unknown = sorted(set(rules) - set(rule_names()))
+        if unknown:
+            raise ValueError(f"unknown guard rule(s) {', '.join(unknown)}; known: {', '.join(rule_names())}")
+    for rule in GUARD_RULES:
+        if rules is not None and rule.name not in rules:
+            continue
+        detail = rule.check(a, b, question or "")
+        if detail:
+            return Veto(rule.name, detail)
+    return None
