@@ -67,7 +67,7 @@ def server(tmp_path_factory):
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", MODEL,
          "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "4096",
-         "--enforce-eager", "--structured-outputs-config.disable_any_whitespace", "true"],
+         "--enforce-eager", "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}'],
         stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=root, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -86,12 +86,13 @@ def server(tmp_path_factory):
             time.sleep(2)
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc.poll() is None:  # the server and the engine processes it started: one session
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         log.close()
 
 

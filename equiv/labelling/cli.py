@@ -85,8 +85,14 @@ def label_main(argv: list[str] | None = None) -> int:
         client = make_client(args.base_url, os.environ.get(args.api_key_env), timeout=args.timeout)
         import openai
 
+        async def labelled():  # the client closes inside the loop it ran in (no warnings at exit)
+            try:
+                return await run_labelling(client, pairs, args.out, examples, settings, limit=args.limit)
+            finally:
+                await client.close()
+
         try:
-            stats = asyncio.run(run_labelling(client, pairs, args.out, examples, settings, limit=args.limit))
+            stats = asyncio.run(labelled())
         except openai.APIError as err:
             raise _api_error_line(err, args.base_url, args.model) from None
     print(f"{stats.labelled} pairs labelled, {stats.already} already labelled, {stats.failed} unanswered, "
