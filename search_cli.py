@@ -22,7 +22,7 @@ COMMANDS = {
 
 def usage() -> str:
     lines = ["usage: search_cli.py COMMAND [options]   (COMMAND --help for its options)", "", "commands:"]
-    lines += [f"  {name:<9} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
 
