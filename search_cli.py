@@ -1,4 +1,4 @@
-"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,report} ...``.
+"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,label,agreement,report} ...``.
 
 Thin on purpose: each subcommand lives in the package and is imported only when asked for, so
 ``pairs`` does not pay for importing vLLM and ``report`` does not import torch.
@@ -13,14 +13,16 @@ COMMANDS = {
     "eval": ("equiv.search.cli", "eval_main", "run PRM-guided tree search on a benchmark"),
     "compare": ("equiv.search.cli", "compare_main", "paper-style table of several run directories"),
     "pairs": ("equiv.prune.cli", "pairs_main", "evaluate an equivalence strategy on labelled pairs"),
-    "siblings": ("equiv.rundir.siblings", "siblings_main", "sibling step pairs of saved search trees, to label"),
+    "siblings": ("equiv.data.sibling_sets", "siblings_main", "sibling step pairs of saved search trees, to label"),
+    "label": ("equiv.labelling.cli", "label_main", "label a pairs file with an LLM (OpenAI-compatible endpoint)"),
+    "agreement": ("equiv.labelling.cli", "agreement_main", "agreement of two label files: levels, binary, kappa"),
     "report": ("equiv.report.cli", "report_main", "write an HTML report with plots and search trees"),
 }
 
 
 def usage() -> str:
     lines = ["usage: search_cli.py COMMAND [options]   (COMMAND --help for its options)", "", "commands:"]
-    lines += [f"  {name:<8} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "rundir": 1,  # the run directory's files: below everything that reads or writes them
     "data": 2,
     "judge": 3,
+    "labelling": 3,  # LLM labels for pairs (data.records below it); nothing in the package imports it
     "prune": 4,
     "search": 5,
     "report": 6,

@@ -7,7 +7,8 @@ good there merged wrong siblings in real search (docs/results.md, "The search-di
 yardstick"). This module turns the trees of any run directory (``search_cli.py eval ...
 --run.save_trees``, best unpruned: ``--pruner.strategy none``) into MathEquiv-format pairs for
 labelling against ``RUBRIC.md``, so a user can build a judge's training and test pairs from their
-own policy (a GPU user: from their 7B policy).
+own policy (a GPU user: from their 7B policy). The command (``search_cli.py siblings``: window,
+balanced sample, split by problem) is :mod:`equiv.data.sibling_sets`; this module only extracts.
 
 A pair is two children of one node, in generation order (node ids), with:
 
@@ -27,15 +28,12 @@ error, so test-problem siblings never reach a training set by accident.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from equiv.errors import InputError, check_fraction, exit_on_input_error
-from equiv.rundir.io import read_json_lines, write_atomic, jsonl_text
+from equiv.errors import InputError, check_fraction
+from equiv.rundir.io import read_json_lines
 from equiv.rundir.layout import TREES
 from equiv.rundir.trees import TreeFile, TreeNode, read_tree
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
@@ -169,32 +167,3 @@ def sibling_pairs(
                                  "build training pairs from other problems", path=file, field="question")
             out.extend(tree_sibling_pairs(tree, prefilter=prefilter, run=str(run_dir), counts=counts))
     return out, counts
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="search_cli.py siblings",
-        description="Write the sibling step pairs of saved search trees as MathEquiv-format pairs to label "
-                    "(no 'result' field; add it against RUBRIC.md).",
-    )
-    p.add_argument("run_dirs", nargs="+", help="run directories written with --run.save_trees true")
-    p.add_argument("--out", required=True, help="JSONL file to write (replaced atomically)")
-    p.add_argument("--prefilter", type=float, default=DEFAULT_PREFILTER,
-                   help="keep pairs with Levenshtein ratio above this (the judge's prefilter; default 0.5)")
-    p.add_argument("--holdout", action="append", default=[],
-                   help="JSONL of problems that must not appear (e.g. GSM8K test.jsonl); repeatable")
-    return p
-
-
-def siblings_main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    with exit_on_input_error():
-        pairs, counts = sibling_pairs(args.run_dirs, prefilter=args.prefilter, holdout=args.holdout)
-        out = Path(args.out)
-        if out.is_dir():
-            raise InputError("is a directory; give a file name", path=out, field="out")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(out, jsonl_text(pairs))
-        print(counts.summary(), file=sys.stderr)
-        print(json.dumps({"pairs": counts.written, "problems": len({p['problem'] for p in pairs}), "out": str(out)}))
-    return 0

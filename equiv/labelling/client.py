@@ -1,0 +1,92 @@
+"""One chat request to an OpenAI-compatible endpoint, through the official ``openai`` client.
+
+Any server that speaks the chat-completions API works: ``vllm serve``, SGLang, a hosted API. The
+key comes from the environment (``--api_key_env``, default ``OPENAI_API_KEY``; a local server
+needs none). ``structured`` picks how the answer's shape is enforced:
+
+- ``json_schema`` (default): ``response_format`` with the answer dictionary's JSON schema, the
+  OpenAI API's structured output, which vLLM and SGLang also implement (constrained decoding);
+- ``choice``: vLLM's ``structured_outputs: {"choice": ["0", ..., "4"]}`` -- the level alone, no
+  explanation (vLLM only; the cheapest way to get a level from a weak model);
+- ``none``: free text, parsed by :mod:`equiv.labelling.parse` (for servers without either).
+
+``openai`` is imported when a client is made, so the rest of the package (and its tests) does
+not need it; install it with ``pip install -e ".[label]"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from equiv.errors import InputError
+
+STRUCTURED = ("json_schema", "choice", "none")
+
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning_step": {"type": "string"},
+        "result": {"type": "integer", "enum": [0, 1, 2, 3, 4]},
+    },
+    "required": ["reasoning_step", "result"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one request returned: the answer text, the model the server says answered, the tokens,
+    and a reasoning model's separate thinking (``reasoning_content``) when the server sends one."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    thinking: str | None = None
+
+
+def make_client(base_url: str, api_key: str | None, *, timeout: float = 300.0, max_retries: int = 2) -> Any:
+    """An ``openai.AsyncOpenAI`` for ``base_url``; the client itself retries transient errors
+    (connection, 429, 5xx) ``max_retries`` times with back-off."""
+    try:
+        import openai
+    except ImportError:
+        raise InputError("needs the 'openai' package: pip install -e \".[label]\"", field="base_url") from None
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=max_retries)
+
+
+def request_options(structured: str, *, reasoning_chars: int | None = None) -> dict[str, Any]:
+    """The extra arguments of ``chat.completions.create`` for ``structured`` (module docstring)."""
+    if structured == "json_schema":
+        schema = ANSWER_SCHEMA
+        if reasoning_chars is not None:
+            schema = {**ANSWER_SCHEMA, "properties": {
+                **ANSWER_SCHEMA["properties"], "reasoning_step": {"type": "string", "maxLength": reasoning_chars}}}
+        return {"response_format": {"type": "json_schema",
+                                    "json_schema": {"name": "equivalence_label", "schema": schema, "strict": True}}}
+    if structured == "choice":
+        return {"extra_body": {"structured_outputs": {"choice": [str(level) for level in range(5)]}}}
+    if structured == "none":
+        return {}
+    raise InputError(f"must be one of {', '.join(STRUCTURED)}, got {structured!r}", field="structured")
+
+
+async def ask(client: Any, model: str, messages: Sequence[dict[str, str]], *, temperature: float, max_tokens: int,
+              seed: int | None, options: dict[str, Any]) -> Reply:
+    """Send one chat request and return its :class:`Reply` (API errors propagate to the caller)."""
+    response = await client.chat.completions.create(
+        model=model, messages=list(messages), temperature=temperature, max_tokens=max_tokens, seed=seed, **options)
+    choice = response.choices[0]
+    message = choice.message
+    thinking = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    usage = response.usage
+    return Reply(
+        text=message.content or "",
+        model=response.model or model,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        finish_reason=str(choice.finish_reason),
+        thinking=thinking if isinstance(thinking, str) else None,
+    )

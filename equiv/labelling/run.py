@@ -1,0 +1,245 @@
+"""A labelling run: every pending pair of a pairs file through the labeller, resumable and bounded.
+
+- **Input**: JSON Lines of pairs (``search_cli.py siblings`` output, or any MathEquiv-style file):
+  ``sentence1``, ``sentence2`` (non-empty strings), optional ``id``, ``question``, ``prefix``. A
+  pair's key is its ``id``, else a hash of its texts and question; two pairs with one key are an
+  error naming both lines. Label fields already present (a file labelled before, given to a
+  second labeller for agreement) are dropped and labelled afresh.
+- **Output**: the input row plus ``result`` (the level), ``label_reasoning``, ``label_model`` (the
+  model the server says answered), ``label_raw`` (every raw answer, failed tries included, with
+  its finish reason and why it failed), ``label_tries``, ``label_usage`` (tokens of all tries),
+  ``label_prompt`` (few-shot file hash and prompt options) and, from reasoning models,
+  ``label_thinking``. ``trainer_cli.py fit`` reads the file as it is.
+- **Resumable**: each label is appended and fsynced as its answer arrives; a rerun skips every
+  pair whose key is already in the output, so a killed run loses at most the answers in flight
+  and labels nothing twice. A torn last line (killed mid-write) is cut off before appending.
+- **Bounded**: at most ``concurrency`` requests in flight and at most ``rate`` started per second.
+- **Malformed answers** are retried up to ``tries`` times in all (later tries at
+  ``retry_temperature``, so a deterministic server does not repeat itself); a pair that never
+  gives a usable answer goes to ``<out>.failed.jsonl`` with its raw answers, is *not* written to
+  the output (so ``fit`` never sees a row without a label), and is tried again on a rerun.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from equiv.errors import InputError
+from equiv.labelling.client import Reply, ask, request_options
+from equiv.labelling.parse import MalformedAnswer, parse_answer
+from equiv.labelling.prompt import Example, build_messages
+from equiv.rundir.io import append_jsonl, read_json_lines, write_jsonl_atomic
+
+LABEL_FIELDS = ("result", "label_reasoning", "label_model", "label_raw", "label_tries", "label_usage",
+                "label_prompt", "label_thinking")
+
+
+@dataclass(frozen=True)
+class LabelSettings:
+    """How to ask: the model and the request, the prompt's options, and the run's bounds."""
+
+    model: str
+    structured: str = "json_schema"
+    temperature: float = 0.0
+    retry_temperature: float = 0.7
+    max_tokens: int = 1024
+    tries: int = 3
+    concurrency: int = 8
+    rate: float | None = None  # requests started per second; None: no limit
+    with_question: bool = False
+    with_prefix: bool = False
+    seed: int = 0
+    reasoning_chars: int | None = None
+    prompt_id: str = ""  # the few-shot file's hash, stored with each label
+
+    def validate(self) -> None:
+        for name in ("tries", "concurrency", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise InputError(f"must be at least 1, got {getattr(self, name)}", field=name)
+        if self.rate is not None and self.rate <= 0:
+            raise InputError(f"must be above 0, got {self.rate}", field="rate")
+        for name in ("temperature", "retry_temperature"):
+            if not 0 <= getattr(self, name) <= 2:
+                raise InputError(f"must be in [0, 2], got {getattr(self, name)}", field=name)
+        request_options(self.structured)  # an unknown mode is an error before any request
+
+
+@dataclass
+class RunStats:
+    """What a run did, for the summary line: labels, failures, skips, requests and tokens."""
+
+    pairs: int = 0
+    already: int = 0
+    labelled: int = 0
+    failed: int = 0
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "failures"}
+
+
+def pair_key(row: dict[str, Any]) -> str:
+    """The pair's ``id``, else ``sha:`` + a hash of its texts and question (what resuming matches on)."""
+    rid = row.get("id")
+    if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid):
+        return str(rid)
+    text = "\x00".join(str(row.get(k) or "") for k in ("sentence1", "sentence2", "question"))
+    return "sha:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def read_pairs(path: str | Path) -> list[dict[str, Any]]:
+    """The pairs to label, validated (module docstring); any bad line is one error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such file", path=path, field="pairs")
+    rows, torn = read_json_lines(path)
+    if torn:
+        raise InputError("the last line is cut off (no newline, not valid JSON)", path=path, line=len(rows) + 1)
+    if not rows:
+        raise InputError("holds no pairs", path=path)
+    seen: dict[str, int] = {}
+    pairs = []
+    for line, row in rows:
+        for name in ("sentence1", "sentence2"):
+            if not isinstance(row.get(name), str) or not row[name].strip():
+                raise InputError("needs a non-empty string", path=path, line=line, field=name)
+        if "question" in row and row["question"] is not None and not isinstance(row["question"], str):
+            raise InputError("must be a string", path=path, line=line, field="question")
+        prefix = row.get("prefix")
+        if prefix is not None and not (isinstance(prefix, list) and all(isinstance(s, str) for s in prefix)):
+            raise InputError("must be a list of step texts", path=path, line=line, field="prefix")
+        key = pair_key(row)
+        if key in seen:
+            raise InputError(f"pair {key!r} is also on line {seen[key]}; each pair once", path=path, line=line,
+                             field="id")
+        seen[key] = line
+        pairs.append({k: v for k, v in row.items() if k not in LABEL_FIELDS})
+    return pairs
+
+
+def load_done(out: str | Path) -> set[str]:
+    """Keys already labelled in ``out``; a torn last line is cut off first, so appends stay whole lines."""
+    out = Path(out)
+    rows, torn = read_json_lines(out)
+    if torn:
+        write_jsonl_atomic(out, [row for _, row in rows])
+    done: set[str] = set()
+    for line, row in rows:
+        if "result" not in row:
+            raise InputError("has no 'result': not a label file written by this command", path=out, line=line)
+        done.add(pair_key(row))
+    return done
+
+
+class RateLimiter:
+    """At most ``rate`` starts per second, spaced evenly (``None``: no limit)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.interval = 1.0 / rate if rate else 0.0
+        self.next_at = 0.0
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        now = time.monotonic()
+        start = max(now, self.next_at)
+        self.next_at = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+
+def _seed(settings: LabelSettings, key: str, attempt: int) -> int:
+    digest = hashlib.sha256(f"{settings.seed}:{key}:{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+async def label_pair(client: Any, pair: dict[str, Any], examples: Sequence[Example], settings: LabelSettings,
+                     limiter: RateLimiter, stats: RunStats) -> tuple[dict[str, Any], bool]:
+    """``(row, ok)``: the labelled row, or a failure row with every raw answer when no try parsed."""
+    key = pair_key(pair)
+    messages = build_messages(pair, examples, with_question=settings.with_question, with_prefix=settings.with_prefix)
+    options = request_options(settings.structured, reasoning_chars=settings.reasoning_chars)
+    raw: list[dict[str, Any]] = []
+    usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    reply: Reply | None = None
+    for attempt in range(settings.tries):
+        await limiter.wait()
+        temperature = settings.temperature if attempt == 0 else settings.retry_temperature
+        reply = await ask(client, settings.model, messages, temperature=temperature, max_tokens=settings.max_tokens,
+                          seed=_seed(settings, key, attempt), options=options)
+        stats.requests += 1
+        usage["prompt_tokens"] += reply.prompt_tokens
+        usage["completion_tokens"] += reply.completion_tokens
+        stats.prompt_tokens += reply.prompt_tokens
+        stats.completion_tokens += reply.completion_tokens
+        try:
+            answer = parse_answer(reply.text, bare_level=settings.structured == "choice")
+        except MalformedAnswer as err:
+            raw.append({"text": reply.text, "finish_reason": reply.finish_reason, "error": str(err)})
+            continue
+        raw.append({"text": reply.text, "finish_reason": reply.finish_reason, "error": None})
+        row = {**pair, "result": answer.result, "label_reasoning": answer.reasoning, "label_model": reply.model,
+               "label_raw": raw, "label_tries": attempt + 1, "label_usage": usage,
+               "label_prompt": {"fewshot": settings.prompt_id, "structured": settings.structured,
+                                "with_question": settings.with_question, "with_prefix": settings.with_prefix}}
+        if reply.thinking:
+            row["label_thinking"] = reply.thinking
+        return row, True
+    return {"key": key, "id": pair.get("id"), "sentence1": pair["sentence1"], "sentence2": pair["sentence2"],
+            "label_model": reply.model if reply else settings.model, "label_raw": raw, "label_usage": usage}, False
+
+
+async def run_labelling(client: Any, pairs: Sequence[dict[str, Any]], out: str | Path, examples: Sequence[Example],
+                        settings: LabelSettings, *, limit: int | None = None) -> RunStats:
+    """Label every pair of ``pairs`` not yet in ``out`` (at most ``limit`` this run), appending as answers arrive."""
+    settings.validate()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = load_done(out)
+    stats = RunStats(pairs=len(pairs))
+    pending = [p for p in pairs if pair_key(p) not in done]
+    stats.already = len(pairs) - len(pending)
+    if limit is not None:
+        pending = pending[:limit]
+    limiter = RateLimiter(settings.rate)
+    gate = asyncio.Semaphore(settings.concurrency)
+
+    async def one(pair: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        async with gate:
+            return await label_pair(client, pair, examples, settings, limiter, stats)
+
+    tasks = [asyncio.create_task(one(p)) for p in pending]
+    try:
+        with out.open("a", encoding="utf-8") as handle:
+            for finished in asyncio.as_completed(tasks):
+                row, ok = await finished
+                if ok:
+                    append_jsonl(handle, [row])
+                    stats.labelled += 1
+                else:
+                    stats.failures.append(row)
+                    stats.failed += 1
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    failed_file = failures_path(out)
+    if stats.failures:
+        write_jsonl_atomic(failed_file, stats.failures)
+    elif failed_file.exists() and stats.already + stats.labelled == stats.pairs:
+        failed_file.unlink()  # every pair is labelled now: the old failures are stale
+    return stats
+
+
+def failures_path(out: str | Path) -> Path:
+    """Where a run's unanswerable pairs go: ``labels.jsonl`` -> ``labels.failed.jsonl``."""
+    out = Path(out)
+    return out.with_name(out.stem + ".failed.jsonl")
