@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: t
     block = {k: v for k, v in (config.get(SETTINGS_KEY) or {}).items() if k not in remove}
     block.update(changes)
     config[SETTINGS_KEY] = block
-    tmp = config_path.with_suffix(".json.tmp")
+    tmp = config_path.with_name(f".config.json.{os.getpid()}.{secrets.token_hex(4)}.tmp")  # one name per writer
     tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, config_path)
     return block

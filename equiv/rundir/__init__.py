@@ -19,11 +19,13 @@ multi-worker driver, ``compare`` and ``report`` read and write it the same way:
 - what a run directory is bound to (:mod:`equiv.rundir.binding`): ``config.yaml`` and
   ``data.json`` (the data's path and content hash), read strictly and replaced only after a
   rerun's settings were found equal (:func:`bind`);
+- one writer at a time (:func:`hold_run_dir`: an ``fcntl.flock`` on :data:`LOCK` held for the
+  whole run; a second writer is refused naming the holder's pid, host and start time);
 - the aggregates: the run's summary (:func:`summarise`) and the compare table
   (:func:`compare_rows`), used by ``summary.json``, ``compare`` and the report alike.
 
 The package sits below ``search`` and ``report`` and imports neither; import from
-``equiv.rundir`` (the submodules are ``layout``, ``io``, ``records``, ``trees``, ``binding``, ``summary``).
+``equiv.rundir`` (the submodules are ``layout``, ``io``, ``lock``, ``records``, ``trees``, ``binding``, ``summary``).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ from equiv.rundir.binding import (
     read_bound_data,
     bind,
 )
+from equiv.rundir.lock import LOCK, hold_run_dir
 from equiv.rundir.summary import (
     summarise,
     compare_rows,
@@ -144,4 +147,6 @@ __all__ = [
     "bind",
     "summarise",
     "compare_rows",
+    "LOCK",
+    "hold_run_dir",
 ]

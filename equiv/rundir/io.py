@@ -10,10 +10,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping
 
 from equiv.errors import InputError
+
+
+def temporary_name(path: Path) -> Path:
+    """A temporary file name beside ``path`` that no other writer uses: pid plus random bits.
+
+    A fixed ``<name>.tmp`` let two writers rename each other's half-written files (issue #44);
+    the run directory's lock (:mod:`equiv.rundir.lock`) keeps out a second ``eval``, and this
+    keeps any two writers of one file (a driver and a helper, two tools) from sharing a name."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -23,12 +33,16 @@ def write_atomic(path: str | Path, text: str) -> None:
     and the directory after it (or the rename itself could be lost).
     """
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = temporary_name(path)
+    try:
+        with tmp.open("x", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     try:
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError:  # platforms that cannot open a directory

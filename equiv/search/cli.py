@@ -26,6 +26,7 @@ from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on
 from equiv.prune import build_judge, PrunerConfig
 from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
 from equiv.rundir import compare_rows as rundir_compare_rows
+from equiv.rundir.lock import hold_run_dir
 from equiv.search import distributed
 from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import DataConfig, RunConfig, ScaleConfig, SearchConfig
@@ -211,23 +212,24 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         init.pruner.validate()
         problems = load_data(init.data)
         out = writable_directory(cfg.out)
-        config_text = parser.dump(cfg, skip_none=False)
-        data = data_binding_of(init.data)
-        check_resume_config(out, config_text, data)
-        bind(out, config_text, data)  # only after the check: a refused rerun changes nothing
-        check_fewshot_source(init)  # refused before any model is built
-        resolve_tiny_models(init)
-        factory = engine_factory or build_engines
-        config = json.loads(json.dumps(cfg.as_dict(), default=str))
-        try:
-            summary = _evaluate(cfg.algo, init, problems, out, factory, config)
-        except KeyboardInterrupt:
-            print(
-                f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
-                "rerun the same command to resume",
-                file=sys.stderr,
-            )
-            return EXIT_INTERRUPTED
+        with hold_run_dir(out):  # one writer per run directory, from the check to the last write
+            config_text = parser.dump(cfg, skip_none=False)
+            data = data_binding_of(init.data)
+            check_resume_config(out, config_text, data)
+            bind(out, config_text, data)  # only after the check: a refused rerun changes nothing
+            check_fewshot_source(init)  # refused before any model is built
+            resolve_tiny_models(init)
+            factory = engine_factory or build_engines
+            config = json.loads(json.dumps(cfg.as_dict(), default=str))
+            try:
+                summary = _evaluate(cfg.algo, init, problems, out, factory, config)
+            except KeyboardInterrupt:
+                print(
+                    f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
+                    "rerun the same command to resume",
+                    file=sys.stderr,
+                )
+                return EXIT_INTERRUPTED
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "
