@@ -43,3 +43,19 @@ def resolve_model_name(name: str | Path) -> str:
     if text.startswith("bundled:"):
         raise InputError(f"unknown bundled model {text!r}; the only one is {BUNDLED_MINILM!r}", field="model")
     return text
+
+
+LOCAL_PREFIXES = ("/", "./", "../", "~")
+
+
+def check_local_model(name: str | Path | None, *, field: str) -> None:
+    """Refuse a model named by a local path that does not exist, in one line naming ``field``.
+
+    A hub id (``org/name``) never starts with one of :data:`LOCAL_PREFIXES`; a name that does
+    is a path, and handing a missing one to ``from_pretrained`` ends in a page-long OSError
+    about the hub (issue #44, item 7). Other names (hub ids, ``tiny:``, ``gguf:``) pass."""
+    if name is None:
+        return
+    text = str(name)
+    if text.startswith(LOCAL_PREFIXES) and not Path(text).expanduser().exists():
+        raise InputError("no such file or directory (a local model path)", path=text, field=field)

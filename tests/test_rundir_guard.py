@@ -107,3 +107,83 @@ def test_temporary_files_are_named_per_writer(tmp_path):
     assert len(names) == 20 and all(str(os.getpid()) in n.name and n.parent == target.parent for n in names)
     write_atomic(target, "{}")
     assert target.read_text() == "{}" and [p.name for p in target.parent.iterdir()] == ["gsm8k-2.json"]
+
+
+# -- item 5: the run is bound to its models' content ------------------------------------------------
+def test_a_resume_with_a_changed_judge_or_local_policy_is_refused(tmp_path, capsys):
+    """The path alone bound nothing: an edited decision_threshold (or a retrain into the same
+    folder) mixed two judges' records, exit 0."""
+    from tests.helpers.judges import make_tiny_judge
+
+    judge = make_tiny_judge(tmp_path / "judge")
+    capsys.readouterr()  # transformers' save progress bar
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    (policy / "weights.bin").write_bytes(b"\x00" * 1000)
+    args = base_args(tmp_path, n=2) + ["--pruner.strategy", "model", "--pruner.model", str(judge),
+                                       "--policy.model", str(policy)]
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    out = tmp_path / "run"
+    bound = json.loads((out / "models.json").read_text())
+    assert bound["pruner.model"]["path"] == str(judge.resolve()) and len(bound["pruner.model"]["sha256"]) == 64
+    assert bound["policy.model"]["files"] == 1 and bound["reward.model"] is None  # "scripted": not a local path
+    assert eval_main(args, engine_factory=scripted_factory) == 0  # unchanged: resumes
+
+    config = json.loads((judge / "config.json").read_text())
+    config["equiv"]["decision_threshold"] = 0.9
+    (judge / "config.json").write_text(json.dumps(config))
+    line = _refused(args, capsys)
+    assert f"{out / 'models.json'}: holds results made with another pruner.model" in line and str(judge.resolve()) in line
+    assert json.loads((out / "models.json").read_text()) == bound  # a refused rerun rewrites nothing
+
+    config["equiv"]["decision_threshold"] = 0.5
+    (judge / "config.json").write_text(json.dumps(config))
+    assert eval_main(args, engine_factory=scripted_factory) == 0  # restored: the same content again
+    (policy / "weights.bin").write_bytes(b"\x01" + b"\x00" * 999)  # same size, other bytes
+    assert "another policy.model" in _refused(args, capsys)
+
+
+# -- item 6: records and the binding are not trusted blindly -------------------------------------------
+def test_a_duplicate_record_with_another_result_is_refused_naming_its_line(tmp_path, capsys):
+    args = base_args(tmp_path, n=3)
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    results = tmp_path / "run" / "results.jsonl"
+    records = read_records(tmp_path / "run")
+    flipped = dict(records[0], correct=not records[0]["correct"])
+    results.write_text(results.read_text() + json.dumps(flipped) + "\n")
+    before = results.read_text()
+    line = _refused(args, capsys)
+    assert f"{results}:4: a second record for id {records[0]['id']!r} seed 0 (the first is on line 1)" in line
+    assert results.read_text() == before  # nothing compacted away
+    # the same line again (a copy, e.g. after a crash during a shard merge) is not a conflict
+    results.write_text(results.read_text().rsplit("\n", 2)[0] + "\n" + json.dumps(records[0]) + "\n")
+    assert [r["id"] for r in read_run_records(results)[0]][-1] == records[0]["id"]
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    assert len(read_records(tmp_path / "run")) == 3
+
+
+@pytest.mark.parametrize("rerun_width", ["4", "7"])
+def test_a_hand_edited_config_yaml_is_refused_as_edited(tmp_path, capsys, rerun_width):
+    """After editing the width to 7, a rerun with the original command said "7 -> 5"-style
+    nonsense, and one with --search.width 7 mixed width-4 and width-7 records."""
+    args = base_args(tmp_path, n=2)
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    config = tmp_path / "run" / "config.yaml"
+    config.write_text(config.read_text().replace("width: 4", "width: 7"))
+    edited = config.read_text()
+    line = _refused(args + ["--search.width", rerun_width], capsys)
+    assert f"{config}: was edited after the run wrote it" in line and "binding.sha256" in line
+    assert config.read_text() == edited
+    config.write_text(edited.replace("width: 7", "width: 4"))  # restored
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+
+
+def test_records_read_strictly_refuse_conflicts_and_keep_retries(tmp_path):
+    path = tmp_path / "results.jsonl"
+    rows = [{"id": "a", "seed": 0, "correct": False, "error": "boom"}, {"id": "a", "seed": 0, "correct": True},
+            {"id": "b", "seed": 0, "correct": True, "seconds": 1.0}, {"id": "b", "seed": 0, "correct": True, "seconds": 2.0}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert len(read_run_records(path)[0]) == 4  # a retry and a copy differing only in wall time
+    path.write_text(path.read_text() + json.dumps({"id": "b", "seed": 0, "correct": False}) + "\n")
+    with pytest.raises(InputError, match=r"results.jsonl:5: a second record for id 'b' seed 0 \(the first is on line 3\)"):
+        read_run_records(path)

@@ -16,8 +16,10 @@ multi-worker driver, ``compare`` and ``report`` read and write it the same way:
   problem has no record, so a crash between the two writes repeats nothing;
 - one durable writer (:func:`write_atomic`: temporary file, fsync, rename) and a durable append
   (:func:`append_jsonl`);
-- what a run directory is bound to (:mod:`equiv.rundir.binding`): ``config.yaml`` and
-  ``data.json`` (the data's path and content hash), read strictly and replaced only after a
+- what a run directory is bound to (:mod:`equiv.rundir.binding`): ``config.yaml``,
+  ``data.json`` (the data's path and content hash), ``models.json`` (content fingerprints of
+  local models: the judge, a local policy or PRM) and ``binding.sha256`` (to tell a hand
+  edit), read strictly and replaced only after a
   rerun's settings were found equal (:func:`bind`);
 - one writer at a time (:func:`hold_run_dir`: an ``fcntl.flock`` on :data:`LOCK` held for the
   whole run; a second writer is refused naming the holder's pid, host and start time);
@@ -82,7 +84,14 @@ from equiv.rundir.trees import (
 )
 from equiv.rundir.binding import (
     DATA,
+    MODELS,
+    DIGEST,
     file_sha256,
+    fingerprint,
+    model_bindings,
+    read_bound_models,
+    binding_digests,
+    check_digest,
     data_binding,
     holds_records,
     read_bound_config,
@@ -139,7 +148,14 @@ __all__ = [
     "TreeFile",
     "read_tree",
     "DATA",
+    "MODELS",
+    "DIGEST",
     "file_sha256",
+    "fingerprint",
+    "model_bindings",
+    "read_bound_models",
+    "binding_digests",
+    "check_digest",
     "data_binding",
     "holds_records",
     "read_bound_config",
