@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping
 
-from equiv.errors import InputError
+from equiv.errors import InputError, JSONShapeError, loads_strict
 
 
 def temporary_name(path: Path) -> Path:
@@ -108,7 +108,7 @@ def read_json_lines(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]],
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_strict(line)
         except json.JSONDecodeError as err:
             if last_unfinished:
                 torn = True
@@ -116,6 +116,8 @@ def read_json_lines(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]],
             raise InputError(
                 f"malformed JSON: {err.msg} (column {err.colno}); fix or delete the line", path=path, line=number
             ) from None
+        except JSONShapeError as err:
+            raise InputError(f"{err}; fix or delete the line", path=path, line=number) from None
         if not isinstance(obj, dict):
             raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=number)
         rows.append((number, obj))
@@ -130,9 +132,11 @@ def read_json_file(path: str | Path) -> Any:
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read: {err}", path=path) from None
     try:
-        return json.loads(text)
+        return loads_strict(text)
     except json.JSONDecodeError as err:
         raise InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=err.lineno) from None
+    except JSONShapeError as err:
+        raise InputError(str(err), path=path) from None
 
 
 def is_int(value: Any) -> bool:
