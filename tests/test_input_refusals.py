@@ -219,3 +219,29 @@ def test_fit_logs_follow_the_root_dir_the_user_gives(tmp_path: Path, judge: Path
     assert result.returncode == 0, result.stderr[-1500:]
     assert list((tmp_path / "root" / "logs").glob("version_*/metrics.csv"))
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("kind", ["policy", "prm"])
+def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str):
+    """A truncated model.safetensors in a local policy or PRM: SafetensorError, as one line
+    naming the setting (not a traceback from inside transformers)."""
+    from equiv.search.tiny import resolve_tiny
+
+    model = Path(resolve_tiny(f"tiny:{tmp_path / kind}", kind))
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    if kind == "policy":
+        from equiv.search.policies import PolicyConfig, build_policy
+
+        with pytest.raises(InputError) as err:
+            build_policy(PolicyConfig(model=str(model), backend="transformers", device="cpu"))
+        field = "policy.model"
+    else:
+        from equiv.search.rewards import RewardConfig, build_reward_model
+
+        with pytest.raises(InputError) as err:
+            build_reward_model(RewardConfig(model=str(model), device="cpu"))
+        field = "reward.model"
+    message = str(err.value)
+    assert message.startswith(f"{model}: field '{field}': cannot load the ") and "SafetensorError" in message
+    assert "\n" not in message

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
-from equiv.backbones import check_local_model
+from equiv.backbones import check_local_model, unreadable_model, unreadable_model_errors
 from equiv.devices import check_dtype_name
 from equiv.errors import InputError
 from equiv.registry import Registry
@@ -155,9 +155,8 @@ def build_policy(cfg: PolicyConfig) -> StepPolicy:
     check_local_model(cfg.model, field="policy.model")
     try:
         return BACKENDS.get(cfg.backend).build(cfg)
-    except OSError as err:  # a hub id that is not cached (offline) or a directory missing files
-        text = " ".join(str(err).split()) or type(err).__name__
-        raise InputError(f"cannot load the policy model ({text[:300]})", path=cfg.model, field="policy.model") from None
+    except unreadable_model_errors() as err:  # missing or damaged: one line, not a page of traceback
+        raise unreadable_model(err, cfg.model, field="policy.model", what="policy model") from None
 
 
 # The builders import their modules when called: vLLM and transformers load torch (and vLLM
