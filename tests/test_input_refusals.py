@@ -245,3 +245,16 @@ def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str
     message = str(err.value)
     assert message.startswith(f"{model}: field '{field}': cannot load the ") and "SafetensorError" in message
     assert "\n" not in message
+
+
+def test_a_logger_save_dir_other_than_the_root_dir_is_refused(tmp_path: Path):
+    """The link would override it silently; the same directory (as older commands give it) passes."""
+    from equiv.judge.cli import main
+
+    base = ["fit", "--config", str(REPO / "configs" / "demo.yaml"), f"--trainer.default_root_dir={tmp_path / 'a'}"]
+    line = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'b'}"]))
+    assert "field 'trainer.logger.init_args.save_dir': the logger writes under --trainer.default_root_dir" in line
+    # max_epochs 0 stops the run right after the save_dir check, before any model loads
+    same = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'a'}",
+                                         "--trainer.max_epochs=0"]))
+    assert "trainer.max_epochs" in same and not (tmp_path / "b").exists()

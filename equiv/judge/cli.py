@@ -75,6 +75,25 @@ class JudgeCLI(LightningCLI):
         except argparse.ArgumentError as err:
             command = f"trainer_cli.py {argv[0]}" if argv and argv[0] in self.subcommands() else "trainer_cli.py"
             raise InputError(f"{one_line(err)} (options: {command} --help)") from None
+        self._check_given_save_dir(argv)
+
+    def _check_given_save_dir(self, argv: list[str]) -> None:
+        """A ``--trainer.logger.init_args.save_dir`` other than the root directory is refused:
+        the link (:meth:`add_arguments_to_parser`) would otherwise override it without a word."""
+        option = "--trainer.logger.init_args.save_dir"
+        given = None
+        for index, arg in enumerate(argv):
+            if arg == option and index + 1 < len(argv):
+                given = argv[index + 1]
+            elif arg.startswith(option + "="):
+                given = arg[len(option) + 1 :]
+        subcommand = self.config.get("subcommand")
+        config = self.config.get(subcommand) if subcommand else self.config
+        trainer = config.get("trainer") if config is not None else None
+        root = trainer.get("default_root_dir") if trainer is not None else None
+        if given is not None and Path(given).resolve() != Path(root or os.getcwd()).resolve():
+            raise InputError(f"the logger writes under --trainer.default_root_dir ({root or 'the working directory'}); "
+                             "give that instead of a separate save_dir", field="trainer.logger.init_args.save_dir")
 
     def before_instantiate_classes(self) -> None:
         """Put the logger under the root directory; refuse settings that would train nothing,
