@@ -150,3 +150,43 @@ def resolve_model_name(name: str | Path) -> str:
     if text.startswith("bundled:"):
         raise InputError(f"unknown bundled model {text!r}; choose one of {', '.join(BUNDLED_NAMES)}", field="model")
     return text
+
+
+LOCAL_PREFIXES = ("/", "./", "../", "~")
+
+
+def check_local_model(name: str | Path | None, *, field: str) -> None:
+    """Refuse a model named by a local path that does not exist, in one line naming ``field``.
+
+    A hub id (``org/name``) never starts with one of :data:`LOCAL_PREFIXES`; a name that does
+    is a path, and handing a missing one to ``from_pretrained`` ends in a page-long OSError
+    about the hub (issue #44, item 7). Other names (hub ids, ``tiny:``, ``gguf:``) pass."""
+    if name is None:
+        return
+    text = str(name)
+    if text.startswith(LOCAL_PREFIXES) and not Path(text).expanduser().exists():
+        raise InputError("no such file or directory (a local model path)", path=text, field=field)
+
+
+def unreadable_model_errors() -> tuple[type[BaseException], ...]:
+    """What ``from_pretrained`` raises for a model that is missing or damaged: a hub id that is
+    not cached offline or a directory missing files (OSError), a truncated or empty
+    ``model.safetensors`` (SafetensorError), a pickled ``pytorch_model.bin`` that names code
+    (UnpicklingError). Loaders turn these into one line naming the model setting; anything
+    else (out of memory, a CUDA error) is not an input error and stays what it is."""
+    import pickle
+
+    errors: list[type[BaseException]] = [OSError, pickle.UnpicklingError]
+    try:
+        from safetensors import SafetensorError
+
+        errors.append(SafetensorError)
+    except ImportError:  # safetensors comes with transformers; without it there is nothing to catch
+        pass
+    return tuple(errors)
+
+
+def unreadable_model(err: BaseException, name: str | Path, *, field: str, what: str) -> InputError:
+    """The one-line :class:`InputError` for ``err`` (one of :func:`unreadable_model_errors`)."""
+    text = " ".join(str(err).split()) or "no message"
+    return InputError(f"cannot load the {what} ({type(err).__name__}: {text[:300]})", path=str(name), field=field)

@@ -45,6 +45,33 @@ class InputError(ValueError):
         return f"{where}{what}{self.message}"
 
 
+class JSONShapeError(ValueError):
+    """Valid JSON syntax that a file of ours must not hold: a key twice in one object (which
+    ``json.loads`` silently resolves to the last value), or nesting too deep to walk."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    seen: dict[str, object] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise JSONShapeError(f"key {key!r} occurs twice in one object (which value is meant?)")
+        seen[key] = value
+    return seen
+
+
+def loads_strict(text: str | bytes) -> object:
+    """``json.loads`` that refuses duplicate keys and nesting deeper than the interpreter can
+    parse (a RecursionError otherwise escapes as a traceback) with :class:`JSONShapeError`;
+    malformed JSON is still :class:`json.JSONDecodeError`, so readers keep telling a torn
+    line from a bad one. The caller turns either into an :class:`InputError` naming file and line."""
+    import json
+
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise JSONShapeError("nested too deeply to read (is this a data file?)") from None
+
+
 def check_fraction(value: object, field: str, path: str | Path | None = None, closed: bool = True) -> float:
     """A setting that is a fraction -- a number in [0, 1] ([0, 1) when not ``closed``) -- as a
     float; anything else is one line naming ``field`` (and ``path``, the file it came from)."""
@@ -84,6 +111,19 @@ def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
             pass
     except OSError as err:
         raise InputError(f"{option}: cannot write in this directory ({err.strerror or err})", path=p) from None
+    return p
+
+
+def writable_file(path: str | Path, *, option: str = "--output") -> Path:
+    """Check that ``path`` (an output file the user named) can be written, before the work.
+
+    A directory in its place, a parent that is a file, or a parent that cannot be written would
+    otherwise surface as a traceback after all the work was done (``pairs --output DIR``:
+    IsADirectoryError once every pair was scored). The parent is created; the file is not."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{option} names a directory, not a file", path=p)
+    writable_directory(p.parent if str(p.parent) else ".", option=option)
     return p
 
 

@@ -184,14 +184,22 @@ def test_max_length_beyond_the_model_is_lowered_with_a_warning(tiny_judge_dir):
     assert any("beyond the model" in str(w.message) for w in caught)
 
 
-def test_export_without_settings_uses_paper_defaults(tmp_path):
+def test_export_without_settings_is_refused(tmp_path):
+    """Run at a length and threshold it was never calibrated for, a judge would decide silently
+    wrong (issue #44, item 4); its settings are part of a whole export."""
     d = make_tiny_judge(tmp_path / "plain", settings=None)
+    with pytest.raises(InputError, match="incomplete judge export, missing: the 'equiv' settings block"):
+        ModelJudge(d, device="cpu")
+
+
+def test_export_with_settings_but_no_prefilter_uses_the_paper_default(tmp_path):
+    d = make_tiny_judge(tmp_path / "plain", settings={"max_length": 128, "decision_threshold": 0.5})
     j = ModelJudge(d, device="cpu")
     assert (j.threshold, j.prefilter, j.max_length) == (0.5, 0.75, 128)
 
 
 def test_tiny_longformer_judge_pads_to_its_window(tmp_path):
-    d = make_tiny_judge(tmp_path / "lf", kind="longformer", settings=None)
+    d = make_tiny_judge(tmp_path / "lf", kind="longformer", settings={"max_length": 4096, "decision_threshold": 0.5})
     j = ModelJudge(d, prefilter=0.0, device="cpu")
     assert j.max_length == 256  # 258 positions - (pad 0 + 1), rounded down to the window of 16
     text = "a b c " * 400

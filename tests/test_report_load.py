@@ -73,11 +73,14 @@ def test_bad_result_fields_name_the_field(tmp_path: Path, field: str, value, mes
 
 
 def test_later_record_for_same_problem_wins(tmp_path: Path) -> None:
+    """A retry after an error: the later result replaces the error record (two different
+    successful results are refused: tests/test_rundir_guard.py)."""
     run = write_run(tmp_path / "r", pruned=True)
-    first = json.loads((run / "results.jsonl").read_text().splitlines()[0])
+    lines = (run / "results.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    lines[0] = json.dumps(dict(first, correct=False, error="boom"))
     first.update(correct=False, generated_tokens=999)
-    with (run / "results.jsonl").open("a") as fh:
-        fh.write(json.dumps(first) + "\n")
+    (run / "results.jsonl").write_text("\n".join(lines + [json.dumps(first)]) + "\n")
     loaded = load_run(run)
     assert loaded.duplicates == 1 and len(loaded.results) == 3
     assert loaded.results["test/algebra/1.json"]["generated_tokens"] == 999

@@ -188,7 +188,7 @@ def test_one_reader_one_set_of_errors(tmp_path: Path) -> None:
 
 def test_later_record_wins_unless_it_is_an_error(tmp_path: Path) -> None:
     rows = [
-        {"id": "a", "seed": 0, "correct": False},
+        {"id": "a", "seed": 0, "correct": False, "error": "timeout"},  # retried: the result replaces it
         {"id": "a", "seed": 0, "correct": True},
         {"id": "b", "seed": 0, "correct": True},
         {"id": "b", "seed": 0, "correct": False, "error": "late failure"},

@@ -53,13 +53,18 @@ def test_shard_paths_sorted_numerically(tmp_path: Path):
 
 def test_merge_sorts_by_problem_order_and_dedupes():
     order = [("a", 0), ("a", 1), ("b", 0), ("c", 0)]
-    old = [rec("c"), rec("a", 1)]
-    shard0 = [rec("a", 0), rec("c", 0, note="dup")]
-    shard1 = [rec("b")]
+    old = [rec("c", error="killed"), rec("a", 1)]
+    shard0 = [rec("a", 0), rec("c", 0, note="retried")]
+    shard1 = [rec("b"), rec("a", 1)]  # an identical copy (a crash during an earlier merge)
     merged = merge_records([old, shard0, shard1], order)
     assert [(r["id"], r["seed"]) for r in merged] == order
-    # a later duplicate supersedes the earlier one
-    assert merged[3].get("note") == "dup"
+    # a later result supersedes an earlier error
+    assert merged[3].get("note") == "retried"
+
+
+def test_merge_refuses_two_different_results_for_one_key():
+    with pytest.raises(InputError, match="two different results for id 'c' seed 0"):
+        merge_records([[rec("c")], [rec("c", note="other")]], [("c", 0)])
 
 
 def test_merge_never_replaces_success_with_error_but_retry_replaces_error():

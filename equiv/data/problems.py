@@ -41,7 +41,7 @@ from typing import Any, Iterable, Literal
 
 from equiv.data.commonsense_qa import DEFAULT_HUB_ID, DEFAULT_SPLIT, format_row
 from equiv.data.humaneval import read_humaneval
-from equiv.errors import InputError
+from equiv.errors import InputError, JSONShapeError, loads_strict
 
 Kind = Literal["gsm8k", "math", "code", "choice"]
 KINDS = ("gsm8k", "math", "code", "choice")
@@ -109,9 +109,11 @@ def read_jsonl_objects(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_strict(line)
         except json.JSONDecodeError as err:
             raise InputError(f"malformed JSON ({err.msg})", path=path, line=lineno) from None
+        except JSONShapeError as err:
+            raise InputError(str(err), path=path, line=lineno) from None
         if not isinstance(obj, dict):
             raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=lineno)
         yield lineno, obj

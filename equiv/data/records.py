@@ -10,12 +10,13 @@ JSON lists, the row index + 1 for hub datasets) and field, see :class:`equiv.err
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from equiv.errors import InputError
+from equiv.errors import InputError, JSONShapeError, loads_strict
 
 REQUIRED_FIELDS = ("sentence1", "sentence2", "result")
 LEVELS = (0, 1, 2, 3, 4)
@@ -140,12 +141,22 @@ def _parse_result(value: Any, path: str, line: int) -> int:
     return value
 
 
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` has a character that shows: ``str.strip`` keeps zero-width spaces, joiners
+    and other format characters (Unicode category Cf), so a step made only of them passed as
+    text and reached the judge as an empty string."""
+    return any(not ch.isspace() and unicodedata.category(ch) not in ("Cf", "Cc", "Zs", "Zl", "Zp") for ch in text)
+
+
 def _parse_text(row: Mapping[str, Any], name: str, path: str, line: int, max_chars: int) -> str:
     value = row[name]
     if not isinstance(value, str):
         raise InputError(f"must be a string, got {type(value).__name__}", path=path, line=line, field=name)
     if not value.strip():
         raise InputError("is empty", path=path, line=line, field=name)
+    if not has_visible_text(value):
+        raise InputError("holds no visible character (only zero-width or other format characters)", path=path,
+                         line=line, field=name)
     if len(value) > max_chars:
         raise InputError(
             f"is {len(value)} characters, over the limit of {max_chars} (raise max_chars if intended)",
@@ -197,9 +208,13 @@ def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
         raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=p, line=line) from None
     if text.lstrip().startswith("["):
         try:
-            rows = json.loads(text)
+            rows = loads_strict(text)
         except json.JSONDecodeError as err:
             raise InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=p, line=err.lineno) from None
+        except JSONShapeError as err:
+            raise InputError(str(err), path=p) from None
+        if not isinstance(rows, list):
+            raise InputError(f"expected a JSON list of records, got {type(rows).__name__}", path=p)
         for index, row in enumerate(rows):
             yield index + 1, row
         return
@@ -209,9 +224,11 @@ def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, loads_strict(line)
         except json.JSONDecodeError as err:
             yield number, InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=p, line=number)
+        except JSONShapeError as err:
+            yield number, InputError(str(err), path=p, line=number)
 
 
 def validate_rows(

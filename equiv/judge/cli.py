@@ -37,6 +37,11 @@ from equiv.judge.module import METRIC_NAMES, PairClassifier
 from equiv.text.claims import claim_check
 
 
+UNSET_SAVE_DIRS = (None, ".")
+"""A logger ``save_dir`` that was not given: CSV/TensorBoard have no default (None after
+parsing), WandbLogger's default is ``.``."""
+
+
 class JudgeCLI(LightningCLI):
     """LightningCLI for :class:`PairClassifier` + :class:`MathEquivDataModule`."""
 
@@ -70,9 +75,30 @@ class JudgeCLI(LightningCLI):
         except argparse.ArgumentError as err:
             command = f"trainer_cli.py {argv[0]}" if argv and argv[0] in self.subcommands() else "trainer_cli.py"
             raise InputError(f"{one_line(err)} (options: {command} --help)") from None
+        self._check_given_save_dir(argv)
+
+    def _check_given_save_dir(self, argv: list[str]) -> None:
+        """A ``--trainer.logger.init_args.save_dir`` other than the root directory is refused:
+        the link (:meth:`add_arguments_to_parser`) would otherwise override it without a word."""
+        option = "--trainer.logger.init_args.save_dir"
+        given = None
+        for index, arg in enumerate(argv):
+            if arg == option and index + 1 < len(argv):
+                given = argv[index + 1]
+            elif arg.startswith(option + "="):
+                given = arg[len(option) + 1 :]
+        subcommand = self.config.get("subcommand")
+        config = self.config.get(subcommand) if subcommand else self.config
+        trainer = config.get("trainer") if config is not None else None
+        root = trainer.get("default_root_dir") if trainer is not None else None
+        if given is not None and Path(given).resolve() != Path(root or os.getcwd()).resolve():
+            raise InputError(f"the logger writes under --trainer.default_root_dir ({root or 'the working directory'}); "
+                             "give that instead of a separate save_dir", field="trainer.logger.init_args.save_dir")
 
     def before_instantiate_classes(self) -> None:
-        """Refuse settings that would train nothing, before any model is loaded."""
+        """Put the logger under the root directory; refuse settings that would train nothing,
+        before any model is loaded."""
+        self._logger_follows_root_dir()
         if self.subcommand != "fit":
             return
         self._f1_tolerance()  # a tolerance out of range is refused before hours of fitting, not after
@@ -91,7 +117,50 @@ class JudgeCLI(LightningCLI):
             raise InputError(f"must be >= 1 (or -1: no limit), got {steps}; it would export an untrained judge",
                              field="trainer.max_steps")
 
+    def _parse_ckpt_path(self) -> None:
+        """``--ckpt_path`` is read as :func:`read_checkpoint` reads a judge (tensors and plain data
+        only) before Lightning loads it for its hyper-parameters: a missing, crafted or
+        non-checkpoint file is one line naming it, not Lightning's traceback (issue #44, item 7)."""
+        self._check_ckpt_path()
+        super()._parse_ckpt_path()
+
+    def _check_ckpt_path(self) -> None:
+        subcommand = self.config.get("subcommand")
+        config = self.config.get(subcommand) if subcommand else None
+        ckpt = config.get("ckpt_path") if config is not None else None
+        if not ckpt or ckpt in ("last", "best", "hpc", "registry"):  # Lightning's names for its own checkpoints
+            return
+        if not Path(ckpt).is_file():
+            raise InputError("no such checkpoint file", path=ckpt, field="ckpt_path")
+        try:
+            read_checkpoint(ckpt)
+        except InputError as err:
+            raise InputError(err.message, path=ckpt, field="ckpt_path") from None
+
+    def _logger_follows_root_dir(self) -> None:
+        """The logger writes under ``trainer.default_root_dir``, also when none was given.
+
+        Lightning's default logger does that already, but a logger named in a config needs its own
+        ``save_dir``; fixed in the config (``outputs/demo``), ``--trainer.default_root_dir``
+        moved the checkpoints and not the logs (issue #44, item 8: a probe's fit wrote 270 MB
+        into the checkout). So ``save_dir`` is linked to the root directory
+        (:meth:`add_arguments_to_parser`) and the recipes leave it out; when no root directory
+        is given the link leaves it empty (or WandbLogger's ``.``), and it becomes the working
+        directory, Lightning's own default root."""
+        config = self.config.get(self.subcommand) if self.subcommand else self.config
+        trainer = (config or {}).get("trainer") if config is not None else None
+        if not trainer:
+            return
+        root = trainer.get("default_root_dir") or os.getcwd()
+        loggers = trainer.get("logger")
+        for logger in loggers if isinstance(loggers, list) else [loggers]:
+            init_args = logger.get("init_args") if hasattr(logger, "get") else None
+            if init_args is not None and "save_dir" in init_args and init_args.get("save_dir") in UNSET_SAVE_DIRS:
+                init_args["save_dir"] = str(root)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        # The logger's directory is the root directory (docs/training.md): one flag moves all output.
+        parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir")
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.max_length", "data.max_length")
         parser.link_arguments("model.mark_differences", "data.mark_differences")

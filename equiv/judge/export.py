@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: t
     block = {k: v for k, v in (config.get(SETTINGS_KEY) or {}).items() if k not in remove}
     block.update(changes)
     config[SETTINGS_KEY] = block
-    tmp = config_path.with_suffix(".json.tmp")
+    tmp = config_path.with_name(f".config.json.{os.getpid()}.{secrets.token_hex(4)}.tmp")  # one name per writer
     tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, config_path)
     return block
@@ -134,12 +135,75 @@ def module_from_checkpoint(path: str | Path) -> Any:
     return module
 
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+"""The weight files ``from_pretrained`` reads, one of which a whole export holds."""
+
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                    "tokenizer.model")
+"""A tokenizer's vocabulary, one of which a whole export holds beside ``tokenizer_config.json``."""
+
+REQUIRED_SETTINGS = ("max_length", "decision_threshold")
+"""``equiv`` settings a judge cannot be used as trained without (its input length and its cut)."""
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else "no message"
+
+
+def check_export_whole(directory: str | Path) -> None:
+    """Refuse an exported judge that lacks a part, in one line naming what is missing.
+
+    Without its tokenizer files ``AutoTokenizer`` falls back to a tiny vocabulary in which every
+    word is ``[UNK]``, and the judge calls nearly every pair equivalent, silently (issue #44,
+    item 4); without its ``equiv`` settings it would run at a default length and threshold it
+    was never calibrated for. So a whole export has ``config.json`` with an ``equiv`` block
+    holding :data:`REQUIRED_SETTINGS`, non-empty weights (one of :data:`WEIGHT_FILES`), and
+    ``tokenizer_config.json`` with a vocabulary (one of :data:`VOCABULARY_FILES`).
+    """
+    p = Path(directory)
+    config_path = p / "config.json"
+    config = read_json_config(config_path)
+    missing: list[str] = []
+    weights = [p / name for name in WEIGHT_FILES if (p / name).is_file()]
+    if not weights:
+        missing.append(f"weights (one of {', '.join(WEIGHT_FILES)})")
+    elif all(w.stat().st_size == 0 for w in weights):
+        missing.append(f"weights ({weights[0].name} is empty)")
+    if not (p / "tokenizer_config.json").is_file():
+        missing.append("tokenizer_config.json")
+    if not any((p / name).is_file() for name in VOCABULARY_FILES):
+        missing.append(f"the tokenizer's vocabulary (one of {', '.join(VOCABULARY_FILES)})")
+    settings = config.get(SETTINGS_KEY)
+    if not isinstance(settings, dict):
+        missing.append(f"the '{SETTINGS_KEY}' settings block in config.json")
+    else:
+        missing.extend(f"{SETTINGS_KEY}.{key} in config.json" for key in REQUIRED_SETTINGS if settings.get(key) is None)
+    if missing:
+        raise InputError(f"incomplete judge export, missing: {'; '.join(missing)}; export it again with "
+                         "trainer_cli.py fit (or python -m equiv.judge.untuned)", path=p)
+
+
+def read_json_config(path: Path) -> dict[str, Any]:
+    """A ``config.json`` as a mapping; unreadable, malformed or not an object is one line."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, RecursionError) as err:
+        raise InputError(f"cannot read ({type(err).__name__})", path=path) from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=err.lineno) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=path)
+    return data
+
+
 def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer, settings)`` from an exported directory or a ``.ckpt`` file.
 
     ``settings`` is the ``equiv`` block (label_mapping, max_length, prefilter_threshold,
-    decision_threshold, model_name); for a directory exported by something else it is ``{}``.
-    The model is in eval mode on CPU.
+    decision_threshold, model_name). A directory must be a whole export (:func:`check_export_whole`);
+    a weights or tokenizer file that cannot be read is one line, not a traceback. The model is
+    in eval mode on CPU.
     """
     p = Path(path)
     if not p.exists():
@@ -163,11 +227,16 @@ def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
         )
     if getattr(config, "num_labels", 2) != 2:
         raise InputError(f"has {config.num_labels} labels; a judge has 2", path=p)
+    check_export_whole(p)  # after "is it a judge at all", whose answer says more
     try:
         model = AutoModelForSequenceClassification.from_pretrained(p)
+    except Exception as err:  # noqa: BLE001 - SafetensorError, UnpicklingError, OSError...: one line each
+        raise InputError(f"cannot load the judge's weights ({type(err).__name__}: {_first_line(err)}); "
+                         "re-export it with trainer_cli.py fit", path=p) from None
+    try:
         tokenizer = AutoTokenizer.from_pretrained(p)
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot load the judge: {str(err).splitlines()[0]}", path=p) from None
+    except Exception as err:  # noqa: BLE001 - as above
+        raise InputError(f"cannot load the judge's tokenizer ({type(err).__name__}: {_first_line(err)})", path=p) from None
     model.eval()
     settings = getattr(model.config, SETTINGS_KEY, None) or {}
     return model, tokenizer, dict(settings)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records, require_questions
-from equiv.errors import InputError, exit_on_input_error
+from equiv.errors import InputError, exit_on_input_error, writable_file
 from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, spread_by_problem, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
 from equiv.text.levenshtein import levenshtein_ratio
@@ -147,6 +147,8 @@ def check_pairs_args(args: argparse.Namespace) -> None:
         raise InputError("--sweep_prefilter is for the model strategy", field="sweep_prefilter")
     if not Path(args.data).exists():
         raise InputError("file not found", path=args.data, field="data")
+    if args.output:
+        writable_file(args.output, option="--output")  # before the scoring, not after it
 
 
 class ThresholdChoice(NamedTuple):

@@ -28,6 +28,7 @@ class ReportFiles:
     trees: int
     trees_available: int
     trees_over_budget: int = 0
+    trees_missing: tuple[str, ...] = ()  # tree files that records name but that do not exist
 
 
 def analysis_block(runs: Sequence[Run]) -> str:
@@ -110,4 +111,5 @@ def build_report(
     html_path.write_text(page, encoding="utf-8")
     return ReportFiles(html=html_path, plots=written, skipped=skipped,
                        trees=len(selection.ids), trees_available=selection.available,
-                       trees_over_budget=selection.over_budget)
+                       trees_over_budget=selection.over_budget,
+                       trees_missing=tuple(path for run in runs for path in run.missing_trees))

@@ -58,6 +58,9 @@ def report_main(argv: list[str]) -> int:
     if files.trees_available:
         why = f" ({files.trees_over_budget} left out by --max_mb)" if files.trees_over_budget else ""
         print(f"embedded trees for {files.trees} of {files.trees_available} problem(s){why}")
+    if files.trees_missing:
+        print(f"missing tree files: {len(files.trees_missing)} named in results.jsonl do not exist "
+              f"(e.g. {files.trees_missing[0]}); those problems are shown without a tree", file=sys.stderr)
     return 0
 
 

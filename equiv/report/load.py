@@ -45,6 +45,7 @@ class Run:
     tree_list: list[TreeFile] = field(default_factory=list)
     duplicates: int = 0  # records superseded by a later record for the same (id, seed)
     torn: bool = False  # a torn final line of results.jsonl was left out
+    missing_trees: list[str] = field(default_factory=list)  # tree files records name that do not exist
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # problem key -> record
     trees: dict[str, TreeFile] = field(default_factory=dict)  # problem key -> tree
 
@@ -135,8 +136,10 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
             raise InputError("expected a mapping", path=root / CONFIG)
 
     trees = [read_tree(p) for p in sorted((root / TREES).glob("*.json"))] if (root / TREES).is_dir() else []
+    # A record that names a tree file which is gone: counted, so "trees for 2 of 2" cannot hide it.
+    missing = [str(root / r["tree"]) for r in records if isinstance(r.get("tree"), str) and not (root / r["tree"]).is_file()]
     return Run(path=root, name=name or root.name, records=records, summary=summary, config=config,
-               tree_list=trees, duplicates=duplicates, torn=torn)
+               tree_list=trees, duplicates=duplicates, torn=torn, missing_trees=missing)
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:

@@ -16,14 +16,18 @@ multi-worker driver, ``compare`` and ``report`` read and write it the same way:
   problem has no record, so a crash between the two writes repeats nothing;
 - one durable writer (:func:`write_atomic`: temporary file, fsync, rename) and a durable append
   (:func:`append_jsonl`);
-- what a run directory is bound to (:mod:`equiv.rundir.binding`): ``config.yaml`` and
-  ``data.json`` (the data's path and content hash), read strictly and replaced only after a
+- what a run directory is bound to (:mod:`equiv.rundir.binding`): ``config.yaml``,
+  ``data.json`` (the data's path and content hash), ``models.json`` (content fingerprints of
+  local models: the judge, a local policy or PRM) and ``binding.sha256`` (to tell a hand
+  edit), read strictly and replaced only after a
   rerun's settings were found equal (:func:`bind`);
+- one writer at a time (:func:`hold_run_dir`: an ``fcntl.flock`` on :data:`LOCK` held for the
+  whole run; a second writer is refused naming the holder's pid, host and start time);
 - the aggregates: the run's summary (:func:`summarise`) and the compare table
   (:func:`compare_rows`), used by ``summary.json``, ``compare`` and the report alike.
 
 The package sits below ``search`` and ``report`` and imports neither; import from
-``equiv.rundir`` (the submodules are ``layout``, ``io``, ``records``, ``trees``, ``binding``, ``summary``).
+``equiv.rundir`` (the submodules are ``layout``, ``io``, ``lock``, ``records``, ``trees``, ``binding``, ``summary``).
 """
 
 from __future__ import annotations
@@ -80,13 +84,21 @@ from equiv.rundir.trees import (
 )
 from equiv.rundir.binding import (
     DATA,
+    MODELS,
+    DIGEST,
     file_sha256,
+    fingerprint,
+    model_bindings,
+    read_bound_models,
+    binding_digests,
+    check_digest,
     data_binding,
     holds_records,
     read_bound_config,
     read_bound_data,
     bind,
 )
+from equiv.rundir.lock import LOCK, hold_run_dir
 from equiv.rundir.summary import (
     summarise,
     compare_rows,
@@ -136,7 +148,14 @@ __all__ = [
     "TreeFile",
     "read_tree",
     "DATA",
+    "MODELS",
+    "DIGEST",
     "file_sha256",
+    "fingerprint",
+    "model_bindings",
+    "read_bound_models",
+    "binding_digests",
+    "check_digest",
     "data_binding",
     "holds_records",
     "read_bound_config",
@@ -144,4 +163,6 @@ __all__ = [
     "bind",
     "summarise",
     "compare_rows",
+    "LOCK",
+    "hold_run_dir",
 ]

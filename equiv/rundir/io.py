@@ -10,10 +10,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping
 
-from equiv.errors import InputError
+from equiv.errors import InputError, JSONShapeError, loads_strict
+
+
+def temporary_name(path: Path) -> Path:
+    """A temporary file name beside ``path`` that no other writer uses: pid plus random bits.
+
+    A fixed ``<name>.tmp`` let two writers rename each other's half-written files (issue #44);
+    the run directory's lock (:mod:`equiv.rundir.lock`) keeps out a second ``eval``, and this
+    keeps any two writers of one file (a driver and a helper, two tools) from sharing a name."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -23,12 +33,16 @@ def write_atomic(path: str | Path, text: str) -> None:
     and the directory after it (or the rename itself could be lost).
     """
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = temporary_name(path)
+    try:
+        with tmp.open("x", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     try:
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError:  # platforms that cannot open a directory
@@ -94,7 +108,7 @@ def read_json_lines(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]],
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_strict(line)
         except json.JSONDecodeError as err:
             if last_unfinished:
                 torn = True
@@ -102,6 +116,8 @@ def read_json_lines(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]],
             raise InputError(
                 f"malformed JSON: {err.msg} (column {err.colno}); fix or delete the line", path=path, line=number
             ) from None
+        except JSONShapeError as err:
+            raise InputError(f"{err}; fix or delete the line", path=path, line=number) from None
         if not isinstance(obj, dict):
             raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=number)
         rows.append((number, obj))
@@ -116,9 +132,11 @@ def read_json_file(path: str | Path) -> Any:
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read: {err}", path=path) from None
     try:
-        return json.loads(text)
+        return loads_strict(text)
     except json.JSONDecodeError as err:
         raise InputError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=err.lineno) from None
+    except JSONShapeError as err:
+        raise InputError(str(err), path=path) from None
 
 
 def is_int(value: Any) -> bool:

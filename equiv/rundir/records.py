@@ -129,11 +129,34 @@ def check_record(
 
 def read_records(path: str | Path, *, require: Sequence[str] = ()) -> tuple[list[dict[str, Any]], bool]:
     """Validated records of a results file in file order (duplicates kept), and whether a torn
-    final line was left out. ``require`` names fields a reader cannot do without."""
+    final line was left out. ``require`` names fields a reader cannot do without. A second
+    record for an (id, seed) with another result (:func:`conflicting`) is an input error naming
+    its line."""
     rows, torn = read_json_lines(path)
+    first: dict[RecordKey, tuple[int, dict[str, Any]]] = {}
     for number, record in rows:
-        check_record(record, path=path, line=number, require=require)
+        key = check_record(record, path=path, line=number, require=require)
+        if key in first and conflicting(first[key][1], record):
+            raise InputError(
+                f"a second record for id {key[0]!r} seed {key[1]} (the first is on line {first[key][0]}) with "
+                "another result; which one is true is unknown: delete the wrong line",
+                path=path, line=number,
+            )
+        first.setdefault(key, (number, record))
     return [record for _, record in rows], torn
+
+
+def conflicting(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Two records for one (id, seed) that cannot both be true: both successful and different.
+
+    The runner writes one record per key. Legitimate repeats are a retry after an error (the
+    error record, then the result: :func:`prefer` keeps the result) and the identical copy a
+    crash during a shard merge leaves; two different successful results are a hand edit or
+    two runs mixed, and choosing one silently changed a reported accuracy (issue #44, item 6).
+    The wall time (``seconds``) is not part of the result."""
+    if old.get("error") or new.get("error"):
+        return False
+    return {k: v for k, v in old.items() if k != "seconds"} != {k: v for k, v in new.items() if k != "seconds"}
 
 
 # -- keying, merging, preferring ------------------------------------------------------------------
@@ -165,6 +188,9 @@ def merge_records(
         for record in records:
             key = record_key(record)
             if key in chosen:
+                if conflicting(chosen[key], record):
+                    raise InputError(f"two different results for id {key[0]!r} seed {key[1]} in the run "
+                                     "directory's record files; delete the wrong one", field="id")
                 chosen[key] = prefer(chosen[key], record)
             else:
                 chosen[key] = record

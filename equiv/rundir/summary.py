@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from equiv.errors import InputError
-from equiv.rundir.layout import RecordKey
+from equiv.rundir.layout import RESULTS, RecordKey
 from equiv.rundir.records import record_key
 
 
@@ -76,6 +76,10 @@ def compare_rows(runs: Sequence[tuple[str, Mapping[RecordKey, Mapping[str, Any]]
     """
     if not runs:
         raise InputError("no runs to compare")
+    for name, records in runs:
+        if not records:  # "the runs share no problems" would blame the other runs
+            raise InputError(f"holds no records yet ({RESULTS} is empty: the run finished no problem); nothing to compare",
+                             path=name)
     shared = set(runs[0][1])
     for _, records in runs[1:]:
         shared &= set(records)

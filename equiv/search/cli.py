@@ -21,11 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from equiv.backbones import check_local_model
 from equiv.data.problems import load_problems
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
 from equiv.prune import build_judge, PrunerConfig
-from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
+from equiv.rundir import (CONFIG, MODELS, RESULTS, bind, check_digest, count_records, data_binding, load_records,
+                          model_bindings, read_bound_config, read_bound_data, read_bound_models)
 from equiv.rundir import compare_rows as rundir_compare_rows
+from equiv.rundir.lock import hold_run_dir
 from equiv.search import distributed
 from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import DataConfig, RunConfig, ScaleConfig, SearchConfig
@@ -154,19 +157,36 @@ def data_binding_of(data: DataConfig) -> dict[str, Any]:
     )
 
 
+def _short(fingerprint: dict[str, Any] | None) -> str:
+    return str(fingerprint["sha256"])[:12] if fingerprint else "none (not a local path)"
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_resume_config(out: Path, config_text: str, data: dict[str, Any] | None = None) -> None:
-    """Refuse to resume a run directory with other result-defining settings or other data.
+# The model settings a run directory binds by content when they name a local path (models.json).
+MODEL_SETTINGS = (("pruner", "model"), ("policy", "model"), ("reward", "model"))
+
+
+def models_of(init: Any) -> dict[str, str | None]:
+    """``{"pruner.model": value, ...}`` of the settings in :data:`MODEL_SETTINGS`."""
+    return {f"{group}.{name}": getattr(getattr(init, group, None), name, None) for group, name in MODEL_SETTINGS}
+
+
+def check_resume_config(out: Path, config_text: str, data: dict[str, Any] | None = None,
+                        models: dict[str, Any] | None = None) -> None:
+    """Refuse to resume a run directory with other result-defining settings, other data or other
+    models, or whose binding files were edited by hand.
 
     ``data`` is this run's :func:`~equiv.rundir.binding.data_binding`; it is compared with the
     directory's ``data.json`` (resolved path and content hash, so the same relative path from
     another working directory is the same file, and an edited file is not). A directory from
     before ``data.json`` is compared on the ``data.*`` settings of its ``config.yaml``.
-    Unreadable records or settings raise (equiv.rundir.binding)."""
+    ``models`` is this run's :func:`~equiv.rundir.binding.model_bindings`, compared with
+    ``models.json`` by content fingerprint (a judge retrained into the same folder is another
+    judge). Unreadable records or settings raise (equiv.rundir.binding)."""
     import yaml
 
     old = read_bound_config(out)
@@ -175,6 +195,18 @@ def check_resume_config(out: Path, config_text: str, data: dict[str, Any] | None
     new = yaml.safe_load(config_text) or {}
     before, after = _defining(old), _defining(new)
     old_data = read_bound_data(out)
+    old_models = read_bound_models(out)
+    check_digest(out, before, old_data, old_models)  # a hand edit is named as one, not as a change
+    if old_models is not None and models is not None:
+        for setting in sorted(set(old_models) | set(models)):
+            was, now = old_models.get(setting), models.get(setting)
+            if (was or {}).get("sha256") != (now or {}).get("sha256"):
+                raise InputError(
+                    f"holds results made with another {setting} (its content changed: fingerprint "
+                    f"{_short(was)} -> {_short(now)}, over {(now or was or {}).get('path')}); a retrained or edited "
+                    "model makes other records: use another --out, or restore the model",
+                    path=out / MODELS,
+                )
     if old_data is not None and data is not None:
         before = {k: v for k, v in before.items() if not k.startswith("data.")}
         after = {k: v for k, v in after.items() if not k.startswith("data.")}
@@ -192,6 +224,8 @@ def check_resume_config(out: Path, config_text: str, data: dict[str, Any] | None
 
 def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] | None = None) -> int:
     """Run (or resume) an evaluation. ``engine_factory`` is a seam for scripted-engine tests."""
+    import yaml
+
     parser = build_eval_parser()
     with exit_on_input_error():
         check_config_files(list(argv))  # a YAML error names the file, not "<unicode string>"
@@ -209,25 +243,30 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         init = parser.instantiate_classes(cfg)
         check_settings(cfg.algo, init.search, init.run, init.scale)  # before anything is written
         init.pruner.validate()
+        check_local_model(init.policy.model, field="policy.model")  # before the run directory is touched
+        check_local_model(init.reward.model, field="reward.model")
         problems = load_data(init.data)
         out = writable_directory(cfg.out)
-        config_text = parser.dump(cfg, skip_none=False)
-        data = data_binding_of(init.data)
-        check_resume_config(out, config_text, data)
-        bind(out, config_text, data)  # only after the check: a refused rerun changes nothing
-        check_fewshot_source(init)  # refused before any model is built
-        resolve_tiny_models(init)
-        factory = engine_factory or build_engines
-        config = json.loads(json.dumps(cfg.as_dict(), default=str))
-        try:
-            summary = _evaluate(cfg.algo, init, problems, out, factory, config)
-        except KeyboardInterrupt:
-            print(
-                f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
-                "rerun the same command to resume",
-                file=sys.stderr,
-            )
-            return EXIT_INTERRUPTED
+        with hold_run_dir(out):  # one writer per run directory, from the check to the last write
+            config_text = parser.dump(cfg, skip_none=False)
+            data = data_binding_of(init.data)
+            models = model_bindings(models_of(init))
+            check_resume_config(out, config_text, data, models)
+            # only after the check: a refused rerun changes nothing
+            bind(out, config_text, data, models, _defining(yaml.safe_load(config_text) or {}))
+            check_fewshot_source(init)  # refused before any model is built
+            resolve_tiny_models(init)
+            factory = engine_factory or build_engines
+            config = json.loads(json.dumps(cfg.as_dict(), default=str))
+            try:
+                summary = _evaluate(cfg.algo, init, problems, out, factory, config)
+            except KeyboardInterrupt:
+                print(
+                    f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
+                    "rerun the same command to resume",
+                    file=sys.stderr,
+                )
+                return EXIT_INTERRUPTED
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "

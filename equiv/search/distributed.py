@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from equiv.errors import InputError
 from equiv.rundir import RESULTS, merge_run_dir, prepare_resume, record_key, shard_dir, write_jsonl_atomic
+from equiv.rundir.lock import hold_run_dir
 from equiv.search.config import ScaleConfig
 from equiv.search.placement import Placement, apply_memory_split, assign_round_robin, plan_placement
 from equiv.search.progress import Progress, finish_run
@@ -143,6 +144,28 @@ def run_distributed(
     summary (``complete``: false) and propagates, as in a single-process run.
     """
     search, run, out = check_eval_inputs(algo, problems, out_dir, search, run, scale)
+    with hold_run_dir(out):  # the driver is the directory's one writer; workers own their shards
+        return _run_distributed_held(
+            algo=algo, problems=problems, engine_factory=engine_factory, out=out, scale=scale, search=search,
+            run=run, pruner=pruner, grader=grader, tensor_parallel_size=tensor_parallel_size, config=config,
+        )
+
+
+def _run_distributed_held(
+    *,
+    algo: str,
+    problems: Sequence[Any],
+    engine_factory: EngineFactory,
+    out: Path,
+    scale: ScaleConfig,
+    search: Any,
+    run: Any,
+    pruner: str,
+    grader: Any,
+    tensor_parallel_size: int,
+    config: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """:func:`run_distributed` with the run directory's lock held."""
     order = [(str(p.id), int(s)) for p in problems for s in run.seeds]
 
     # Resume: fold shards of a killed run into results.jsonl, then let the run directory's

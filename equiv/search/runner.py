@@ -36,6 +36,7 @@ from equiv.rundir import (
     tree_file_name,
     write_atomic,
 )
+from equiv.rundir.lock import hold_run_dir
 from equiv.prune.strategies import PrunerConfig
 from equiv.search.aggregate import HEADLINE, Solution, aggregate
 from equiv.search.algorithms import ALGORITHMS
@@ -230,6 +231,22 @@ def run_eval(
     ``pruner`` is the name records and the summary carry (the strategy, or a scripted judge's
     name); how the verdicts are grouped is ``engines.pruner``, a :class:`PrunerConfig`."""
     search, run, out = check_eval_inputs(algo, problems, out_dir, search, run)
+    with hold_run_dir(out):  # one writer (re-entrant: eval_main already holds it)
+        return _run_eval_held(algo, problems, engines, out, search, run, pruner, grader, config)
+
+
+def _run_eval_held(
+    algo: str,
+    problems: Sequence[Any],
+    engines: Engines,
+    out: Path,
+    search: SearchConfig,
+    run: RunConfig,
+    pruner: str,
+    grader: Grader | None,
+    config: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """:func:`run_eval` with the run directory's lock held."""
     grader = grader or Grader.default()
     done, done_records = prepare_resume(out, algo=algo, pruner=pruner, retry_errors=run.retry_errors)
     order = {(str(p.id), int(s)): i for i, (p, s) in enumerate((p, s) for p in problems for s in run.seeds)}

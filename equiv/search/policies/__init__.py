@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
+from equiv.backbones import check_local_model, unreadable_model, unreadable_model_errors
 from equiv.devices import check_dtype_name
 from equiv.errors import InputError
 from equiv.registry import Registry
@@ -151,7 +152,11 @@ def build_policy(cfg: PolicyConfig) -> StepPolicy:
     cfg.validate()
     if is_gguf(cfg.model):  # a GGUF file: its dequantized Hugging Face directory (built once, cached)
         cfg = replace(cfg, model=str(dequantized_dir(cfg.model)))
-    return BACKENDS.get(cfg.backend).build(cfg)
+    check_local_model(cfg.model, field="policy.model")
+    try:
+        return BACKENDS.get(cfg.backend).build(cfg)
+    except unreadable_model_errors() as err:  # missing or damaged: one line, not a page of traceback
+        raise unreadable_model(err, cfg.model, field="policy.model", what="policy model") from None
 
 
 # The builders import their modules when called: vLLM and transformers load torch (and vLLM

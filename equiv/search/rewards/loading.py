@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import torch
 
 from equiv import devices
-from equiv.backbones import resolve_model_name
+from equiv.backbones import check_local_model, resolve_model_name, unreadable_model, unreadable_model_errors
 from equiv.errors import InputError
 
 
@@ -27,11 +27,15 @@ def load_prm(cfg: Any, loader: Any) -> tuple[Any, Any]:
     dtype = devices.resolve_load_dtype(cfg.dtype, device, field="reward.dtype")
     if dtype == "auto":
         dtype = torch.bfloat16
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
+    check_local_model(cfg.model, field="reward.model")
     attn = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
-    model = loader.from_pretrained(
-        path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **devices.direct_load_kwargs(device)
-    )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code)
+        model = loader.from_pretrained(
+            path, dtype=dtype, trust_remote_code=cfg.trust_remote_code, **attn, **devices.direct_load_kwargs(device)
+        )
+    except unreadable_model_errors() as err:  # missing or damaged: one line, not a page of traceback
+        raise unreadable_model(err, cfg.model, field="reward.model", what="reward model") from None
     model.to(device).eval()
     return model, tokenizer
 

@@ -1,0 +1,260 @@
+"""One clear line instead of a silent wrong answer or a traceback (issue #44, items 4, 7 and 8):
+an incomplete judge export, unreadable weights, a crafted ``--ckpt_path``, a missing local model,
+JSON nested too deep, ``--output`` naming a folder, duplicate keys, invisible text, a missing
+tree file, an empty run in ``compare``, and where fit's logs go. Real tiny judges, the real CLIs
+(in process, as tests/helpers/cli.py explains; ``pairs`` once in a real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from equiv.errors import InputError
+from equiv.judge.export import load_judge
+from tests.helpers.cli import Result, invoke
+from tests.helpers.judges import make_tiny_judge, tiny_fit_argv
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_PAIRS = REPO / "equiv" / "data" / "demo_data" / "valid.jsonl"
+
+
+def _one_error_line(result: Result) -> str:
+    assert result.returncode == 2, (result.stdout[-500:], result.stderr[-800:])
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ") or "Traceback" in line]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-1500:]
+    return lines[0]
+
+
+def _pairs(*args: object) -> Result:
+    from equiv.prune.cli import pairs_main
+
+    return invoke(pairs_main, list(args))
+
+
+@pytest.fixture()
+def judge(tmp_path: Path) -> Path:
+    return make_tiny_judge(tmp_path / "judge")
+
+
+# -- item 4: a judge export must be whole ----------------------------------------------------------
+def test_a_judge_without_its_tokenizer_is_refused_in_a_real_process(judge: Path):
+    """Before: AutoTokenizer fell back to a 5-word vocabulary, every word [UNK], 72 false merges
+    of 75 demo pairs, exit 0."""
+    for path in judge.iterdir():
+        if path.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            path.unlink()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([sys.executable, "search_cli.py", "pairs", "--strategy", "model", "--model", str(judge),
+                           "--data", str(DEMO_PAIRS)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    assert f"{judge}: field 'model': incomplete judge export, missing: tokenizer_config.json" in line
+    assert "vocabulary" in line and done.stdout == ""
+
+
+@pytest.mark.parametrize(("remove", "named"), [
+    (("model.safetensors",), "weights (one of model.safetensors"),
+    (("vocab.txt", "tokenizer.json"), "the tokenizer's vocabulary"),
+    ((), "'equiv' settings block"),
+])
+def test_each_missing_part_of_an_export_is_named(tmp_path: Path, remove, named):
+    judge = make_tiny_judge(tmp_path / "judge", settings=None if not remove else
+                            {"max_length": 96, "decision_threshold": 0.5})
+    for name in remove:
+        (judge / name).unlink(missing_ok=True)  # a tokenizer saves one vocabulary file or another
+    with pytest.raises(InputError, match="incomplete judge export") as err:
+        load_judge(judge)
+    assert named in str(err.value) and "\n" not in str(err.value)
+
+
+def test_settings_without_a_threshold_are_incomplete(tmp_path: Path):
+    judge = make_tiny_judge(tmp_path / "judge", settings={"max_length": 96})
+    with pytest.raises(InputError, match="missing: equiv.decision_threshold in config.json"):
+        load_judge(judge)
+
+
+# -- item 7: tracebacks that become one line -------------------------------------------------------
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_truncated_or_empty_safetensors_is_one_line(judge: Path, damage: str):
+    weights = judge / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"")
+    line = _one_error_line(_pairs("--strategy", "model", "--model", judge, "--data", DEMO_PAIRS))
+    assert str(judge) in line
+    assert ("SafetensorError" in line) if damage == "truncated" else ("model.safetensors is empty" in line)
+
+
+class _Runs:  # what a crafted pickle names: refused, never called
+    def __reduce__(self):
+        return (print, ("crafted code ran",))
+
+
+def test_a_pickled_pytorch_model_bin_is_one_line_and_runs_nothing(judge: Path):
+    (judge / "model.safetensors").unlink()
+    (judge / "pytorch_model.bin").write_bytes(pickle.dumps({"weight": _Runs()}))
+    result = _pairs("--strategy", "model", "--model", judge, "--data", DEMO_PAIRS)
+    line = _one_error_line(result)
+    assert "cannot load the judge's weights" in line and "crafted code ran" not in result.stdout + result.stderr
+
+
+def test_fit_with_a_crafted_ckpt_path_is_one_line(tmp_path: Path, judge: Path):
+    from equiv.judge.cli import main
+
+    crafted = tmp_path / "crafted.ckpt"
+    crafted.write_bytes(pickle.dumps({"state_dict": _Runs()}, protocol=2))  # GLOBAL builtins.print
+    train = tmp_path / "train.jsonl"
+    shutil.copy(REPO / "equiv" / "data" / "demo_data" / "train.jsonl", train)
+    result = invoke(main, tiny_fit_argv(judge, train, tmp_path / "run", f"--ckpt_path={crafted}"))
+    line = _one_error_line(result)
+    assert f"{crafted}: field 'ckpt_path': refused: the checkpoint names" in line
+    assert "crafted code ran" not in result.stdout + result.stderr and not (tmp_path / "run" / "judge").exists()
+
+
+def test_a_missing_local_policy_model_is_one_line(tmp_path: Path, capsys):
+    from equiv.search.cli import eval_main
+    from tests.helpers.runs import base_args
+    from tests.helpers.scripted import scripted_factory
+
+    with pytest.raises(SystemExit) as exc:
+        eval_main(base_args(tmp_path) + ["--policy.model", "/nonexistent"], engine_factory=scripted_factory)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["error: /nonexistent: field 'policy.model': no such file or directory (a local model path)"]
+    assert not (tmp_path / "run").exists()  # refused before the run directory is made
+
+
+def _deep(depth: int = 100_000) -> str:
+    return '{"sentence1": ' + "[" * depth + "]" * depth + ', "sentence2": "b", "result": 4}'
+
+
+def test_json_nested_too_deep_is_one_line_in_pairs_and_in_fit(tmp_path: Path, judge: Path):
+    data = tmp_path / "deep.jsonl"
+    data.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n" + _deep() + "\n")
+    line = _one_error_line(_pairs("--strategy", "exact", "--data", data))
+    assert f"{data}:2: nested too deeply to read" in line
+
+    from equiv.judge.cli import main
+
+    line = _one_error_line(invoke(main, tiny_fit_argv(judge, data, tmp_path / "run")))
+    assert f"{data}:2: nested too deeply to read" in line
+
+
+def test_pairs_output_naming_a_folder_is_refused_before_the_scoring(tmp_path: Path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    result = _pairs("--strategy", "exact", "--data", DEMO_PAIRS, "--output", folder)
+    line = _one_error_line(result)
+    assert f"{folder}: --output names a directory, not a file" in line
+    assert result.stdout == ""  # nothing was scored or printed first
+
+
+# -- item 8: small silent ones ---------------------------------------------------------------------
+def test_a_data_line_with_a_duplicate_key_is_refused(tmp_path: Path):
+    data = tmp_path / "dup.jsonl"
+    data.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n"
+                    + '{"sentence1": "a", "sentence2": "b", "result": 4, "result": 0}\n')
+    line = _one_error_line(_pairs("--strategy", "exact", "--data", data))
+    assert f"{data}:2: key 'result' occurs twice in one object" in line
+
+
+def test_a_sentence_of_zero_width_spaces_is_refused(tmp_path: Path):
+    data = tmp_path / "zw.jsonl"
+    data.write_text(json.dumps({"sentence1": "\u200b\u200b\u2060", "sentence2": "b", "result": 4}) + "\n")
+    line = _one_error_line(_pairs("--strategy", "exact", "--data", data))
+    assert f"{data}:1: field 'sentence1': holds no visible character" in line
+
+
+def test_report_names_a_missing_tree_file(tmp_path: Path, capsys):
+    import search_cli
+    from equiv.search.cli import eval_main
+    from tests.helpers.runs import base_args
+    from tests.helpers.scripted import scripted_factory
+
+    assert eval_main(base_args(tmp_path, n=2) + ["--run.save_trees", "true"], engine_factory=scripted_factory) == 0
+    run = tmp_path / "run"
+    named = json.loads((run / "results.jsonl").read_text().splitlines()[0])["tree"]
+    (run / named).unlink()
+    capsys.readouterr()
+    assert search_cli.main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    captured = capsys.readouterr()
+    assert "embedded trees for 1 of 1 problem(s)" in captured.out  # before: the same line, alone
+    assert f"missing tree files: 1 named in results.jsonl do not exist (e.g. {run / named})" in captured.err
+
+
+def test_compare_names_a_run_without_records(tmp_path: Path, capsys):
+    from equiv.search.cli import compare_main, eval_main
+    from tests.helpers.runs import base_args
+    from tests.helpers.scripted import scripted_factory
+
+    assert eval_main(base_args(tmp_path, n=2), engine_factory=scripted_factory) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "results.jsonl").write_text("")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        compare_main([str(tmp_path / "run"), str(empty)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {empty}: holds no records yet (results.jsonl is empty: the run finished no problem); nothing to compare"
+
+
+def test_fit_logs_follow_the_root_dir_the_user_gives(tmp_path: Path, judge: Path, monkeypatch):
+    """configs/demo.yaml fixed the logger's save_dir to outputs/demo, so --trainer.default_root_dir
+    moved the checkpoints and not the logs (a probe wrote 270 MB into the checkout)."""
+    from equiv.judge.cli import main
+
+    monkeypatch.chdir(tmp_path)  # a logger that ignored the root dir would write here
+    demo = REPO / "equiv" / "data" / "demo_data"
+    root = tmp_path / "root"
+    result = invoke(main, ["fit", "--config", str(REPO / "configs" / "demo.yaml"), f"--trainer.default_root_dir={root}",
+                           f"--model.model_name={judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+                           "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
+                           f"--data.train={demo / 'train.jsonl'}", f"--data.val={demo / 'valid.jsonl'}"])
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert list((tmp_path / "root" / "logs").glob("version_*/metrics.csv"))
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("kind", ["policy", "prm"])
+def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str):
+    """A truncated model.safetensors in a local policy or PRM: SafetensorError, as one line
+    naming the setting (not a traceback from inside transformers)."""
+    from equiv.search.tiny import resolve_tiny
+
+    model = Path(resolve_tiny(f"tiny:{tmp_path / kind}", kind))
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    if kind == "policy":
+        from equiv.search.policies import PolicyConfig, build_policy
+
+        with pytest.raises(InputError) as err:
+            build_policy(PolicyConfig(model=str(model), backend="transformers", device="cpu"))
+        field = "policy.model"
+    else:
+        from equiv.search.rewards import RewardConfig, build_reward_model
+
+        with pytest.raises(InputError) as err:
+            build_reward_model(RewardConfig(model=str(model), device="cpu"))
+        field = "reward.model"
+    message = str(err.value)
+    assert message.startswith(f"{model}: field '{field}': cannot load the ") and "SafetensorError" in message
+    assert "\n" not in message
+
+
+def test_a_logger_save_dir_other_than_the_root_dir_is_refused(tmp_path: Path):
+    """The link would override it silently; the same directory (as older commands give it) passes."""
+    from equiv.judge.cli import main
+
+    base = ["fit", "--config", str(REPO / "configs" / "demo.yaml"), f"--trainer.default_root_dir={tmp_path / 'a'}"]
+    line = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'b'}"]))
+    assert "field 'trainer.logger.init_args.save_dir': the logger writes under --trainer.default_root_dir" in line
+    # max_epochs 0 stops the run right after the save_dir check, before any model loads
+    same = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'a'}",
+                                         "--trainer.max_epochs=0"]))
+    assert "trainer.max_epochs" in same and not (tmp_path / "b").exists()
