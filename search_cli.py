@@ -1,4 +1,4 @@
-"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,report} ...``.
+"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,report,serve} ...``.
 
 Thin on purpose: each subcommand lives in the package and is imported only when asked for, so
 ``pairs`` does not pay for importing vLLM and ``report`` does not import torch.
@@ -15,6 +15,7 @@ COMMANDS = {
     "pairs": ("equiv.prune.cli", "pairs_main", "evaluate an equivalence strategy on labelled pairs"),
     "siblings": ("equiv.rundir.siblings", "siblings_main", "sibling step pairs of saved search trees, to label"),
     "report": ("equiv.report.cli", "report_main", "write an HTML report with plots and search trees"),
+    "serve": ("equiv.serve.cli", "serve_main", "serve an exported judge over HTTP (LitServe)"),
 }
 
 
