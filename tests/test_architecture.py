@@ -26,6 +26,8 @@ LAYERS: dict[str, int] = {
     "judge": 3,
     "prune": 4,
     "search": 5,
+    "serve": 5,  # beside search: serves a prune judge, imports no search module
+    "adapters": 5,  # beside search: other frameworks' searches pruned by a prune judge
     "report": 6,
 }
 
