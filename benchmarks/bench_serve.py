@@ -68,12 +68,22 @@ class Server:
         # the same torch CPU threads for both servers (one is stable on 2 shared cores)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         self.url = f"http://127.0.0.1:{self.port}"
+        # its log to a file, not a pipe nobody reads while it serves (a full pipe would stall it)
+        self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, *argv, "--port", str(self.port)], cwd=ROOT, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                                     stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True)
+        try:
+            self._wait_healthy(argv[0])
+        except BaseException:  # not healthy, or interrupted while starting: leave nothing running
+            self.stop()
+            raise
+
+    def _wait_healthy(self, name: str) -> None:
         deadline = time.monotonic() + 300
         while True:
             if self.proc.poll() is not None:
-                raise SystemExit(f"{argv[0]} exited: {self.proc.stderr.read().decode()[-1500:]}")
+                self.log.seek(0)
+                raise SystemExit(f"{name} exited: {self.log.read().decode('utf-8', 'replace')[-1500:]}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
                     if r.status == 200:
@@ -81,7 +91,7 @@ class Server:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise SystemExit(f"{argv[0]} not healthy after 300 s")
+                raise SystemExit(f"{name} not healthy after 300 s")
             time.sleep(0.5)
 
     def stop(self) -> None:

@@ -196,3 +196,50 @@ def test_a_service_down_or_answering_badly_stops_the_run_with_one_line(server, t
     err = capsys.readouterr().err.strip()
     assert stopped.value.code == 2 and len(err.splitlines()) == 1 and "pruner.url" in err and url in err, err
     assert not (out / "results.jsonl").exists()
+
+
+def test_a_service_failing_mid_run_stops_it_with_one_line_not_error_records(tmp_path, shared_data, capsys):
+    """A service whose /info is right but whose /verdicts fails (HTTP 500) once the search asks:
+    the bounded retry, then exit 2 with one line -- not a run of per-problem error records."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from search_cli import main as search_main
+
+    asked = []
+
+    class Failing(BaseHTTPRequestHandler):
+        def _answer(self, status: int, payload: dict) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._answer(200, {"model": {"judge_fingerprint": "sha256:failing", "policy": {"threshold": 0.5}}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            asked.append(self.path)
+            self._answer(500, {"error": "the judge worker died"})
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    out = tmp_path / "run"
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            search_main(demo_argv(shared_data, out, "--pruner.strategy", "remote", "--pruner.url", url,
+                                  "--pruner.model", "null", "--pruner.device", "auto"))
+    finally:
+        httpd.shutdown()
+    err = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "HTTP 500" in err and "the judge worker died" in err and "4 tries" in err
+    assert asked and set(asked) == {"/verdicts"}
+    assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text().strip()

@@ -49,31 +49,35 @@ class JudgeAPI(ls.LitAPI):
         return list(output)
 
     def predict(self, requests: Any) -> list[Any]:
-        from equiv.serve.verdicts import group, verdicts
+        from equiv.serve.verdicts import group_from, group_pairs, verdicts
 
         batch = requests if isinstance(requests, list) else [requests]
         self.batches += 1
-        # every pair of every request in the batch, in one judge call
+        # every pair of every request in the batch (a /group's siblings included), in ONE judge call
         flat: list[tuple[str, str]] = []
         questions: list[str] = []
         for req in batch:
             self.requests[req["route"]] += 1
             self.pairs_asked += pair_count(req)
-            if req["route"] in ("verdicts", "predict", "merge_model_inference"):
+            if req["route"] == "group":
+                steps = req["steps"]
+                flat.extend((steps[i], steps[j]) for i, j in group_pairs(steps))
+                questions.extend([req["question"] or ""] * pair_count(req))
+            elif req["route"] != "metrics":
                 flat.extend((a, b) for a, b in req["pairs"])
                 questions.extend(req.get("questions") or [""] * len(req["pairs"]))
         found = verdicts(self.judge, flat, questions) if flat else []
         out: list[Any] = []
         start = 0
         for req in batch:
+            n = pair_count(req)
+            mine, start = found[start:start + n], start + n
             if req["route"] == "group":
-                out.append(("group", group(self.judge, req["steps"], req["question"], mode=req["grouping"])))
+                out.append(("group", group_from(req["steps"], mine, self.judge.threshold, mode=req["grouping"])))
             elif req["route"] == "metrics":
                 out.append(("metrics", self.metrics()))
             else:
-                n = len(req["pairs"])
-                out.append((req["route"], req, found[start:start + n]))
-                start += n
+                out.append((req["route"], req, mine))
         if len(self.judge._cache) > CACHE_LIMIT:
             self.judge.clear_cache()
         return out if isinstance(requests, list) else out[0]

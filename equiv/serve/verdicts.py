@@ -88,11 +88,23 @@ class GroupResult:
     verdicts: list[PairVerdict]
 
 
+def group_pairs(steps: Sequence[str]) -> list[tuple[int, int]]:
+    """The index pairs a set of siblings is judged on (every pair, in :func:`sibling_pairs` order)."""
+    return sibling_pairs(len(steps))
+
+
+def group_from(steps: Sequence[str], found: Sequence[PairVerdict], threshold: float, *,
+               mode: str = "greedy") -> GroupResult:
+    """Group siblings from the verdicts of their :func:`group_pairs` (judged in a larger batch)."""
+    index_pairs = group_pairs(steps)
+    grouping = group_equivalent(len(steps), {p: v.probability for p, v in zip(index_pairs, found)},
+                                threshold, mode=mode)  # type: ignore[arg-type]
+    return GroupResult(grouping, index_pairs, list(found))
+
+
 def group(judge: CachedJudge, steps: Sequence[str], question: str | None = None, *, mode: str = "greedy") -> GroupResult:
     """Group one problem's sibling steps (every pair judged in one call), as search groups them."""
-    index_pairs = sibling_pairs(len(steps))
+    index_pairs = group_pairs(steps)
     found = verdicts(judge, [(steps[i], steps[j]) for i, j in index_pairs],
                      None if question is None else [question] * len(index_pairs))
-    grouping = group_equivalent(len(steps), {p: v.probability for p, v in zip(index_pairs, found)},
-                                judge.threshold, mode=mode)  # type: ignore[arg-type]
-    return GroupResult(grouping, index_pairs, found)
+    return group_from(steps, found, judge.threshold, mode=mode)
