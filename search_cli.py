@@ -1,4 +1,4 @@
-"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,label,agreement,report} ...``.
+"""Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,label,agreement,report,serve} ...``.
 
 Thin on purpose: each subcommand lives in the package and is imported only when asked for, so
 ``pairs`` does not pay for importing vLLM and ``report`` does not import torch.
@@ -17,6 +17,7 @@ COMMANDS = {
     "label": ("equiv.labelling.cli", "label_main", "label a pairs file with an LLM (OpenAI-compatible endpoint)"),
     "agreement": ("equiv.labelling.cli", "agreement_main", "agreement of two label files: levels, binary, kappa"),
     "report": ("equiv.report.cli", "report_main", "write an HTML report with plots and search trees"),
+    "serve": ("equiv.serve.cli", "serve_main", "serve an exported judge over HTTP (LitServe)"),
 }
 
 

@@ -72,6 +72,12 @@ def loads_strict(text: str | bytes) -> object:
         raise JSONShapeError("nested too deeply to read (is this a data file?)") from None
 
 
+class ServiceError(InputError):
+    """A service the whole run depends on (a remote judge) is down or answers badly, after a
+    bounded retry: fatal for the run -- one line, a non-zero exit -- never one problem's error
+    record, and never a silent "not equivalent"."""
+
+
 def check_fraction(value: object, field: str, path: str | Path | None = None, closed: bool = True) -> float:
     """A setting that is a fraction -- a number in [0, 1] ([0, 1) when not ``closed``) -- as a
     float; anything else is one line naming ``field`` (and ``path``, the file it came from)."""

@@ -27,6 +27,8 @@ LAYERS: dict[str, int] = {
     "labelling": 3,  # LLM labels for pairs (data.records below it); nothing in the package imports it
     "prune": 4,
     "search": 5,
+    "serve": 5,  # beside search: serves a prune judge, imports no search module
+    "adapters": 5,  # beside search: other frameworks' searches pruned by a prune judge
     "report": 6,
 }
 

@@ -150,3 +150,22 @@ def test_bench_real_lm_refuses_a_missing_judge(tmp_path):
          "--judge", str(tmp_path / "nojudge")], capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 2 and "trainer_cli.py fit --config configs/gsm8k_equiv.yaml" in proc.stderr
+
+
+@pytest.mark.serve
+@pytest.mark.timeout(1000)
+def test_bench_serve_quick_prints_its_table_and_ratio(tmp_path, shared_data):
+    """Both servers start, every client request is answered, the table and the ratio are printed."""
+    pytest.importorskip("litserve")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_serve.py"), "--quick", "--sets", "1", "--clients", "2",
+         "--data", str(shared_data / "gsm8k" / "model_solutions.jsonl"), "--json", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1].startswith("speedup: ")
+    figures = json.loads(out.read_text())
+    served, reference = figures["rows"]["served (/group, LitServe)"], figures["rows"]["reference (1 pair/request)"]
+    assert served["pairs"] == reference["pairs"] == 45  # the same pairs both ways
+    assert served["requests"] == 1 and reference["requests"] == 45  # one /group vs one request per pair

@@ -21,6 +21,7 @@ from equiv.prune.cached import CachedJudge, check_statement_floor, check_thresho
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.loading import stored_judge_kind
 from equiv.prune.model_judge import HybridJudge, ModelJudge
+from equiv.prune.remote import RemoteJudge
 from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
 from equiv.registry import Registry
 
@@ -83,6 +84,9 @@ class PrunerConfig:
             (:func:`equiv.text.claims.below_statement_floor`) merges only at this probability or
             above; None = the export's ``statement_threshold`` for ``model``/``hybrid`` (none for
             the other strategies), 0 = no floor.
+        url: the judge service's address (``remote``: ``search_cli.py serve``; docs/serving.md).
+        judge_fingerprint: ``remote``: the served judge this run is bound to; eval fills it from
+            the service's ``/info``, so a resume against another judge is refused.
     """
 
     strategy: str = "none"
@@ -97,6 +101,8 @@ class PrunerConfig:
     representative: Literal["first", "prior", "score"] = "first"
     claim_guard: bool | None = None
     statement_threshold: float | None = None
+    url: str | None = None
+    judge_fingerprint: str | None = None
 
     def validate(self) -> None:
         """Each setting on its own (:func:`build_judge` checks which the strategy takes)."""
@@ -137,6 +143,9 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
         raise InputError(f"only the model strategy has a prefilter (strategy is {s!r})", field="prefilter")
     if cfg.model is not None and not entry.model:
         raise InputError(f"strategy {s!r} takes no model", field="model")
+    if (cfg.url is not None or cfg.judge_fingerprint is not None) and s != "remote":
+        raise InputError(f"only the remote strategy takes a service url and fingerprint (strategy is {s!r})",
+                         field="url" if cfg.url is not None else "judge_fingerprint")
     if cfg.threshold is not None and not entry.threshold:
         raise InputError(f"strategy {s!r} is a 0/1 rule and takes no threshold", field="threshold")
     judge = entry.build(cfg)
@@ -172,6 +181,15 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
     )
 
 
+def _remote(cfg: PrunerConfig) -> CachedJudge:
+    """``remote``: the service applies its judge's whole policy; settings it would ignore are errors."""
+    for name in ("claim_guard", "statement_threshold"):
+        if getattr(cfg, name) is not None:
+            raise InputError("the remote strategy uses the served judge's own policy; set it where the judge is "
+                             "exported", field=name)
+    return RemoteJudge(cfg.url, expected_fingerprint=cfg.judge_fingerprint)
+
+
 STRATEGIES.add(Strategy("none", lambda cfg: None, "no pruning (the baseline)", threshold=False))
 STRATEGIES.add(Strategy("exact", lambda cfg: ExactJudge(), "equal after whitespace normalisation", threshold=False))
 STRATEGIES.add(Strategy("levenshtein", lambda cfg: LevenshteinJudge(cfg.threshold),
@@ -185,3 +203,5 @@ STRATEGIES.add(Strategy("model", _classifier, "the trained judge behind the Leve
                         learned=True, model=True, prefilter=True, export_settings=True))
 STRATEGIES.add(Strategy("hybrid", _classifier, "the judge's logit and rule features, the export's combiner",
                         learned=True, model=True, prefilter=True, export_settings=True))
+STRATEGIES.add(Strategy("remote", _remote, "the judge of a running `search_cli.py serve` (its whole policy), over HTTP",
+                        learned=True, threshold=False, export_settings=True))

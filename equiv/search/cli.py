@@ -128,7 +128,7 @@ RESULT_DEFINING = {
                "fewshot_path", "fewshot_count", "fewshot_seed"),
     "reward": ("kind", "model", "options"),
     "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative", "claim_guard",
-               "statement_threshold"),
+               "statement_threshold", "judge_fingerprint"),
 }
 
 
@@ -222,6 +222,21 @@ def check_resume_config(out: Path, config_text: str, data: dict[str, Any] | None
         )
 
 
+def bind_remote_judge(cfg: Any, init: Any) -> None:
+    """``--pruner.strategy remote``: record the service's judge fingerprint (its ``/info``) in the
+    configuration the run directory is bound to, so resuming against another judge is refused; a
+    fingerprint given on the command line must be the service's."""
+    if init.pruner.strategy != "remote" or not init.pruner.url:
+        return
+    from equiv.prune.remote import service_info
+
+    served = service_info(init.pruner.url)["judge_fingerprint"]
+    if init.pruner.judge_fingerprint not in (None, served):
+        raise InputError(f"the service at {init.pruner.url} serves judge {served}, not {init.pruner.judge_fingerprint}",
+                         field="pruner.judge_fingerprint")
+    cfg.pruner.judge_fingerprint = init.pruner.judge_fingerprint = served
+
+
 def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] | None = None) -> int:
     """Run (or resume) an evaluation. ``engine_factory`` is a seam for scripted-engine tests."""
     import yaml
@@ -245,6 +260,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         init.pruner.validate()
         check_local_model(init.policy.model, field="policy.model")  # before the run directory is touched
         check_local_model(init.reward.model, field="reward.model")
+        bind_remote_judge(cfg, init)  # before config_text: the binding holds the served judge's fingerprint
         problems = load_data(init.data)
         out = writable_directory(cfg.out)
         with hold_run_dir(out):  # one writer per run directory, from the check to the last write

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.errors import InputError
+from equiv.errors import InputError, ServiceError
 from equiv.rundir import (
     PAIRS,
     RESULTS,
@@ -135,6 +135,8 @@ async def solve_problem(
             prediction = grader.extract("\n".join(path), problem.kind)
         if prediction is not None:
             correct = verdict(prediction)
+    except ServiceError:
+        raise  # the judge service is gone: no problem's record can be right, stop the run
     except Exception as err:  # noqa: BLE001 - one problem's failure must not stop the run
         error = one_line(err)
         correct = False

@@ -1,0 +1,87 @@
+"""``search_cli.py serve``: one exported judge over HTTP (LitServe), bound to 127.0.0.1 by default.
+
+The judge is loaded once here to check the directory and read its policy and fingerprint (shown
+at ``/info``), then once per LitServe worker. Put it behind a reverse proxy with authentication
+before binding it to anything but loopback (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
+from equiv.prune.strategies import PrunerConfig, build_judge
+from equiv.serve.protocol import OUTPUT_TYPES, Limits
+from equiv.serve.verdicts import REASONS
+
+
+@dataclass(frozen=True)
+class LoadJudge:
+    """Builds the served judge in a worker on the device LitServe gives it (picklable: workers spawn)."""
+
+    config: PrunerConfig
+
+    def __call__(self, device: str) -> Any:
+        # LitServe names devices "cpu", "cuda:0", "mps"; the judge takes the same names
+        judge = build_judge(replace(self.config, device=device if self.config.device == "auto" else self.config.device))
+        if judge is None:
+            raise InputError("nothing to serve", field="model")
+        return judge
+
+
+def describe_served(config: PrunerConfig) -> dict[str, Any]:
+    """What ``/info`` shows: the model path, the judge's whole policy and its fingerprint."""
+    from equiv.serve.fingerprint import judge_fingerprint
+
+    judge = LoadJudge(replace(config, device="cpu"))("cpu")
+    policy = judge.describe()
+    return {"model": str(config.model), "judge_fingerprint": judge_fingerprint(str(config.model), policy),
+            "policy": policy, "reasons": list(REASONS)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="search_cli.py serve", description="Serve an exported judge over HTTP (LitServe).")
+    p.add_argument("--model", required=True, help="exported judge directory (trainer_cli.py fit --export_dir)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--device", default="auto", help="auto (LitServe picks CUDA if visible), cpu, cuda")
+    p.add_argument("--devices", default="auto", help="how many devices LitServe spreads workers over (auto: all)")
+    p.add_argument("--workers_per_device", type=int, default=1)
+    p.add_argument("--max_batch_size", type=int, default=64, help="requests LitServe batches into one judge call")
+    p.add_argument("--batch_timeout", type=float, default=0.005, help="seconds LitServe waits to fill a batch")
+    p.add_argument("--batch_size", type=int, default=64, help="pairs per forward pass")
+    p.add_argument("--max_pairs", type=int, default=Limits.max_pairs, help="pairs one request may hold")
+    p.add_argument("--max_chars", type=int, default=Limits.max_chars, help="characters one step may hold")
+    p.add_argument("--output_type", choices=OUTPUT_TYPES, default="binary",
+                   help="/merge_model_inference's default answer (the reference worker's --output-type)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds a request may wait before a 504")
+    return p
+
+
+def serve_main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
+    with exit_on_input_error():
+        for name in ("port", "workers_per_device", "max_batch_size", "batch_size", "max_pairs", "max_chars"):
+            if getattr(args, name) < (0 if name == "port" else 1):
+                raise InputError(f"must be a positive integer, got {getattr(args, name)}", field=name)
+        config = PrunerConfig(strategy="model", model=args.model, batch_size=args.batch_size, device=args.device)
+        metadata = describe_served(config)
+    if args.device not in ("auto", "cpu") and not args.device.startswith(("cuda", "mps")):
+        print(f"error: field 'device': unknown device {args.device!r}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from equiv.serve.api import build_server
+
+    accelerator = "auto" if args.device == "auto" else args.device.split(":")[0]
+    devices: int | str = int(args.devices) if str(args.devices).isdigit() else args.devices
+    address = f"http://{args.host}:{args.port}"
+    server = build_server(LoadJudge(config), address=address, metadata=metadata, accelerator=accelerator,
+                          devices=devices, workers_per_device=args.workers_per_device,
+                          max_batch_size=args.max_batch_size, batch_timeout=args.batch_timeout,
+                          limits=Limits(max_pairs=args.max_pairs, max_chars=args.max_chars),
+                          default_output=args.output_type, timeout=args.timeout)
+    print(f"serving {args.model} ({metadata['judge_fingerprint'][:19]}...) at {address}", file=sys.stderr, flush=True)
+    server.run(host=args.host, port=args.port, generate_client_file=False, log_level="warning")
+    return 0

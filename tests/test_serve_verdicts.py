@@ -1,0 +1,62 @@
+"""The service's two light parts, without a server: the one judge adapter (a verdict and the rule
+that decided it, per pair, from a real tiny judge) and the request checks (no torch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from equiv.prune.model_judge import ModelJudge
+from equiv.serve.protocol import Limits, RequestError, decode_json, parse_request
+from equiv.serve.verdicts import group, verdicts
+from tests.helpers.judges import SETTINGS, make_tiny_judge
+
+QUESTION = "Janet has 3 apples and buys 4 more. How many apples does she have?"
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory):
+    # threshold 0.01: the model alone would merge every pair it scores, so each "no" below is a rule's
+    settings = {**SETTINGS, "prefilter_threshold": 0.5, "decision_threshold": 0.01, "claim_guard": True,
+                "statement_threshold": 0.999}
+    return ModelJudge(make_tiny_judge(tmp_path_factory.mktemp("j") / "judge", settings=settings), device="cpu")
+
+
+def test_each_verdict_names_the_rule_that_decided_it(judge):
+    pairs = [("3 + 4 = 7 apples.", "3+4 = 7 apples"),          # the same step up to formatting
+             ("3 + 4 = 7", "She walks to the market today."),  # Levenshtein ratio under the prefilter
+             ("She has 3 + 4 = 7 apples.", "She has 3 + 4 = 8 apples."),  # different results: the guard
+             ("She buys more apples.", "Janet buys more apples."),        # two statements: the floor
+             ("She has 3 + 4 = 7 apples.", "So she has 3 + 4 = 7 apples.")]  # the model, over the threshold
+    found = verdicts(judge, pairs, [QUESTION] * len(pairs))
+    assert [v.reason for v in found] == ["identical", "prefiltered", "guard:numbers", "floor", "threshold"]
+    assert [v.merged for v in found] == [True, False, False, False, True]
+    assert [v.model_call for v in found] == [False, False, True, True, True]
+    assert found[2].probability == 0.0 < found[2].score  # vetoed after the model scored it
+    # the same decision as the judge's own probabilities, which search groups by
+    assert [v.probability for v in found] == judge.pair_probabilities(pairs, [QUESTION] * len(pairs))
+
+
+def test_group_is_search_grouping_over_the_verdicts(judge):
+    result = group(judge, ["3 + 4 = 7 apples.", "3+4 = 7 apples", "She walks to the market today."], QUESTION)
+    assert result.grouping.classes == [[0, 1], [2]] and result.pairs == [(0, 1), (0, 2), (1, 2)]
+
+
+@pytest.mark.parametrize("route, body, status, words", [
+    ("group", {"steps": []}, 400, "'steps'"),
+    ("group", {"steps": ["a"] * 100}, 413, "pairs"),
+    ("verdicts", {"pairs": [["a", 1]]}, 400, "pairs[0][1]"),
+    ("verdicts", {"pairs": [["x" * 30_000, "b"]]}, 413, "pairs[0][0]"),
+    ("predict", {"inputs": []}, 400, "empty"),
+    ("merge_model_inference", [], 400, "JSON object"),
+])
+def test_bad_requests_are_refused_with_one_line_naming_the_field(route, body, status, words):
+    with pytest.raises(RequestError) as refused:
+        parse_request(route, body, Limits(max_pairs=1000))
+    assert refused.value.status == status and words in refused.value.message and "\n" not in refused.value.message
+
+
+def test_malformed_json_is_a_400():
+    with pytest.raises(RequestError, match="malformed JSON") as refused:
+        decode_json(b'{"steps": [', Limits())
+    assert refused.value.status == 400
+    assert parse_request("predict", {"inputs": ["a", "b"]}) == {"route": "predict", "pairs": [["a", "b"]], "single": True}
