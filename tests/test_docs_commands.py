@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from equiv.data.problems import DEMO_PREFIX, resolve_data_path
 from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
 DOCUMENTS = ("README.md", "docs/getting-started.md")
@@ -291,6 +292,9 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         data = [config["data"]["train"], config["data"]["val"]] if k == "trainer" else [config["data"]["path"]]
         for path in filter(None, data):  # a calibration split instead of data.val: None
             if path.startswith("../shared/") and not SHARED_DATA.exists():
+                continue
+            if path.startswith(DEMO_PREFIX):  # shipped inside the package
+                assert resolve_data_path(path).exists(), f"{cmd}: its data {path} is not in the package"
                 continue
             assert (workdir / path).exists(), f"{cmd}: its data file {path} does not exist"
     elif k == "ensemble":

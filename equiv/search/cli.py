@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.data.problems import load_problems
+from equiv.data.problems import load_problems, resolve_data_path
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
 from equiv.prune import build_judge, PrunerConfig
 from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
@@ -87,7 +87,7 @@ def check_fewshot_source(init: Any) -> None:
     shots = getattr(init.policy, "fewshot_path", None)
     if not shots or not init.data.path or init.policy.prompt_format != "fewshot":
         return
-    if Path(shots).resolve() == Path(init.data.path).resolve():
+    if Path(shots).resolve() == resolve_data_path(init.data.path).resolve():
         raise InputError(
             f"{shots} is also the evaluated data.path; take exemplars from a training split",
             field="policy.fewshot_path",
@@ -149,7 +149,7 @@ def _defining(config: dict[str, Any]) -> dict[str, Any]:
 def data_binding_of(data: DataConfig) -> dict[str, Any]:
     """The run directory's data binding (``data.json``) for ``--data.*``."""
     return data_binding(
-        dataset=data.dataset, path=data.path, split=data.split, hub_id=data.hub_id,
+        dataset=data.dataset, path=resolve_data_path(data.path), split=data.split, hub_id=data.hub_id,
         question_field=data.question_field, answer_field=data.answer_field, kind=data.kind,
     )
 
