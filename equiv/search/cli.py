@@ -17,21 +17,23 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.data.problems import load_problems, resolve_data_path
+from equiv.data.problems import DATASETS, load_problems, resolve_data_path
+from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
-from equiv.prune import build_judge, PrunerConfig
+from equiv.prune import build_judge, PrunerConfig, STRATEGIES
 from equiv.rundir import CONFIG, RESULTS, bind, count_records, data_binding, load_records, read_bound_config, read_bound_data
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.search import distributed
 from equiv.search.algorithms import ALGORITHMS
-from equiv.search.config import DataConfig, RunConfig, ScaleConfig, SearchConfig
+from equiv.search.config import PRUNE_STAGES, DataConfig, RunConfig, ScaleConfig, SearchConfig
 from equiv.search.placement import placed_engines
-from equiv.search.policies import build_policy, PolicyConfig
-from equiv.search.rewards import bind_policy_reward, RewardConfig
+from equiv.search.policies import BACKENDS, build_policy, PolicyConfig
+from equiv.search.rewards import bind_policy_reward, REWARDS, RewardConfig
 from equiv.search.runner import Engines, check_settings, run_eval
 from equiv.search.tiny import resolve_tiny
 
@@ -50,6 +52,7 @@ def build_eval_parser() -> Any:
         description="PRM-guided tree search on a math benchmark, with or without equivalence pruning.",
         exit_on_error=False,
         default_meta=False,
+        formatter_class=plain_formatter(),
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
     parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS.names())}")
@@ -61,6 +64,8 @@ def build_eval_parser() -> Any:
     parser.add_class_arguments(RewardConfig, "reward")
     parser.add_class_arguments(PrunerConfig, "pruner")
     parser.add_class_arguments(ScaleConfig, "scale")
+    show_choices(parser, {"algo": ALGORITHMS.names(), "search.prune_stage": PRUNE_STAGES, "policy.backend": BACKENDS.names(),
+                          "reward.kind": REWARDS.names(), "pruner.strategy": STRATEGIES.names(), "data.dataset": DATASETS})
     return parser
 
 
@@ -210,30 +215,48 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         check_settings(cfg.algo, init.search, init.run, init.scale)  # before anything is written
         init.pruner.validate()
         problems = load_data(init.data)
+        fresh = not Path(cfg.out).exists()
         out = writable_directory(cfg.out)
-        config_text = parser.dump(cfg, skip_none=False)
-        data = data_binding_of(init.data)
-        check_resume_config(out, config_text, data)
-        bind(out, config_text, data)  # only after the check: a refused rerun changes nothing
-        check_fewshot_source(init)  # refused before any model is built
-        resolve_tiny_models(init)
-        factory = engine_factory or build_engines
-        config = json.loads(json.dumps(cfg.as_dict(), default=str))
         try:
+            config_text = parser.dump(cfg, skip_none=False)
+            data = data_binding_of(init.data)
+            check_resume_config(out, config_text, data)
+            bind(out, config_text, data)  # only after the check: a refused rerun changes nothing
+            check_fewshot_source(init)  # refused before any model is built
+            resolve_tiny_models(init)
+            factory = engine_factory or build_engines
+            config = json.loads(json.dumps(cfg.as_dict(), default=str))
             summary = _evaluate(cfg.algo, init, problems, out, factory, config)
         except KeyboardInterrupt:
+            if remove_if_nothing_ran(out, fresh):
+                print(f"interrupted before any problem finished; {out} removed", file=sys.stderr)
+                return EXIT_INTERRUPTED
             print(
                 f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
                 "rerun the same command to resume",
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED
+        except BaseException:
+            remove_if_nothing_ran(out, fresh)
+            raise
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "
         f"{summary['mean_generated_tokens']:.1f}, errors {summary['errors']} -> {out}"
     )
     return 0
+
+
+def remove_if_nothing_ran(out: Path, fresh: bool) -> bool:
+    """Remove the run directory this command created when the run failed before any record was
+    written (a judge that does not load, a model that is missing): left behind, its binding would
+    be silently reused by the next run. A directory that existed before, or holds any record
+    (Ray workers' shards included), is kept. True when it was removed."""
+    if not fresh or not out.is_dir() or any(f.stat().st_size for f in out.rglob(RESULTS)):
+        return False
+    shutil.rmtree(out, ignore_errors=True)
+    return True
 
 
 def _evaluate(
