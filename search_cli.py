@@ -1,13 +1,17 @@
 """Search-side entry point: ``python search_cli.py {eval,compare,pairs,siblings,label,agreement,report,serve} ...``.
 
 Thin on purpose: each subcommand lives in the package and is imported only when asked for, so
-``pairs`` does not pay for importing vLLM and ``report`` does not import torch.
+``pairs`` does not pay for importing vLLM and ``report`` does not import torch. Third-party chatter
+(weight-loading bars, load reports, library deprecation warnings) is silenced before any subcommand
+is imported (:mod:`equiv.quiet`); ``--verbose`` on any subcommand keeps it.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from equiv import quiet
 
 COMMANDS = {
     "eval": ("equiv.search.cli", "eval_main", "run PRM-guided tree search on a benchmark"),
@@ -22,8 +26,9 @@ COMMANDS = {
 
 
 def usage() -> str:
-    lines = ["usage: search_cli.py COMMAND [options]   (COMMAND --help for its options)", "", "commands:"]
+    lines = ["usage: search_cli.py COMMAND [--verbose] [options]   (COMMAND --help for its options)", "", "commands:"]
     lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += ["", "--verbose: also show the libraries' own logs, progress bars and warnings"]
     return "\n".join(lines)
 
 
@@ -32,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0
-    name, rest = argv[0], argv[1:]
+    name, (rest, verbose) = argv[0], quiet.take_verbose(argv[1:])
+    quiet.configure(verbose)
     if name not in COMMANDS:
         print(f"error: unknown command {name!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
         return 2

@@ -15,8 +15,8 @@ paths resolve exactly as they do for a user, and nothing is written into the rep
 - ``pip install -e ".[extra]"``: the extra exists in pyproject.toml; ``mkdocs``: mkdocs.yml exists
   (CI builds the site strictly); ``pytest``: this suite itself.
 
-The slow tour test runs README's commands up to its GSM8K judge section for real; the GSM8K
-judge's own fits (about 25 min each on 2 cores) are checked by parsing, as above.
+The slow tour test (``tests/test_docs_tour.py``) runs the tour for real and compares its figures
+with the page's; the GSM8K judge's own fits (minutes each) are checked by parsing, as above.
 
 A command of any other shape fails the test: a new kind of documented command needs a check here.
 """
@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from equiv.data.problems import DEMO_PREFIX, resolve_data_path
 from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
 DOCUMENTS = ("README.md", "docs/getting-started.md")
@@ -132,8 +133,8 @@ def kind(cmd: Command) -> str:
     return "unknown"
 
 
-# README's tour ends where the GSM8K judge's section begins (real fits of ~25 min each).
-TOUR_END = "## The GSM8K judge"
+# README's tour ends where the Python API section begins.
+TOUR_END = "## Prune your own search"
 
 
 def tour_commands() -> list[Command]:
@@ -215,8 +216,9 @@ def workdir(tmp_path_factory) -> Path:
 
     work = make_workdir(tmp_path_factory.mktemp("docs"))
     for cmd in ALL_COMMANDS:
-        if kind(cmd) == "search_pairs" and option(cmd.argv, "--model") and not (work / option(cmd.argv, "--model")).exists():
-            make_tiny_judge(work / option(cmd.argv, "--model"))
+        model = option(cmd.argv, "--pruner.model") or option(cmd.argv, "--model")
+        if kind(cmd) == "search_pairs" and model and not (work / model).exists():
+            make_tiny_judge(work / model)
         if kind(cmd) == "ensemble":
             for seed, member in enumerate(members_of(cmd.argv)):
                 if not (work / member).exists():
@@ -292,6 +294,9 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         for path in filter(None, data):  # a calibration split instead of data.val: None
             if path.startswith("../shared/") and not SHARED_DATA.exists():
                 continue
+            if path.startswith(DEMO_PREFIX):  # shipped inside the package
+                assert resolve_data_path(path).exists(), f"{cmd}: its data {path} is not in the package"
+                continue
             assert (workdir / path).exists(), f"{cmd}: its data file {path} does not exist"
     elif k == "ensemble":
         if not SHARED_DATA.exists():
@@ -337,24 +342,6 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
             assert (workdir / option(cmd.argv, "--out") / "index.html").exists()
     else:
         pytest.fail(f"{cmd}: no check for this kind of command; add one to tests/test_docs_commands.py")
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(3600)  # the demo fit and two searches, up to 1800 s each
-def test_readme_tour_runs_verbatim(tmp_path: Path, shared_data: Path):
-    """The README's commands in order, for real, in a fresh scratch checkout: the demo fit exports
-    the judge, ``pairs`` scores with it, both searches run (the pruned one on that judge),
-    ``compare`` and ``report`` read them. Minutes on a CPU."""
-    work = make_workdir(tmp_path)
-    for cmd in tour_commands():
-        if kind(cmd) in ("venv", "pip_extra", "mkdocs", "pytest"):
-            continue
-        res = run(cmd, work, timeout=1800)
-        assert res.returncode == 0, f"{cmd}\n{res.stderr[-3000:]}"
-    assert (work / "outputs" / "demo" / "judge" / "config.json").exists()
-    summaries = {p.parent.name: json.loads(p.read_text()) for p in (work / "runs").glob("demo_*/summary.json")}
-    assert summaries["demo_pruned"]["pruner"] == "model" and summaries["demo_base"]["pruner"] == "none"
-    assert (work / "runs" / "report" / "index.html").exists()
 
 
 # -- links from outside the site ----------------------------------------------------------------------
@@ -404,7 +391,7 @@ def python_blocks(doc: str) -> list[tuple[int, str]]:
     return blocks
 
 
-PYTHON_EXAMPLES = [(doc, line, code) for doc in sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "docs").glob("*.md"))
+PYTHON_EXAMPLES = [(doc, line, code) for doc in ["README.md", *sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "docs").glob("*.md"))]
                    for line, code in python_blocks(doc)]
 
 
@@ -443,13 +430,14 @@ def test_paper_command_parses(cmd: Command, tmp_path: Path, monkeypatch, capsys)
     assert yaml.safe_load(out)["data"]
 
 
-def test_the_slow_tour_stops_before_the_gsm8k_judge():
-    """The verbatim tour runs the set-up and the five tour steps, not the GSM8K judge's long fits."""
+def test_the_tour_trains_nothing_twice_and_stops_before_the_gsm8k_judge():
+    """README's tour (run for real by tests/test_docs_tour.py) is the set-up fit and the tour steps:
+    one fit, the demo's, and not the GSM8K judge's long fits, which training.md documents."""
     tour = tour_commands()
     kinds = [kind(c) for c in tour]
-    assert "ensemble" not in kinds and not any("gsm8k_equiv" in " ".join(c.argv) for c in tour)
+    assert kinds.count("trainer") == 1 and "ensemble" not in kinds
+    assert not any("gsm8k_equiv" in " ".join(c.argv) for c in tour)
     for needed in ("trainer", "search_pairs", "search_eval", "search_compare", "search_report"):
         assert needed in kinds
-    # the judge's section is still checked, in README and (the ensemble) in the training guide
-    assert any(kind(c) == "trainer" and "configs/gsm8k_equiv.yaml" in c.argv for c in commands_in("README.md"))
+    assert any(kind(c) == "trainer" and "configs/gsm8k_equiv.yaml" in c.argv for c in commands_in("docs/training.md"))
     assert "ensemble" in [kind(c) for c in commands_in("docs/training.md")]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from equiv.data.problems import Problem, gsm8k_final_answer, load_problems
+from equiv.data.problems import Problem, gsm8k_final_answer, load_problems, resolve_data_path
 from equiv.errors import InputError
 
 
@@ -86,7 +87,7 @@ def test_wrong_names_and_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(InputError, match=r"could not load HuggingFaceH4/MATH-500 from the Hugging Face Hub.*path="):
+    with pytest.raises(InputError, match=r"could not load HuggingFaceH4/MATH-500 from the Hugging Face Hub.*--data\.path FILE"):
         load_problems("math500")
     with pytest.raises(ValueError, match="####"):
         gsm8k_final_answer("no marker")
@@ -103,3 +104,22 @@ def test_a_problems_file_that_is_not_utf8_is_one_line_naming_file_line_and_offse
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
     assert lines[0].startswith(f"error: {path}:2: is not UTF-8") and f"byte offset {len(good) + 17}" in lines[0]
+
+
+def test_the_demo_problems_ship_in_the_package_and_are_the_test_splits_first(tmp_path, monkeypatch):
+    """``demo:gsm8k`` reads the package's copy from any working directory (the tour needs no
+    ``../shared``); it is the start of the GSM8K test split, so ids and answers match it."""
+    monkeypatch.chdir(tmp_path)
+    demo = load_problems("gsm8k", path="demo:gsm8k")
+    assert [p.id for p in demo] == [f"gsm8k-{i}" for i in range(5)]
+    assert demo[0].question.startswith("Janet") and demo[0].answer == "18"
+    assert resolve_data_path("demo:gsm8k").parent.name == "demo_data"
+    assert resolve_data_path("runs/x.jsonl") == Path("runs/x.jsonl")
+    with pytest.raises(InputError, match=r"field 'data\.path': unknown demo problems 'math'; choose from demo:gsm8k"):
+        load_problems("gsm8k", path="demo:math")
+
+
+def test_the_demo_problems_equal_the_shared_test_split(shared_data):
+    shared = _shared_file(shared_data, "gsm8k").read_text().splitlines()
+    shipped = resolve_data_path("demo:gsm8k").read_text().splitlines()
+    assert shipped == shared[:len(shipped)]

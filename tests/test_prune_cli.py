@@ -177,3 +177,34 @@ def test_a_malicious_checkpoint_runs_nothing_and_is_refused_in_one_line(crafted,
     last = proc.stderr.strip().splitlines()
     assert len(last) == 1 and last[0].startswith(f"error: {evil}: ")
     assert "refused: the checkpoint names posix.system" in last[0]
+
+
+def test_eval_style_flags_and_the_old_spellings_are_one_command(crafted, capsys):
+    """``pairs`` takes ``eval``'s spellings (``--data.path``, ``--pruner.*``); the old ones stay aliases."""
+    assert pairs_main(["--data.path", str(crafted), "--pruner.strategy", "levenshtein", "--pruner.threshold", "0.9",
+                       "--pruner.batch_size", "4"]) == 0
+    new = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert pairs_main(["--data", str(crafted), "--strategy", "levenshtein", "--threshold", "0.9", "--batch-size", "4"]) == 0
+    old = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    new.pop("judge_stats"), old.pop("judge_stats")  # holds wall seconds
+    assert new == old and new["threshold"] == 0.9
+
+
+def test_the_report_explains_what_it_leaves_out_and_shows_no_spread_of_one_problem(crafted, tmp_path, capsys):
+    """The crafted pairs, all of one problem (one question): a spread over problems means nothing;
+    the level-2 pair is left out with its reason."""
+    rows = [dict(json.loads(line), question="How many eggs?") for line in crafted.read_text().splitlines()]
+    one = write_pairs(tmp_path / "one_problem.jsonl", rows)
+    assert pairs_main(["--data.path", str(one), "--pruner.strategy", "levenshtein"]) == 0
+    report = capsys.readouterr().out.strip().splitlines()[:-1]
+    assert "pairs         5 evaluated, 1 left out (label level 2: neither equivalent nor not under the judge's label mapping)" in report
+    assert "pairs from    1 problem (no spread: it is taken over problems)" in report
+    assert not [line for line in report if "±" in line]
+
+
+def test_a_prefilter_of_zero_reads_as_off(crafted, tmp_path, capsys):
+    judge = make_tiny_judge(tmp_path / "judge")
+    assert pairs_main(["--data.path", str(crafted), "--pruner.strategy", "model", "--pruner.model", str(judge),
+                       "--pruner.prefilter", "0"]) == 0
+    report = capsys.readouterr().out
+    assert "prefilter     off: every pair goes to the model" in report and "resolves 0.0%" not in report

@@ -25,6 +25,10 @@ Two more domains (paper Table 6), each with its own loader and grader:
 ``sample=N`` keeps a seeded random N of the loaded problems (``sample_seed``; file order kept),
 before ``start``/``end`` slicing: "a random 100 of GSM8K" is ``sample=100``.
 
+``path`` may also be ``demo:gsm8k``: the first 5 problems of the GSM8K test split, shipped inside
+the package (``equiv/data/demo_data/``; GSM8K is MIT-licensed, see ``NOTICE.md`` there) so the
+tour runs from any checkout or installed copy (:func:`resolve_data_path`).
+
 Ids are stable: a record's ``unique_id`` / ``id`` field when present, else ``<dataset>-<index>``
 with the 0-based index in the full file (before ``start``/``end`` slicing), so resumed and
 sliced runs key the same problem the same way.
@@ -45,6 +49,9 @@ from equiv.errors import InputError, JSONShapeError, loads_strict
 
 Kind = Literal["gsm8k", "math", "code", "choice"]
 KINDS = ("gsm8k", "math", "code", "choice")
+DEMO_PREFIX = "demo:"
+DEMO_PROBLEMS = {"gsm8k": "gsm8k_demo_problems.jsonl"}
+"""``demo:NAME`` spellings of ``path`` -> files in ``equiv/data/demo_data/``."""
 DATASETS = ("math500", "gsm8k", "aime24", "jsonl", "humaneval", "commonsense_qa")
 
 
@@ -76,6 +83,22 @@ SPECS: dict[str, _Spec] = {
     "aime24": _Spec("math", "HuggingFaceH4/aime_2024", None, "train", ("problem", "question"), "answer", ("id",)),
     "jsonl": _Spec("math", "", None, "", ("question", "problem"), "answer", ("id", "unique_id")),
 }
+
+
+def resolve_data_path(path: str | Path | None) -> Path | None:
+    """The file ``path`` names: ``demo:NAME`` is a problem file shipped in the package (why: a
+    relative path into a data folder beside the checkout breaks for anyone without that folder);
+    anything else is a path as given. An unknown ``demo:`` name is an InputError listing the known ones."""
+    if path is None:
+        return None
+    text = str(path)
+    if not text.startswith(DEMO_PREFIX):
+        return Path(path)
+    name = text[len(DEMO_PREFIX):]
+    if name not in DEMO_PROBLEMS:
+        raise InputError(f"unknown demo problems {name!r}; choose from "
+                         f"{', '.join(DEMO_PREFIX + n for n in DEMO_PROBLEMS)}", field="data.path")
+    return Path(__file__).resolve().parent / "demo_data" / DEMO_PROBLEMS[name]
 
 
 def gsm8k_final_answer(text: str) -> str:
@@ -170,7 +193,7 @@ def _load_hub(spec: _Spec, name: str, split: str | None) -> list[dict[str, Any]]
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(
             f"could not load {spec.hub_id} from the Hugging Face Hub ({first[:200]}); "
-            f"pass a local JSONL with path=...",
+            f"pass a local JSONL file with --data.path FILE (or --data.path demo:gsm8k, 5 shipped problems)",
             field="data.dataset",
         ) from None
     return [dict(row) for row in ds]
@@ -192,7 +215,7 @@ def load_problems(
 ) -> list[Problem]:
     """Load a benchmark (see module docstring). ``start``/``end`` slice the loaded list.
 
-    ``path`` is the local JSONL file to read; without it the hub is used and ``split`` picks
+    ``path`` is the local JSONL file to read (or ``demo:gsm8k``, :func:`resolve_data_path`); without it the hub is used and ``split`` picks
     its split.
     ``kind`` overrides the grader (``jsonl`` defaults to ``gsm8k`` when its answers use
     ``####``, else ``math``). ``hub_id`` replaces the dataset's hub id (and its config).
@@ -228,7 +251,7 @@ def load_problems(
 
     problems: list[Problem] = []
     if path is not None:
-        path = Path(path)
+        path = resolve_data_path(path)
         if not path.exists():
             raise InputError("file not found (the local copy named by path)", path=path, field="data.path")
         rows = list(read_jsonl_objects(path))

@@ -35,18 +35,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="search_cli.py pairs",
         description="Evaluate an equivalence strategy on a MathEquiv-format file (JSON list or JSONL).",
     )
-    p.add_argument("--data", required=True, help="labelled pairs: sentence1, sentence2, result (0-4)")
-    p.add_argument("--strategy", required=True, choices=strategy_choices())
-    p.add_argument("--model", help="model: exported judge dir or .ckpt; embedding: sentence-transformers model "
+    # The first spelling is eval's (--pruner.*, --data.path); the older ones stay as aliases.
+    p.add_argument("--data.path", "--data", dest="data", required=True,
+                   help="labelled pairs: sentence1, sentence2, result (0-4)")
+    p.add_argument("--pruner.strategy", "--strategy", dest="strategy", required=True, choices=strategy_choices())
+    p.add_argument("--pruner.model", "--model", dest="model", help="model: exported judge dir or .ckpt; embedding: sentence-transformers model "
                    "(default bundled:all-MiniLM-L6-v2)")
-    p.add_argument("--threshold", type=float, help="equivalent iff probability >= X (levenshtein: ratio > X); "
+    p.add_argument("--pruner.threshold", "--threshold", dest="threshold", type=float, help="equivalent iff probability >= X (levenshtein: ratio > X); "
                    "default: the strategy's / the judge's")
-    p.add_argument("--prefilter", type=float, help="model only: Levenshtein ratio <= X is 'not equivalent' "
+    p.add_argument("--pruner.prefilter", "--prefilter", dest="prefilter", type=float, help="model only: Levenshtein ratio <= X is 'not equivalent' "
                    "without the model; default: the judge's prefilter_threshold, else 0.75")
-    p.add_argument("--batch_size", "--batch-size", type=int, default=64)
-    p.add_argument("--max_length", "--max-length", type=int)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto")
+    p.add_argument("--pruner.batch_size", "--batch_size", "--batch-size", dest="batch_size", type=int, default=64)
+    p.add_argument("--pruner.max_length", "--max_length", "--max-length", dest="max_length", type=int)
+    p.add_argument("--pruner.device", "--device", dest="device", default="auto")
+    p.add_argument("--pruner.dtype", "--dtype", dest="dtype", default="auto")
     p.add_argument("--sweep", action="store_true", help="choose the threshold by a sweep (best F1, or see --target_precision)")
     p.add_argument("--target_precision", "--target-precision", type=float,
                    help="with --sweep: highest recall among thresholds reaching this precision")
@@ -54,10 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep_prefilter", "--sweep-prefilter", action="store_true",
                    help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
                    "would pick and its metrics (one model pass); the reported metrics stay those of --prefilter")
-    p.add_argument("--claim_guard", "--claim-guard", choices=("true", "false"),
+    p.add_argument("--pruner.claim_guard", "--claim_guard", "--claim-guard", dest="claim_guard", choices=("true", "false"),
                    help="veto merges whose steps state or conclude different numbers, or swap or name different things "
                    "(equiv.text.claims; reads each record's 'question'); default: the judge's own setting")
-    p.add_argument("--statement_threshold", "--statement-threshold", type=float,
+    p.add_argument("--pruner.statement_threshold", "--statement_threshold", "--statement-threshold",
+                   dest="statement_threshold", type=float,
                    help="the statement floor: a pair of steps that both compute nothing merges only at this probability "
                    "or above (equiv.text.claims.below_statement_floor); default: the judge's own setting; 0: none")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
@@ -124,6 +127,7 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
         predictions = [p >= judge.threshold for p in probs]
     prefilter_table = _prefilter_table(judge, args, mapping, data) if args.sweep_prefilter else None
     out = _metrics_record(judge, args, data, predictions, choice)
+    out["unmapped_levels"] = [level for level in range(5) if mapping.label(level) is None]
     if choice.points:
         out["_sweep"] = choice.points
     if prefilter_table:
@@ -234,8 +238,15 @@ def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: L
 def _print_report(out: dict[str, Any]) -> None:
     print(f"strategy      {out['strategy']}" + (f"  ({out['model']})" if "model" in out else ""))
     print(f"threshold     {out['threshold']}  [{out['threshold_source']}]")
-    print(f"pairs         {out['n']} evaluated, {out['dropped_level2']} dropped (unmapped level)")
-    if "prefilter" in out:
+    dropped = ""
+    if out["dropped_level2"]:
+        levels = ", ".join(str(level) for level in out.get("unmapped_levels", [])) or "unmapped"
+        dropped = (f", {out['dropped_level2']} left out (label level {levels}: neither equivalent nor "
+                   "not under the judge's label mapping)")
+    print(f"pairs         {out['n']} evaluated{dropped}")
+    if "prefilter" in out and out["prefilter"] <= 0:
+        print("prefilter     off: every pair goes to the model")
+    elif "prefilter" in out:
         print(f"prefilter     ratio <= {out['prefilter']}: resolves {out['prefilter_resolved']:.1%} of pairs, "
               f"rejects {out['prefilter_rejected_equivalent']} of {out['equivalent_pairs']} truly equivalent pairs")
     st = out["judge_stats"]
@@ -245,9 +256,12 @@ def _print_report(out: dict[str, Any]) -> None:
           f"{'' if out['statement_threshold'] else ' (off)'}, {st['seconds']:.2f}s")
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")
-    print(f"pairs from    {out['problems']} problems (spreads: bootstrap over problems)")
+    several = out["problems"] > 1  # one problem has no spread over problems to show
+    print(f"pairs from    {out['problems']} problems (spreads: bootstrap over problems)" if several else
+          "pairs from    1 problem (no spread: it is taken over problems)")
     for name in ("precision", "recall", "f1", "false_merge_rate"):
-        print(f"{name.replace('_', ' '):<13} {out[name]:.4f} ± {out[name + '_spread']:.4f}")
+        spread = f" ± {out[name + '_spread']:.4f}" if several else ""
+        print(f"{name.replace('_', ' '):<13} {out[name]:.4f}{spread}")
 
 
 def pairs_main(argv: list[str]) -> int:

@@ -17,24 +17,26 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from equiv.backbones import check_local_model
-from equiv.data.problems import load_problems
+from equiv.data.problems import DATASETS, load_problems, resolve_data_path
+from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
-from equiv.prune import build_judge, PrunerConfig
+from equiv.prune import build_judge, PrunerConfig, STRATEGIES
 from equiv.rundir import (CONFIG, MODELS, RESULTS, bind, check_digest, count_records, data_binding, load_records,
                           model_bindings, read_bound_config, read_bound_data, read_bound_models)
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.rundir.lock import hold_run_dir
 from equiv.search import distributed
 from equiv.search.algorithms import ALGORITHMS
-from equiv.search.config import DataConfig, RunConfig, ScaleConfig, SearchConfig
+from equiv.search.config import PRUNE_STAGES, DataConfig, RunConfig, ScaleConfig, SearchConfig
 from equiv.search.placement import placed_engines
-from equiv.search.policies import build_policy, PolicyConfig
-from equiv.search.rewards import bind_policy_reward, RewardConfig
+from equiv.search.policies import BACKENDS, build_policy, PolicyConfig
+from equiv.search.rewards import bind_policy_reward, REWARDS, RewardConfig
 from equiv.search.runner import Engines, check_settings, run_eval
 from equiv.search.tiny import resolve_tiny
 
@@ -53,6 +55,7 @@ def build_eval_parser() -> Any:
         description="PRM-guided tree search on a math benchmark, with or without equivalence pruning.",
         exit_on_error=False,
         default_meta=False,
+        formatter_class=plain_formatter(),
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
     parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS.names())}")
@@ -64,6 +67,8 @@ def build_eval_parser() -> Any:
     parser.add_class_arguments(RewardConfig, "reward")
     parser.add_class_arguments(PrunerConfig, "pruner")
     parser.add_class_arguments(ScaleConfig, "scale")
+    show_choices(parser, {"algo": ALGORITHMS.names(), "search.prune_stage": PRUNE_STAGES, "policy.backend": BACKENDS.names(),
+                          "reward.kind": REWARDS.names(), "pruner.strategy": STRATEGIES.names(), "data.dataset": DATASETS})
     return parser
 
 
@@ -90,7 +95,7 @@ def check_fewshot_source(init: Any) -> None:
     shots = getattr(init.policy, "fewshot_path", None)
     if not shots or not init.data.path or init.policy.prompt_format != "fewshot":
         return
-    if Path(shots).resolve() == Path(init.data.path).resolve():
+    if Path(shots).resolve() == resolve_data_path(init.data.path).resolve():
         raise InputError(
             f"{shots} is also the evaluated data.path; take exemplars from a training split",
             field="policy.fewshot_path",
@@ -152,7 +157,7 @@ def _defining(config: dict[str, Any]) -> dict[str, Any]:
 def data_binding_of(data: DataConfig) -> dict[str, Any]:
     """The run directory's data binding (``data.json``) for ``--data.*``."""
     return data_binding(
-        dataset=data.dataset, path=data.path, split=data.split, hub_id=data.hub_id,
+        dataset=data.dataset, path=resolve_data_path(data.path), split=data.split, hub_id=data.hub_id,
         question_field=data.question_field, answer_field=data.answer_field, kind=data.kind,
     )
 
@@ -262,33 +267,51 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         check_local_model(init.reward.model, field="reward.model")
         bind_remote_judge(cfg, init)  # before config_text: the binding holds the served judge's fingerprint
         problems = load_data(init.data)
+        fresh = not Path(cfg.out).exists()
         out = writable_directory(cfg.out)
-        with hold_run_dir(out):  # one writer per run directory, from the check to the last write
-            config_text = parser.dump(cfg, skip_none=False)
-            data = data_binding_of(init.data)
-            models = model_bindings(models_of(init))
-            check_resume_config(out, config_text, data, models)
-            # only after the check: a refused rerun changes nothing
-            bind(out, config_text, data, models, _defining(yaml.safe_load(config_text) or {}))
-            check_fewshot_source(init)  # refused before any model is built
-            resolve_tiny_models(init)
-            factory = engine_factory or build_engines
-            config = json.loads(json.dumps(cfg.as_dict(), default=str))
-            try:
+        try:
+            with hold_run_dir(out):  # one writer per run directory, from the check to the last write
+                config_text = parser.dump(cfg, skip_none=False)
+                data = data_binding_of(init.data)
+                models = model_bindings(models_of(init))
+                check_resume_config(out, config_text, data, models)
+                # only after the check: a refused rerun changes nothing
+                bind(out, config_text, data, models, _defining(yaml.safe_load(config_text) or {}))
+                check_fewshot_source(init)  # refused before any model is built
+                resolve_tiny_models(init)
+                factory = engine_factory or build_engines
+                config = json.loads(json.dumps(cfg.as_dict(), default=str))
                 summary = _evaluate(cfg.algo, init, problems, out, factory, config)
-            except KeyboardInterrupt:
-                print(
-                    f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
-                    "rerun the same command to resume",
-                    file=sys.stderr,
-                )
+        except KeyboardInterrupt:
+            if remove_if_nothing_ran(out, fresh):
+                print(f"interrupted before any problem finished; {out} removed", file=sys.stderr)
                 return EXIT_INTERRUPTED
+            print(
+                f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
+                "rerun the same command to resume",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        except BaseException:
+            remove_if_nothing_ran(out, fresh)
+            raise
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "
         f"{summary['mean_generated_tokens']:.1f}, errors {summary['errors']} -> {out}"
     )
     return 0
+
+
+def remove_if_nothing_ran(out: Path, fresh: bool) -> bool:
+    """Remove the run directory this command created when the run failed before any record was
+    written (a judge that does not load, a model that is missing): left behind, its binding would
+    be silently reused by the next run. A directory that existed before, or holds any record
+    (Ray workers' shards included), is kept. True when it was removed."""
+    if not fresh or not out.is_dir() or any(f.stat().st_size for f in out.rglob(RESULTS)):
+        return False
+    shutil.rmtree(out, ignore_errors=True)
+    return True
 
 
 def _evaluate(

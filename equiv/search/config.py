@@ -90,7 +90,8 @@ class DataConfig:
     ``humaneval`` (code, graded by running its tests in a sandbox) or ``commonsense_qa``
     (multiple choice)."""
     path: str | None = None
-    """Local JSONL file; without it the benchmark is loaded from the Hugging Face Hub."""
+    """Local JSONL file, or ``demo:gsm8k`` (5 GSM8K test problems shipped with equiv); without it
+    the benchmark is loaded from the Hugging Face Hub."""
     split: str | None = None
     """Hub split (dataset default when omitted)."""
     question_field: str | None = None
