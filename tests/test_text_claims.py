@@ -210,14 +210,15 @@ def test_the_judge_applies_the_statement_floor_after_the_guard_and_counts_it():
     statements = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters and Adrianna has 2 fewer.")
     computing = ("So 5 * 2 = 10 letters.", "Thus 5 * 2 = 10 letters in all.")
     ratio = judge.pair_scores([statements], [Q])[0]  # the Levenshtein ratio: a rule's score
-    assert 0.3 < ratio < 0.99 and judge.pair_probabilities([statements], [Q]) == [1.0]
-    judge.statement_threshold = 0.99
-    probs = judge.pair_probabilities([statements, computing], [Q, Q])
-    assert probs == [0.0, 1.0]  # the computing pair keeps its merge
-    assert judge.pair_scores([statements], [Q]) == [0.0]  # a sweep sees the floor too
-    assert judge.stats.floored == 2 and judge.describe()["statement_threshold"] == 0.99
-    judge.statement_threshold = ratio
-    assert judge.pair_probabilities([statements], [Q]) == [1.0]  # at the floor it merges
+    assert 0.3 < ratio < 0.99 and judge.pair_verdicts([statements], [Q])[0].merged
+    judge.policy = judge.policy.with_knobs(floor=0.99)
+    verdicts = judge.pair_verdicts([statements, computing], [Q, Q])
+    assert [v.merged for v in verdicts] == [False, True]  # the computing pair keeps its merge
+    assert [v.reason for v in verdicts] == ["floor", "threshold"]
+    assert judge.pair_verdicts([statements], [Q])[0].reason == "floor"
+    assert judge.stats.floored == 2 and judge.describe()["policy"]["floor"] == 0.99
+    judge.policy = judge.policy.with_knobs(floor=ratio)
+    assert judge.pair_verdicts([statements], [Q])[0].merged  # at the floor it merges
 
 
 def test_build_judge_and_the_model_judge_take_the_statement_floor(tmp_path):
@@ -227,7 +228,7 @@ def test_build_judge_and_the_model_judge_take_the_statement_floor(tmp_path):
     assert build_judge(PrunerConfig(strategy="levenshtein")).statement_threshold is None
     with pytest.raises(InputError, match="statement floor"):
         build_judge(PrunerConfig(strategy="none", statement_threshold=0.9))
-    with pytest.raises(InputError, match="statement_threshold"):
+    with pytest.raises(InputError, match="floor"):
         build_judge(PrunerConfig(strategy="levenshtein", statement_threshold=1.5))
     plain = make_tiny_judge(tmp_path / "plain")
     floored = make_tiny_judge(tmp_path / "floored", settings=dict(SETTINGS, statement_threshold=0.9))
@@ -239,7 +240,9 @@ def test_build_judge_and_the_model_judge_take_the_statement_floor(tmp_path):
     pair = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters while Adrianna has 2 more.")
     prob = ModelJudge(plain, device="cpu", prefilter=0.0, threshold=1e-9).pair_probabilities([pair], [Q])[0]
     assert 0.0 < prob < 0.9  # a random tiny judge: the floor has something to hold back
-    assert judge.pair_probabilities([pair], [Q]) == [0.0] and judge.stats.scored == 1
+    verdict = judge.pair_verdicts([pair], [Q])[0]
+    assert verdict.probability == prob and not verdict.merged and judge.stats.scored == 1
+    assert verdict.reason == "floor"
     assert judge.stats.floored == 1 and judge.stats.guarded == 0  # held back by the floor, not the guard
 
 
@@ -262,12 +265,14 @@ def test_the_judge_vetoes_guarded_pairs_and_counts_them():
     judge = LevenshteinJudge(0.5)
     pairs = [("She scored 90 on the third test.", "She scored 95 on the third test."),
              ("So Mia scored 90.", "Thus Mia scored 90.")]
-    assert judge.pair_probabilities(pairs, [Q, Q]) == [1.0, 1.0]
-    judge.claim_guard = True
-    assert judge.pair_probabilities(pairs, [Q, Q]) == [0.0, 1.0]
-    assert judge.pair_scores(pairs, [Q, Q])[0] == 0.0  # a sweep sees the veto too
+    assert [v.merged for v in judge.pair_verdicts(pairs, [Q, Q])] == [True, True]
+    judge.policy = judge.policy.with_knobs(guard=True)
+    verdicts = judge.pair_verdicts(pairs, [Q, Q])
+    assert [v.merged for v in verdicts] == [False, True]
+    assert verdicts[0].reason == "guard:different_numbers" and verdicts[1].reason == "threshold"
+    assert judge.pair_verdicts(pairs, [Q, Q])[0].reason.startswith("guard:")
     assert judge.stats.guarded == 2
-    assert judge.describe()["claim_guard"] is True
+    assert judge.claim_guard is True and judge.describe()["policy"]["guard"]
 
 
 def test_build_judge_sets_the_guard_and_refuses_it_without_pruning():
@@ -286,8 +291,8 @@ def test_model_judge_reads_the_export_setting_and_an_override(tmp_path):
     assert ModelJudge(guarded, device="cpu").claim_guard
     assert not build_judge(PrunerConfig(strategy="model", model=str(guarded), claim_guard=False)).claim_guard
     judge = ModelJudge(guarded, device="cpu", prefilter=0.0, threshold=1e-9)
-    probs = judge.pair_probabilities([("She scored 90 on the third test.", "She scored 95 on the third test.")], [Q])
-    assert probs == [0.0] and judge.stats.scored == 1  # scored, then vetoed
+    verdict = judge.pair_verdicts([("She scored 90 on the third test.", "She scored 95 on the third test.")], [Q])[0]
+    assert not verdict.merged and verdict.reason.startswith("guard:") and judge.stats.scored == 1  # scored, then vetoed
 
 
 def test_search_hands_the_judge_each_pairs_question():
@@ -320,6 +325,16 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
     assert (m_on["fp"], m_on["tp"], m_on["false_merge_rate"], m_on["precision"]) == (0, 2, 0.0, 1.0)
     assert m_on["problems"] == 2 and "f1_spread" in m_on and m_on["claim_guard"] is True
     assert "false merge rate" in on.stdout and "claim guard vetoed 2" in on.stdout
+    # a count per reason, printed and in the metrics: the guard's two vetoes name their rules
+    assert sum(n for r, n in m_on["reasons"].items() if r.startswith("guard:")) == 2
+    assert m_on["reasons"]["threshold"] == 2 and "reasons       " in on.stdout
+    rows_file = tmp_path / "rows.json"
+    assert search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--claim_guard",
+                      "true", "--output", rows_file).returncode == 0
+    rows = json.loads(rows_file.read_text())["pairs"]
+    assert [r["source"].rsplit(":", 1)[1] for r in rows] == ["1", "2", "3", "4"]
+    assert [r["merged"] for r in rows] == [False, True, True, False]
+    assert rows[0]["reason"].startswith("guard:") and rows[1]["reason"] == "threshold" and rows[0]["detail"]
     floored = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5",
                          "--statement_threshold", "0.99")
     assert floored.returncode == 0, floored.stderr

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,32 @@ def calibration_summary(
 
 def fixed_threshold_summary(probs: Sequence[float], labels: Sequence[int], threshold: float) -> dict[str, float]:
     """The figures of a calibration split at a threshold nobody chose on it (a recipe without
-    ``threshold_from_val``), in the keys :func:`calibration_summary` stores."""
-    return _stored_summary(float(threshold), binary_metrics([p >= threshold for p in probs], labels), len(labels))
+    ``threshold_from_val``), in the keys :func:`calibration_summary` stores: the classifier's
+    probabilities decided by :func:`equiv.judge.decide.decide` with nothing but that threshold."""
+    from equiv.judge.decide import decide
+    from equiv.judge.policy import DecisionPolicy
+
+    policy = DecisionPolicy(threshold=float(threshold), prefilter=None, same_step="off")
+    pairs = [("", "")] * len(probs)  # the texts are not read: no shortcut, prefilter, guard or floor
+    merged = [v.merged for v in decide(pairs, policy, list(probs))]
+    return _stored_summary(float(threshold), binary_metrics(merged, labels), len(labels))
+
+
+def choose_threshold(policy: Any, pairs: Sequence[tuple[str, str]], verdicts: Sequence[Any], labels: Sequence[int],
+                     target_precision: float | None = None, f1_tolerance: float = 0.0) -> SweepPoint:
+    """The one calibration step: the threshold for ``policy`` on labelled pairs it has decided
+    (``verdicts``: :func:`equiv.judge.decide.decide`'s, at any threshold), best F1 (within
+    ``f1_tolerance``, the highest) or the highest recall at ``target_precision``
+    (:func:`pick_threshold`), with every other stage of the policy in force. Returns the chosen
+    sweep point (``threshold`` and its metrics); use ``policy.with_knobs(threshold=...)``."""
+    from equiv.judge.decide import sweep_scores
+
+    scores = sweep_scores(pairs, verdicts, policy)
+    # Thresholds live in (0, 1]: a pair a stage kept apart scores 0 and must stay apart.
+    points = [p for p in threshold_sweep(scores, labels) if 0.0 < p.threshold <= 1.0]
+    if not points:
+        raise ValueError("no threshold in (0, 1] separates these pairs")
+    return pick_threshold(points, target_precision, f1_tolerance)
 
 
 def _stored_summary(threshold: float, metrics: BinaryMetrics, pairs: int) -> dict[str, float]:

@@ -141,10 +141,9 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
         raise InputError(f"strategy {s!r} is a 0/1 rule and takes no threshold", field="threshold")
     judge = entry.build(cfg)
     assert judge is not None
-    if cfg.claim_guard is not None and not entry.export_settings:
-        judge.claim_guard = bool(cfg.claim_guard)
-    if cfg.statement_threshold is not None and not entry.export_settings:
-        judge.statement_threshold = check_statement_floor(cfg.statement_threshold)
+    if not entry.export_settings:  # a model judge took them over its export's policy when built
+        judge.policy = judge.policy.with_knobs(guard=cfg.claim_guard, floor=check_statement_floor(
+            cfg.statement_threshold) or (None if cfg.statement_threshold is None else 0.0))
     return judge
 
 
