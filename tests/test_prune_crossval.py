@@ -307,3 +307,43 @@ def test_the_ranking_table_scores_held_out_rows_per_fold_with_and_without_the_gu
     # a fold without an equivalent held-out pair has no AP: left out, not counted as 0
     no_positive = rows + _rows(2, "test", [(0.9, 0), (0.1, 0)])
     assert ranking_table(no_positive)["raw"] == table["raw"]
+
+
+def test_the_yardstick_and_the_live_judge_decide_every_pair_of_a_labelled_file_alike(tmp_path):
+    """The shipped policy as the yardstick scores it (from a fold's rows) and the judge search
+    builds from the same export decide every pair of a shipped labelled file the same way."""
+    from statistics import median
+
+    from equiv.data.records import LabelMapping, read_pair_records
+    from equiv.judge.export import update_settings
+    from equiv.prune import ModelJudge
+    from equiv.prune.crossval import score_fold
+    from equiv.prune.yardstick import shipped_policy
+    from tests.helpers.judges import SETTINGS, make_tiny_judge
+
+    siblings = REPO / "benchmarks" / "data" / "gsm8k_train_siblings_gemma270m.jsonl"
+    records, _ = read_pair_records(siblings)
+    judge_dir = make_tiny_judge(tmp_path / "judge", settings=dict(SETTINGS, prefilter_threshold=0.75, claim_guard=True,
+                                                                   statement_threshold=0.9))
+    probe = ModelJudge(judge_dir, device="cpu", claim_guard=False, statement_threshold=0.0)
+    pairs = [(r.sentence1, r.sentence2) for r in records]
+    questions = [r.extra.get("question", "") for r in records]
+    scored = [v.probability for v in probe.pair_verdicts(pairs, questions) if v.reason == "below_threshold"
+              or v.reason == "threshold"]
+    # a threshold inside the tiny judge's scores, so both sides of it (and of the floor) occur
+    update_settings(judge_dir, {"decision_threshold": round(median(scored), 6),
+                                "statement_threshold": round(sorted(scored)[3 * len(scored) // 4], 6)})
+    live = ModelJudge(judge_dir, device="cpu")
+    mapping = LabelMapping()
+    kept = [r for r in records if mapping.label(r.result) is not None]
+    verdicts = live.pair_verdicts([(r.sentence1, r.sentence2) for r in kept], [r.extra.get("question", "") for r in kept])
+    rows = score_fold(judge_dir, records, mapping, 0)
+    assert [(r["sentence1"], r["sentence2"]) for r in rows] == [(r.sentence1, r.sentence2) for r in kept]
+    yardstick = shipped_policy()
+    policy = yardstick.fold_policy(rows, [])
+    assert policy == live.policy and policy.guard and policy.floor
+    by_yardstick = yardstick.decide(rows, policy)
+    assert [v.merged for v in by_yardstick] == [v.merged for v in verdicts]
+    assert [v.reason for v in by_yardstick] == [v.reason for v in verdicts]
+    reasons = {v.reason.split(":")[0] for v in verdicts}
+    assert {"identical", "prefiltered", "guard", "below_threshold", "floor", "threshold"} <= reasons, reasons
