@@ -236,11 +236,11 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
 def test_members_with_different_floors_or_guards_are_refused(tmp_path):
     first = make_tiny_judge(tmp_path / "a", settings=dict(NO_PREFILTER, statement_threshold=0.9), seed=0)
     other = make_tiny_judge(tmp_path / "b", settings=dict(NO_PREFILTER, statement_threshold=0.7), seed=1)
-    with pytest.raises(InputError, match="different statement_threshold settings") as err:
+    with pytest.raises(InputError, match="different policy floor settings") as err:
         build_ensemble([first, other], tmp_path / "e")
     assert "0.9" in str(err.value) and "0.7" in str(err.value) and not (tmp_path / "e").exists()
     unguarded = make_tiny_judge(tmp_path / "c", settings=dict(NO_PREFILTER, statement_threshold=0.9, claim_guard=True))
-    with pytest.raises(InputError, match="different claim_guard settings"):
+    with pytest.raises(InputError, match="different policy guard settings"):
         build_ensemble([first, unguarded], tmp_path / "e")
 
 

@@ -177,6 +177,30 @@ def fixed_threshold_summary(probs: Sequence[float], labels: Sequence[int], thres
     return _stored_summary(float(threshold), binary_metrics(merged, labels), len(labels))
 
 
+def policy_summary(policy: Any, pairs: Sequence[tuple[str, str]], probs: Sequence[float], labels: Sequence[int],
+                   questions: Sequence[str] | None = None) -> tuple[dict[str, float], dict[str, int]]:
+    """A policy's figures on labelled pairs (``probs``: the model's, one per pair), every stage in
+    force, decided by :func:`equiv.judge.decide.decide`: ``policy_calibration_*`` (and with a guard
+    rule on, ``guard_calibration_*`` and the vetoes), and the count per reason."""
+    from dataclasses import replace
+
+    from equiv.judge.decide import GUARD_PREFIX, decide, reason_counts
+
+    verdicts = decide(pairs, policy, list(probs), questions)
+    m = binary_metrics([v.merged for v in verdicts], labels)
+    out = {"policy_calibration_precision": m.precision, "policy_calibration_recall": m.recall,
+           "policy_calibration_f1": m.f1}
+    counts = reason_counts(verdicts)
+    if policy.guard:
+        plain = binary_metrics([v.merged for v in decide(pairs, replace(policy, guard=()), list(probs), questions)],
+                               labels)
+        out.update({"guard_calibration_precision": m.precision, "guard_calibration_recall": m.recall,
+                    "guard_calibration_f1": m.f1, "unguarded_calibration_f1": plain.f1,
+                    "unguarded_calibration_precision": plain.precision,
+                    "guard_calibration_vetoes": float(sum(n for r, n in counts.items() if r.startswith(GUARD_PREFIX)))})
+    return out, counts
+
+
 def choose_threshold(policy: Any, pairs: Sequence[tuple[str, str]], verdicts: Sequence[Any], labels: Sequence[int],
                      target_precision: float | None = None, f1_tolerance: float = 0.0) -> SweepPoint:
     """The one calibration step: the threshold for ``policy`` on labelled pairs it has decided

@@ -79,6 +79,13 @@ def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: t
     return block
 
 
+def stored_policy(judge_dir: str | Path) -> Any:
+    """The :class:`~equiv.judge.policy.DecisionPolicy` an exported judge directory decides with."""
+    config_path = Path(judge_dir) / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    return policy_from_settings(config.get(SETTINGS_KEY) or {}, source=config_path)
+
+
 def export_metrics(out_dir: str | Path, metrics: dict[str, float]) -> Path:
     """Write (or rewrite) the exported judge's ``equiv_metrics.json``."""
     path = Path(out_dir) / METRICS_FILE
