@@ -138,11 +138,14 @@ def test_mcts_with_likelihood_fewshot_and_pair_files_through_the_cli(tmp_path):
     for p in pairs:
         assert p["id"] in ids and p["seed"] == 0 and p["a"] != p["b"]  # exact duplicates never reach the judge
         if p["kind"] == "kept_apart":
-            assert 0.3 - NEAR_MARGIN <= p["prob"] < 0.3
+            assert 0.3 - NEAR_MARGIN <= p["prob"] < 0.3 and p["reason"] == "below_threshold"
+        else:
+            assert p["reason"] in ("threshold", "below_threshold")  # merged directly, or through a third sibling
     # The report links the pair file with its counts.
     from equiv.report.cli import report_main
 
     assert report_main([str(out), "--out", str(tmp_path / "report")]) == 0
     page = next((tmp_path / "report").glob("*.html")).read_text()
     n_merged = sum(p["kind"] == "merged" for p in pairs)
-    assert f"{PAIRS_FILE}</a>: {n_merged} merged pair(s)" in page
+    assert f"{PAIRS_FILE}</a>: {n_merged} merged pair(s) (" in page
+    assert '"reasons":{"' in page  # the tree viewer shows why each merged node merged
