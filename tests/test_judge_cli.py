@@ -315,7 +315,7 @@ def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp
 
 
 def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longformer: Path, tmp_path: Path) -> None:
-    """fit --claim_guard true stores the guard; the raw threshold is still the best one on the judge's
+    """fit --guard true stores the guard; the raw threshold is still the best one on the judge's
     own calibration scores (chosen with the vetoes applied it collapses towards 0 and the score stops
     mattering), the guard's effect at it is reported, and `--strategy model` applies it with each
     record's question."""
@@ -339,13 +339,12 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
                  f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
                  "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
                  "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
-                 "--claim_guard=true", "--threshold_target_precision=0.9", "--statement_threshold=0.9",
+                 "--guard=true", "--threshold_target_precision=0.9", "--floor=0.9",
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-    assert settings["claim_guard"] is True and settings["statement_threshold"] == 0.9
     assert settings["decision_threshold"] == metrics["decision_threshold"]
-    policy = policy_from_settings(settings)  # the stored policy agrees with the stored settings
+    policy = policy_from_settings(settings)  # the stored policy: every guard rule, the floor, the threshold
     assert policy.guard and policy.floor == 0.9 and policy.threshold == settings["decision_threshold"]
     assert "guard_calibration_f1" in metrics and "hybrid_threshold" in metrics
 
@@ -370,8 +369,8 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     from equiv.prune.cli import build_parser, run_pairs
 
     result = run_pairs(build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")]))
-    assert result["claim_guard"] is True and result["judge_stats"]["guarded"] >= 0
-    assert result["statement_threshold"] == 0.9
+    assert result["guard"] and result["judge_stats"]["guarded"] >= 0
+    assert result["floor"] == 0.9
     # every vetoed pair is "not equivalent", whatever the model said
     assert result["fp"] + result["tp"] <= len(rows) - vetoed
 
@@ -384,7 +383,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
         ("--trainer.max_steps=0", "error: field 'trainer.max_steps': must be >= 1 (or -1: no limit), got 0"),
         ("--model.learning_rate=-0.001", "error: field 'learning_rate': must be >= 0, got -0.001"),
         ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
-        ("--statement_threshold=1.5", "error: field 'statement_threshold': must be in [0, 1], got 1.5"),
+        ("--floor=1.5", "error: field 'floor': must be in [0, 1], got 1.5"),
         ("--threshold_target_precision=1.5", "error: field 'threshold_target_precision': must be in [0, 1], got 1.5"),
     ],
 )

@@ -178,12 +178,12 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "hybrid combiner" not in done.stdout
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
-    assert "hybrid" not in settings and settings["claim_guard"] is True and settings["statement_threshold"] == 0.9
+    assert "hybrid" not in settings and settings["policy"]["guard"] and settings["policy"]["floor"] == 0.9
     pairs, labels, _, _ = calibration_split(config)
     probs = score_judge_dir(tmp_path / "e", pairs)
     assert settings["decision_threshold"] == calibration_summary(probs, labels, None, 0.3)["decision_threshold"]
     judge = ModelJudge(tmp_path / "e")
-    assert judge.statement_threshold == 0.9 and judge.claim_guard
+    assert judge.policy.floor == 0.9 and judge.policy.guard
 
     # the command line still overrides the recipe
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e0", "--config", config,
@@ -256,7 +256,7 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
     assert seed1["model"] == plain["model"]
     assert seed1["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_seed1"
     assert seed1["trainer"]["logger"]["init_args"]["save_dir"] == "outputs/gsm8k_equiv_seed1"
-    decisions = ("threshold_from_val", "threshold_f1_tolerance", "hybrid", "claim_guard", "statement_threshold")
+    decisions = ("threshold_from_val", "threshold_f1_tolerance", "hybrid", "guard", "floor")
     assert {k: seed1[k] for k in decisions} == {k: plain[k] for k in decisions}
 
 

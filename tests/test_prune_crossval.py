@@ -125,7 +125,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     recipe["data"].update(train=str(train), calibration_fraction=0.3)
     recipe["model"]["model_name"] = str(build_tiny_longformer(tmp_path / "tiny", attention_window=8))
     recipe["model"]["max_length"] = 64
-    recipe.update(threshold_from_val=True, hybrid=True, claim_guard=True, threshold_f1_tolerance=0.2)
+    recipe.update(threshold_from_val=True, hybrid=True, guard=True, threshold_f1_tolerance=0.2)
     config = tmp_path / "recipe.yaml"
     config.write_text(yaml.safe_dump(recipe))
     siblings = tmp_path / "siblings.jsonl"  # a pooled --data file: scored on its own as well
@@ -149,7 +149,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
     assert {r["fold"] for r in rows} == {0, 1} and {r["part"] for r in rows} == {"test", "calibration"}
     assert len([r for r in rows if r["part"] == "test"]) == 52
-    # The recipe stores claim_guard: true, yet the rows hold the judge's own scores: the pairs the
+    # The recipe stores guard: true, yet the rows hold the judge's own scores: the pairs the
     # guard vetoes ("Ann has 5 apples." / "Ann has 6 pears.") keep them; the +guard rows veto them.
     guarded = [r for r in rows if vetoed(r)]
     assert guarded and any(r["prob"] > 0 for r in guarded) and any(r["raw_prob"] > 0 for r in guarded)
@@ -325,7 +325,7 @@ def test_the_yardstick_and_the_live_judge_decide_every_pair_of_a_labelled_file_a
     records, _ = read_pair_records(siblings)
     judge_dir = make_tiny_judge(tmp_path / "judge", settings=dict(SETTINGS, prefilter_threshold=0.75, claim_guard=True,
                                                                    statement_threshold=0.9))
-    probe = ModelJudge(judge_dir, device="cpu", claim_guard=False, statement_threshold=0.0)
+    probe = ModelJudge(judge_dir, device="cpu", guard=False, floor=0.0)
     pairs = [(r.sentence1, r.sentence2) for r in records]
     questions = [r.extra.get("question", "") for r in records]
     scored = [v.probability for v in probe.pair_verdicts(pairs, questions) if v.reason == "below_threshold"

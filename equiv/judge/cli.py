@@ -14,7 +14,7 @@ A thin LightningCLI subclass. What it adds to the stock CLI, and why:
   by the one evaluator, with a count per reason;
 * after ``predict``: one JSON line per input pair with ``prob_equivalent``, ``prediction`` and
   ``reason``, decided by the one evaluator (:func:`equiv.judge.decide.decide`) with the judge's
-  policy and the command's ``--claim_guard`` / ``--statement_threshold``;
+  policy and the command's ``--guard`` / ``--floor``;
 * bad input (data files, model names, options) ends with one ``error: ...`` line and exit 2.
 """
 
@@ -36,7 +36,7 @@ from equiv.data.records import question_of
 from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, one_line
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.decide import decide
-from equiv.judge.export import export_judge, export_metrics, read_checkpoint, stored_policy, update_settings
+from equiv.judge.export import export_judge, export_metrics, read_checkpoint, stored_policy, update_policy
 from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import score_judge_dir
 from equiv.judge.module import METRIC_NAMES, PairClassifier
@@ -150,19 +150,19 @@ class JudgeCLI(LightningCLI):
             "validation (calibration) split and store it in the exported judge; `--strategy model` then uses it",
         )
         parser.add_argument(
-            "--claim_guard",
+            "--guard",
             type=bool,
             default=False,
-            help="store the claim guard in the export (a merge is vetoed when the steps state or conclude different "
-            "numbers, or swap or name different things: equiv.text.claims); thresholds are still chosen on the judge's own "
-            "scores, and the guard's effect at them is reported",
+            help="store every guard rule in the export's policy (a merge is vetoed when the steps state or conclude "
+            "different numbers, or swap or name different things: equiv.text.guard); thresholds are still chosen on the "
+            "judge's own scores, and the policy's figures at them are reported",
         )
         parser.add_argument(
-            "--statement_threshold",
+            "--floor",
             type=float | None,
             default=None,
             help="store a statement floor in the export: a pair of steps that both compute nothing merges only at this "
-            "probability or above (equiv.text.claims.below_statement_floor); thresholds are still chosen without it",
+            "probability or above (equiv.text.guard.computes_nothing); thresholds are still chosen without it",
         )
         parser.add_argument(
             "--predictions_out",
@@ -197,13 +197,13 @@ class JudgeCLI(LightningCLI):
             metrics = dict(metrics, **measure_fixed_threshold(module, self.datamodule))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
-        guard = bool(self._subcommand_value("claim_guard"))
+        guard = bool(self._subcommand_value("guard"))
         hybrid = bool(self._subcommand_value("hybrid"))
         pairs = self.datamodule.labelled_pairs("val")[0]
         # the export's calibration-split probabilities, scored once for the report and the combiner
         probs = score_judge_dir(out, pairs, questions=self.datamodule.labelled_questions("val")) if pairs else None
         if guard:
-            update_settings(out, {"claim_guard": True})
+            update_policy(out, guard=True)
         floor = self._statement_floor()
         if floor is not None:
             attach_statement_floor(out, floor)
@@ -242,7 +242,7 @@ class JudgeCLI(LightningCLI):
                 probs[index] = prob
         floor = self._statement_floor()
         policy = policy_from_settings(self.model.equiv_settings()).with_knobs(
-            guard=bool(self._subcommand_value("claim_guard")), floor=None if floor is None else floor)
+            guard=bool(self._subcommand_value("guard")), floor=floor)
         pairs = [(r.sentence1, r.sentence2) for r in records]
         verdicts = decide(pairs, policy, [probs[i] for i in range(len(records))], [question_of(r) for r in records])
         out = Path(self._subcommand_value("predictions_out") or Path(self.trainer.default_root_dir) / "predictions.jsonl")
@@ -272,9 +272,9 @@ class JudgeCLI(LightningCLI):
         return None if target is None else check_fraction(float(target), "threshold_target_precision")
 
     def _statement_floor(self) -> float | None:
-        """``--statement_threshold``, checked: one line naming the field when out of [0, 1]."""
-        floor = self._subcommand_value("statement_threshold")
-        return None if floor is None else check_fraction(float(floor), "statement_threshold")
+        """``--floor``, checked: one line naming the field when out of [0, 1]."""
+        floor = self._subcommand_value("floor")
+        return None if floor is None else check_fraction(float(floor), "floor")
 
 
 def _rule(target_precision: float | None, f1_tolerance: float) -> str:
@@ -359,11 +359,11 @@ def report_policy(judge_dir: Path, datamodule: Any, probs: Sequence[float]) -> d
 
 
 def attach_statement_floor(judge_dir: Path, floor: float) -> None:
-    """Store ``statement_threshold`` in the export. Not chosen here: a calibration split holds too
+    """Store the statement floor in the export's policy. Not chosen here: a calibration split holds too
     few pairs of two steps that compute nothing (solution pairs nearly always compute) to pick it
     on; the recipe's value was chosen by cross-validation over labelled sibling steps
     (docs/results.md)."""
-    update_settings(judge_dir, {"statement_threshold": floor})
+    update_policy(judge_dir, floor=floor)
     print(f"statement floor: pairs of steps that both compute nothing merge at probability >= {floor}", flush=True)
 
 

@@ -52,7 +52,8 @@ def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] 
     return out
 
 
-def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: tuple[str, ...] = ()) -> dict[str, Any]:
+def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: tuple[str, ...] = (),
+                    policy_knobs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Merge ``changes`` into (and drop ``remove`` from) an exported judge's ``equiv`` block.
 
     A change of a decision setting (``decision_threshold``, ``prefilter_threshold``,
@@ -71,12 +72,19 @@ def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: t
         knobs["floor"] = knobs["floor"] or 0.0  # None: no floor
     if "prefilter" in knobs:
         knobs["prefilter"] = knobs["prefilter"] or 0.0
-    block[POLICY_KEY] = policy.with_knobs(**knobs).to_dict()
+    block[POLICY_KEY] = policy.with_knobs(**knobs).with_knobs(**(policy_knobs or {})).to_dict()
     config[SETTINGS_KEY] = block
     tmp = config_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, config_path)
     return block
+
+
+def update_policy(judge_dir: str | Path, **knobs: Any) -> dict[str, Any]:
+    """Set knobs (``threshold``, ``prefilter``, ``guard``, ``floor``: as
+    :meth:`~equiv.judge.policy.DecisionPolicy.with_knobs` takes them) of an export's
+    ``equiv.policy``; the block's other settings stay. Returns the new block."""
+    return update_settings(judge_dir, {}, policy_knobs=knobs)
 
 
 def stored_policy(judge_dir: str | Path) -> Any:

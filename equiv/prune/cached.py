@@ -133,16 +133,6 @@ class CachedJudge:
     def threshold(self, value: float) -> None:
         self.policy = replace(self.policy, threshold=check_threshold(value, self.name))
 
-    @property
-    def claim_guard(self) -> bool:
-        """Whether any guard rule is on."""
-        return bool(self.policy.guard)
-
-    @property
-    def statement_threshold(self) -> float | None:
-        """The statement floor (``policy.floor``)."""
-        return self.policy.floor
-
     def _key(self, a: str, b: str, question: str) -> tuple[str, ...]:
         """The cache key: :func:`pair_key`, and the question when the score depends on it."""
         return (*pair_key(a, b), question) if self.reads_question else pair_key(a, b)

@@ -28,6 +28,14 @@ from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
 from equiv.text.levenshtein import levenshtein_ratio
 
 
+def _guard_option(value: str) -> bool | list[str]:
+    """``--guard``: true, false, or comma-separated rule names (checked when the judge is built)."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
 def strategy_choices() -> list[str]:
     """Every registered strategy that prunes (``none`` judges nothing to score)."""
     return [s.name for s in STRATEGIES if s.prunes]
@@ -45,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, help="equivalent iff probability >= X (levenshtein: ratio > X); "
                    "default: the strategy's / the judge's")
     p.add_argument("--prefilter", type=float, help="model only: Levenshtein ratio <= X is 'not equivalent' "
-                   "without the model; default: the judge's prefilter_threshold, else 0.75")
+                   "without the model; 0: off; default: the judge's policy (0.75 for an export without one)")
     p.add_argument("--batch_size", "--batch-size", type=int, default=64)
     p.add_argument("--max_length", "--max-length", type=int)
     p.add_argument("--device", default="auto")
@@ -57,12 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep_prefilter", "--sweep-prefilter", action="store_true",
                    help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
                    "would pick and its metrics (one model pass); the reported metrics stay those of --prefilter")
-    p.add_argument("--claim_guard", "--claim-guard", choices=("true", "false"),
-                   help="veto merges whose steps state or conclude different numbers, or swap or name different things "
-                   "(equiv.text.claims; reads each record's 'question'); default: the judge's own setting")
-    p.add_argument("--statement_threshold", "--statement-threshold", type=float,
+    p.add_argument("--guard", type=_guard_option,
+                   help="the guard rules that veto a merge (equiv.text.guard; they read each record's 'question'): true "
+                   "(every rule), false, or comma-separated rule names; default: the judge's policy")
+    p.add_argument("--floor", type=float,
                    help="the statement floor: a pair of steps that both compute nothing merges only at this probability "
-                   "or above (equiv.text.claims.below_statement_floor); default: the judge's own setting; 0: none")
+                   "or above (equiv.text.guard.computes_nothing); default: the judge's policy; 0: off")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
     p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
@@ -106,8 +114,7 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     cfg = PrunerConfig(
         strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
         batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
-        claim_guard=None if args.claim_guard is None else args.claim_guard == "true",
-        statement_threshold=args.statement_threshold,
+        guard=args.guard, floor=args.floor,
     )
     judge = build_judge(cfg)
     assert judge is not None
@@ -202,7 +209,7 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
         "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1,
         "false_merge_rate": m.false_merge_rate, "n": m.n, "problems": len(set(data.problems)),
         "strategy": judge.name, "threshold": choice.threshold, "threshold_source": choice.source,
-        "claim_guard": judge.claim_guard, "statement_threshold": judge.statement_threshold,
+        "guard": list(judge.policy.guard), "floor": judge.policy.floor,
         "policy": judge.policy.to_dict(),
         "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": data.dropped, "data": str(args.data),
     }
@@ -249,8 +256,8 @@ def _print_report(out: dict[str, Any]) -> None:
     st = out["judge_stats"]
     print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
           f"cache hits {st['cache_hits']}, claim guard vetoed {st['guarded']}"
-          f"{'' if out['claim_guard'] else ' (off)'}, statement floor held back {st['floored']}"
-          f"{'' if out['statement_threshold'] else ' (off)'}, {st['seconds']:.2f}s")
+          f"{'' if out['guard'] else ' (off)'}, statement floor held back {st['floored']}"
+          f"{'' if out['floor'] else ' (off)'}, {st['seconds']:.2f}s")
     print("reasons       " + ", ".join(f"{reason} {count}" for reason, count in out["reasons"].items()))
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")

@@ -220,9 +220,8 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     # itself, with each pair's question (a judge asked without questions would guard on numbers
     # alone), and its ``+floorS`` policies the statement floor; each row records the floor the
     # export stores (``statement_threshold``), for the reader.
-    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False,
-                                     statement_threshold=0.0))
-    raw = ModelJudge(judge_dir, device="cpu", claim_guard=False, statement_threshold=0.0)
+    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", guard=False, floor=0.0))
+    raw = ModelJudge(judge_dir, device="cpu", guard=False, floor=0.0)
     stored = policy_from_settings(raw.settings, source=Path(judge_dir) / "config.json")
     floor = stored.floor
     assert judge is not None

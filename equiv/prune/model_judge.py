@@ -45,8 +45,8 @@ class ModelJudge(CachedJudge):
         max_length: int | None = None,
         device: str = "auto",
         dtype: str = "auto",
-        claim_guard: bool | None = None,
-        statement_threshold: float | None = None,
+        guard: bool | list[str] | None = None,
+        floor: float | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -59,7 +59,7 @@ class ModelJudge(CachedJudge):
         self.positive_index = int(settings.get("positive_index", 1))
         stored = policy_from_settings(settings, source=Path(self.path) / "config.json")
         self.policy = stored.with_knobs(threshold=None if threshold is None else check_threshold(threshold, self.name),
-                                        prefilter=prefilter, guard=claim_guard, floor=statement_threshold)
+                                        prefilter=prefilter, guard=guard, floor=floor)
         if batch_size < 1:
             raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
         self.batch_size = int(batch_size)

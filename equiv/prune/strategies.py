@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 from equiv.errors import InputError, check_fraction
+from equiv.judge.policy import guard_setting
 from equiv.prune.cached import CachedJudge, check_statement_floor, check_threshold
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.loading import stored_judge_kind
@@ -76,12 +77,12 @@ class PrunerConfig:
         dtype: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
         grouping: ``greedy`` (the paper: merge into the first matching class) or ``transitive``.
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
-        claim_guard: veto merges whose steps state or conclude different numbers, or swap or name
-            different things (:mod:`equiv.text.claims`); None = the export's ``claim_guard`` for
+        guard: the guard rules that veto a merge (:mod:`equiv.text.guard`): true = every rule,
+            false = none, or a list of rule names; None = the export's policy for
             ``model``/``hybrid`` (off for the other strategies).
-        statement_threshold: the statement floor: a pair of steps that both compute nothing
+        floor: the statement floor: a pair of steps that both compute nothing
             (:func:`equiv.text.claims.below_statement_floor`) merges only at this probability or
-            above; None = the export's ``statement_threshold`` for ``model``/``hybrid`` (none for
+            above; None = the export's policy for ``model``/``hybrid`` (none for
             the other strategies), 0 = no floor.
     """
 
@@ -95,8 +96,8 @@ class PrunerConfig:
     dtype: str = "auto"
     grouping: Literal["greedy", "transitive"] = "greedy"
     representative: Literal["first", "prior", "score"] = "first"
-    claim_guard: bool | None = None
-    statement_threshold: float | None = None
+    guard: bool | list[str] | None = None
+    floor: float | None = None
 
     def validate(self) -> None:
         """Each setting on its own (:func:`build_judge` checks which the strategy takes)."""
@@ -113,7 +114,9 @@ class PrunerConfig:
             check_threshold(self.threshold, self.strategy)
         if self.prefilter is not None:
             check_fraction(float(self.prefilter), "prefilter")
-        check_statement_floor(self.statement_threshold)
+        check_statement_floor(self.floor)
+        if self.guard is not None:
+            guard_setting(self.guard)
 
 
 def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
@@ -125,12 +128,12 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     cfg.validate()
     entry = STRATEGIES.get(cfg.strategy)
     if not entry.prunes:
-        if cfg.claim_guard:
+        if cfg.guard:
             raise InputError("strategy 'none' merges nothing; there is nothing for the claim guard to veto",
-                             field="claim_guard")
-        if cfg.statement_threshold:
+                             field="guard")
+        if cfg.floor:
             raise InputError("strategy 'none' merges nothing; there is nothing for a statement floor to hold back",
-                             field="statement_threshold")
+                             field="floor")
         return None
     s = cfg.strategy
     if cfg.prefilter is not None and not entry.prefilter:
@@ -142,8 +145,7 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     judge = entry.build(cfg)
     assert judge is not None
     if not entry.export_settings:  # a model judge took them over its export's policy when built
-        judge.policy = judge.policy.with_knobs(guard=cfg.claim_guard, floor=check_statement_floor(
-            cfg.statement_threshold) or (None if cfg.statement_threshold is None else 0.0))
+        judge.policy = judge.policy.with_knobs(guard=cfg.guard, floor=cfg.floor)
     return judge
 
 
@@ -166,8 +168,8 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
         max_length=cfg.max_length,
         device=cfg.device,
         dtype=cfg.dtype,
-        claim_guard=cfg.claim_guard,
-        statement_threshold=cfg.statement_threshold,
+        guard=cfg.guard,
+        floor=cfg.floor,
     )
 
 
