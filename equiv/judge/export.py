@@ -32,13 +32,18 @@ _POLICY_KNOBS = {"decision_threshold": "threshold", "prefilter_threshold": "pref
 
 
 
+def with_policy(settings: dict[str, Any]) -> dict[str, Any]:
+    """A module's ``equiv`` settings with its decision policy (``equiv.policy``) added, as an
+    export stores them and a checkpoint loads them."""
+    return {**settings, POLICY_KEY: policy_from_settings(settings).to_dict()}
+
+
 def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] | None = None) -> Path:
     """Write ``module`` (a :class:`~equiv.judge.module.PairClassifier`) as a HF directory."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = module.model
-    settings = module.equiv_settings()
-    settings[POLICY_KEY] = policy_from_settings(settings).to_dict()
+    settings = with_policy(module.equiv_settings())
     setattr(model.config, SETTINGS_KEY, settings)
     was_training = model.training
     model.eval()
@@ -180,7 +185,7 @@ def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
         raise InputError("judge not found (expected an exported directory or a .ckpt file)", path=p)
     if p.is_file():
         module = module_from_checkpoint(p)
-        return module.model, module.tokenizer, module.equiv_settings()
+        return module.model, module.tokenizer, with_policy(module.equiv_settings())
     if not (p / "config.json").is_file():
         raise InputError("is not a Hugging Face model directory (no config.json)", path=p)
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
