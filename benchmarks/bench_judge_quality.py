@@ -98,9 +98,9 @@ def measure(judge: CachedJudge, pairs: list[tuple[str, str]], labels: list[int])
     """Metrics of one judge at its own threshold, and seconds per 1k pairs (cache cleared)."""
     judge.clear_cache()
     start = time.perf_counter()
-    probs = judge.pair_probabilities(pairs)
+    verdicts = judge.pair_verdicts(pairs)  # the judge's policy decides (equiv.judge.decide)
     seconds = time.perf_counter() - start
-    m = binary_metrics([p >= judge.threshold for p in probs], labels)
+    m = binary_metrics([v.merged for v in verdicts], labels)
     return {"precision": m.precision, "recall": m.recall, "f1": m.f1, "accuracy": m.accuracy,
             "threshold": judge.threshold, "s_per_1k": 1000 * seconds / max(1, len(pairs))}
 

@@ -136,7 +136,7 @@ def score_judges(joined: Sequence[tuple[PairRecord, int]], agree: Agreement, jud
     for name, cfg in [("formula", PrunerConfig(strategy="formula"))] + [(str(j), PrunerConfig(strategy="model", model=str(j))) for j in judges]:
         judge = build_judge(cfg)
         assert judge is not None
-        predictions = [int(p >= judge.threshold) for p in judge.pair_probabilities(pairs)]
+        predictions = [int(v.merged) for v in judge.pair_verdicts(pairs)]  # the judge's policy decides
         rows.append(judge_row(name, predictions, agree))
     return rows
 

@@ -216,11 +216,11 @@ def time_ours_cross_set(sets, judge: ModelJudge) -> float:
     judge.clear_cache()
     start = time.perf_counter()
     pairs = [(texts[i], texts[j]) for texts in sets for i, j in sibling_pairs(len(texts))]
-    probs = judge.pair_probabilities(pairs)
+    verdicts = judge.pair_verdicts(pairs)
     k = 0
     for texts in sets:
         idx = sibling_pairs(len(texts))
-        group_equivalent(len(texts), dict(zip(idx, probs[k : k + len(idx)])), judge.threshold)
+        group_equivalent(len(texts), {pair: v.merged for pair, v in zip(idx, verdicts[k : k + len(idx)])})
         k += len(idx)
     return time.perf_counter() - start
 

@@ -201,6 +201,9 @@ def test_predict_validate_and_test_subcommands(tiny_longformer: Path, tmp_path: 
     assert len(rows) == len(source)  # every record, level 2 included, in input order
     assert [r["sentence1"] for r in rows] == [json.loads(s)["sentence1"] for s in source]
     assert all(0.0 <= r["prob_equivalent"] <= 1.0 and r["prediction"] in (0, 1) for r in rows)
+    # decided by the one evaluator with the judge's policy: each prediction says which stage decided it
+    assert all(r["prediction"] == (r["reason"] in ("identical", "threshold")) for r in rows)
+    assert {r["reason"] for r in rows} <= {"identical", "prefiltered", "below_threshold", "threshold"}
     assert main(["validate", *common]) == 0
     assert main(["test", *common, f"--data.test={DEMO_DIR / 'valid.jsonl'}"]) == 0
     printed = capsys.readouterr().out
@@ -312,7 +315,7 @@ def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp
 
 
 def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longformer: Path, tmp_path: Path) -> None:
-    """fit --claim_guard true stores the guard; the raw threshold is still the best one on the judge's
+    """fit --guard true stores the guard; the raw threshold is still the best one on the judge's
     own calibration scores (chosen with the vetoes applied it collapses towards 0 and the score stops
     mattering), the guard's effect at it is reported, and `--strategy model` applies it with each
     record's question."""
@@ -320,26 +323,29 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     from equiv.data.records import read_pair_records
     from equiv.judge.calibrate import binary_metrics, calibration_summary
     from equiv.judge.members import score_judge_dir
-    from equiv.text.claims import claim_check
+    from equiv.judge.decide import decide
+    from equiv.judge.policy import policy_from_settings
+    from equiv.text.guard import guard_veto
 
     rows = separable_pairs(48, seed=5)
     for i, row in enumerate(rows):
         row["id"] = f"toy-{i // 2}-{i % 2}"
         row["question"] = "How many pages are there?"
     train = write_jsonl(tmp_path / "train.jsonl", rows)
-    vetoed = sum(claim_check(r["sentence1"], r["sentence2"], r["question"]).veto for r in rows)
+    vetoed = sum(guard_veto(r["sentence1"], r["sentence2"], r["question"]) is not None for r in rows)
     assert 0 < vetoed < len(rows)  # the unrelated steps state other numbers
     out = tmp_path / "run"
     assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
                  f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
                  "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
                  "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
-                 "--claim_guard=true", "--threshold_target_precision=0.9", "--statement_threshold=0.9",
+                 "--guard=true", "--threshold_target_precision=0.9", "--floor=0.9",
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-    assert settings["claim_guard"] is True and settings["statement_threshold"] == 0.9
     assert settings["decision_threshold"] == metrics["decision_threshold"]
+    policy = policy_from_settings(settings)  # the stored policy: every guard rule, the floor, the threshold
+    assert policy.guard and policy.floor == 0.9 and policy.threshold == settings["decision_threshold"]
     assert "guard_calibration_f1" in metrics and "hybrid_threshold" in metrics
 
     # the stored threshold is the best F1 on the plain calibration scores, not on the guarded ones
@@ -347,21 +353,24 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     cal = [r for r in calibration if r.result in (0, 1, 3, 4)]
     labels = [int(r.result >= 3) for r in cal]
     probs = score_judge_dir(out / "judge", [(r.sentence1, r.sentence2) for r in cal])  # no prefilter, as fit scores
-    vetoes = [claim_check(r.sentence1, r.sentence2, r.extra["question"]).veto for r in cal]
+    vetoes = [guard_veto(r.sentence1, r.sentence2, r.extra["question"]) is not None for r in cal]
     plain = calibration_summary(probs, labels, 0.9)  # the fit's --threshold_target_precision
     guarded = calibration_summary([0.0 if v else p for p, v in zip(probs, vetoes)], labels, 0.9)
     assert plain is not None and guarded is not None
     assert settings["decision_threshold"] == pytest.approx(plain["decision_threshold"], abs=1e-5)
     assert plain["decision_threshold"] != pytest.approx(guarded["decision_threshold"], abs=1e-5)  # the test can tell
-    at_stored = binary_metrics([p >= settings["decision_threshold"] and not v for p, v in zip(probs, vetoes)], labels)
-    assert metrics["guard_calibration_precision"] == pytest.approx(at_stored.precision, abs=1e-6)
-    assert metrics["guard_calibration_vetoes"] == sum(vetoes)
+    # fit reports the stored policy, every stage in force, on its calibration split
+    verdicts = decide([(r.sentence1, r.sentence2) for r in cal], policy, probs, [r.extra["question"] for r in cal])
+    at_stored = binary_metrics([v.merged for v in verdicts], labels)
+    assert metrics["policy_calibration_precision"] == pytest.approx(at_stored.precision, abs=1e-6)
+    assert metrics["guard_calibration_precision"] == metrics["policy_calibration_precision"]
+    assert metrics["guard_calibration_vetoes"] == sum(v.reason.startswith("guard:") for v in verdicts) > 0
 
     from equiv.prune.cli import build_parser, run_pairs
 
     result = run_pairs(build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")]))
-    assert result["claim_guard"] is True and result["judge_stats"]["guarded"] >= 0
-    assert result["statement_threshold"] == 0.9
+    assert result["guard"] and result["judge_stats"]["guarded"] >= 0
+    assert result["floor"] == 0.9
     # every vetoed pair is "not equivalent", whatever the model said
     assert result["fp"] + result["tp"] <= len(rows) - vetoed
 
@@ -374,7 +383,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
         ("--trainer.max_steps=0", "error: field 'trainer.max_steps': must be >= 1 (or -1: no limit), got 0"),
         ("--model.learning_rate=-0.001", "error: field 'learning_rate': must be >= 0, got -0.001"),
         ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
-        ("--statement_threshold=1.5", "error: field 'statement_threshold': must be in [0, 1], got 1.5"),
+        ("--floor=1.5", "error: field 'floor': must be in [0, 1], got 1.5"),
         ("--threshold_target_precision=1.5", "error: field 'threshold_target_precision': must be in [0, 1], got 1.5"),
     ],
 )

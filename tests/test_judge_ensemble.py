@@ -178,12 +178,12 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "hybrid combiner" not in done.stdout
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
-    assert "hybrid" not in settings and settings["claim_guard"] is True and settings["statement_threshold"] == 0.9
+    assert "hybrid" not in settings and settings["policy"]["guard"] and settings["policy"]["floor"] == 0.9
     pairs, labels, _, _ = calibration_split(config)
     probs = score_judge_dir(tmp_path / "e", pairs)
     assert settings["decision_threshold"] == calibration_summary(probs, labels, None, 0.3)["decision_threshold"]
     judge = ModelJudge(tmp_path / "e")
-    assert judge.statement_threshold == 0.9 and judge.claim_guard
+    assert judge.policy.floor == 0.9 and judge.policy.guard
 
     # the command line still overrides the recipe
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e0", "--config", config,
@@ -236,11 +236,11 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
 def test_members_with_different_floors_or_guards_are_refused(tmp_path):
     first = make_tiny_judge(tmp_path / "a", settings=dict(NO_PREFILTER, statement_threshold=0.9), seed=0)
     other = make_tiny_judge(tmp_path / "b", settings=dict(NO_PREFILTER, statement_threshold=0.7), seed=1)
-    with pytest.raises(InputError, match="different statement_threshold settings") as err:
+    with pytest.raises(InputError, match="different policy floor settings") as err:
         build_ensemble([first, other], tmp_path / "e")
     assert "0.9" in str(err.value) and "0.7" in str(err.value) and not (tmp_path / "e").exists()
     unguarded = make_tiny_judge(tmp_path / "c", settings=dict(NO_PREFILTER, statement_threshold=0.9, claim_guard=True))
-    with pytest.raises(InputError, match="different claim_guard settings"):
+    with pytest.raises(InputError, match="different policy guard settings"):
         build_ensemble([first, unguarded], tmp_path / "e")
 
 
@@ -256,7 +256,7 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
     assert seed1["model"] == plain["model"]
     assert seed1["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_seed1"
     assert "save_dir" not in seed1["trainer"]["logger"]["init_args"]  # linked to default_root_dir
-    decisions = ("threshold_from_val", "threshold_f1_tolerance", "hybrid", "claim_guard", "statement_threshold")
+    decisions = ("threshold_from_val", "threshold_f1_tolerance", "hybrid", "guard", "floor")
     assert {k: seed1[k] for k in decisions} == {k: plain[k] for k in decisions}
 
 

@@ -124,7 +124,7 @@ def test_fit_with_question_links_the_flag_and_calibrates_on_questions(tmp_path: 
     out = tmp_path / "run"
     tiny = make_tiny_judge(tmp_path / "tiny", settings=None)
     assert main(tiny_fit_argv(tiny, train, out, "--model.max_length=96", "--model.with_question=true",
-                              "--claim_guard=true", "--hybrid=true")) == 0
+                              "--guard=true", "--hybrid=true")) == 0
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
     assert settings["with_question"] is True and "hybrid" in settings
     ckpt = read_checkpoint(next((out / "checkpoints").glob("*.ckpt")))

@@ -84,10 +84,19 @@ def test_notable_pairs_keeps_merges_and_close_calls():
     from types import SimpleNamespace
 
     family = [SimpleNamespace(id=10 + i, depth=2, text=f"s{i}") for i in range(4)]
-    probs = {(0, 1): 0.9, (0, 2): 0.45, (0, 3): 0.1, (1, 2): 0.2, (1, 3): 0.0, (2, 3): 0.5 - NEAR_MARGIN}
-    pairs = notable_pairs(family, probs, [0, 0, 2, 3], 0.5)
+    def verdict(prob, reason):
+        return SimpleNamespace(probability=prob, merged=reason == "threshold", reason=reason, detail="")
+
+    verdicts = {(0, 1): verdict(0.9, "threshold"), (0, 2): verdict(0.45, "below_threshold"),
+                (0, 3): verdict(0.1, "below_threshold"), (1, 2): verdict(0.2, "below_threshold"),
+                (1, 3): verdict(0.95, "guard:different_numbers"), (2, 3): verdict(0.5 - NEAR_MARGIN, "below_threshold")}
+    pairs = notable_pairs(family, verdicts, [0, 0, 2, 3], 0.5)
     kinds = {(p["a"], p["b"]): p["kind"] for p in pairs}
-    assert kinds == {("s0", "s1"): "merged", ("s0", "s2"): "kept_apart", ("s2", "s3"): "kept_apart"}
+    # merges, close calls, and a merge the guard refused (whatever the probability)
+    assert kinds == {("s0", "s1"): "merged", ("s0", "s2"): "kept_apart", ("s2", "s3"): "kept_apart",
+                     ("s1", "s3"): "kept_apart"}
+    reasons = {(p["a"], p["b"]): p["reason"] for p in pairs}
+    assert reasons[("s1", "s3")] == "guard:different_numbers" and reasons[("s0", "s1")] == "threshold"
     assert all(p["threshold"] == 0.5 and p["depth"] == 2 for p in pairs)
 
 
@@ -129,11 +138,14 @@ def test_mcts_with_likelihood_fewshot_and_pair_files_through_the_cli(tmp_path):
     for p in pairs:
         assert p["id"] in ids and p["seed"] == 0 and p["a"] != p["b"]  # exact duplicates never reach the judge
         if p["kind"] == "kept_apart":
-            assert 0.3 - NEAR_MARGIN <= p["prob"] < 0.3
+            assert 0.3 - NEAR_MARGIN <= p["prob"] < 0.3 and p["reason"] == "below_threshold"
+        else:
+            assert p["reason"] in ("threshold", "below_threshold")  # merged directly, or through a third sibling
     # The report links the pair file with its counts.
     from equiv.report.cli import report_main
 
     assert report_main([str(out), "--out", str(tmp_path / "report")]) == 0
     page = next((tmp_path / "report").glob("*.html")).read_text()
     n_merged = sum(p["kind"] == "merged" for p in pairs)
-    assert f"{PAIRS_FILE}</a>: {n_merged} merged pair(s)" in page
+    assert f"{PAIRS_FILE}</a>: {n_merged} merged pair(s) (" in page
+    assert '"reasons":{"' in page  # the tree viewer shows why each merged node merged

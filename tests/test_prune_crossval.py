@@ -125,7 +125,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     recipe["data"].update(train=str(train), calibration_fraction=0.3)
     recipe["model"]["model_name"] = str(build_tiny_longformer(tmp_path / "tiny", attention_window=8))
     recipe["model"]["max_length"] = 64
-    recipe.update(threshold_from_val=True, hybrid=True, claim_guard=True, threshold_f1_tolerance=0.2)
+    recipe.update(threshold_from_val=True, hybrid=True, guard=True, threshold_f1_tolerance=0.2)
     config = tmp_path / "recipe.yaml"
     config.write_text(yaml.safe_dump(recipe))
     siblings = tmp_path / "siblings.jsonl"  # a pooled --data file: scored on its own as well
@@ -149,7 +149,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
     assert {r["fold"] for r in rows} == {0, 1} and {r["part"] for r in rows} == {"test", "calibration"}
     assert len([r for r in rows if r["part"] == "test"]) == 52
-    # The recipe stores claim_guard: true, yet the rows hold the judge's own scores: the pairs the
+    # The recipe stores guard: true, yet the rows hold the judge's own scores: the pairs the
     # guard vetoes ("Ann has 5 apples." / "Ann has 6 pears.") keep them; the +guard rows veto them.
     guarded = [r for r in rows if vetoed(r)]
     assert guarded and any(r["prob"] > 0 for r in guarded) and any(r["raw_prob"] > 0 for r in guarded)
@@ -307,3 +307,43 @@ def test_the_ranking_table_scores_held_out_rows_per_fold_with_and_without_the_gu
     # a fold without an equivalent held-out pair has no AP: left out, not counted as 0
     no_positive = rows + _rows(2, "test", [(0.9, 0), (0.1, 0)])
     assert ranking_table(no_positive)["raw"] == table["raw"]
+
+
+def test_the_yardstick_and_the_live_judge_decide_every_pair_of_a_labelled_file_alike(tmp_path):
+    """The shipped policy as the yardstick scores it (from a fold's rows) and the judge search
+    builds from the same export decide every pair of a shipped labelled file the same way."""
+    from statistics import median
+
+    from equiv.data.records import LabelMapping, read_pair_records
+    from equiv.judge.export import update_settings
+    from equiv.prune import ModelJudge
+    from equiv.prune.crossval import score_fold
+    from equiv.prune.yardstick import shipped_policy
+    from tests.helpers.judges import SETTINGS, make_tiny_judge
+
+    siblings = REPO / "benchmarks" / "data" / "gsm8k_train_siblings_gemma270m.jsonl"
+    records, _ = read_pair_records(siblings)
+    judge_dir = make_tiny_judge(tmp_path / "judge", settings=dict(SETTINGS, prefilter_threshold=0.75, claim_guard=True,
+                                                                   statement_threshold=0.9))
+    probe = ModelJudge(judge_dir, device="cpu", guard=False, floor=0.0)
+    pairs = [(r.sentence1, r.sentence2) for r in records]
+    questions = [r.extra.get("question", "") for r in records]
+    scored = [v.probability for v in probe.pair_verdicts(pairs, questions) if v.reason == "below_threshold"
+              or v.reason == "threshold"]
+    # a threshold inside the tiny judge's scores, so both sides of it (and of the floor) occur
+    update_settings(judge_dir, {"decision_threshold": round(median(scored), 6),
+                                "statement_threshold": round(sorted(scored)[3 * len(scored) // 4], 6)})
+    live = ModelJudge(judge_dir, device="cpu")
+    mapping = LabelMapping()
+    kept = [r for r in records if mapping.label(r.result) is not None]
+    verdicts = live.pair_verdicts([(r.sentence1, r.sentence2) for r in kept], [r.extra.get("question", "") for r in kept])
+    rows = score_fold(judge_dir, records, mapping, 0)
+    assert [(r["sentence1"], r["sentence2"]) for r in rows] == [(r.sentence1, r.sentence2) for r in kept]
+    yardstick = shipped_policy()
+    policy = yardstick.fold_policy(rows, [])
+    assert policy == live.policy and policy.guard and policy.floor
+    by_yardstick = yardstick.decide(rows, policy)
+    assert [v.merged for v in by_yardstick] == [v.merged for v in verdicts]
+    assert [v.reason for v in by_yardstick] == [v.reason for v in verdicts]
+    reasons = {v.reason.split(":")[0] for v in verdicts}
+    assert {"identical", "prefiltered", "guard", "below_threshold", "floor", "threshold"} <= reasons, reasons

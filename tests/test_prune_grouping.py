@@ -16,6 +16,11 @@ def probs_from_edges(n, edges, *, p_yes=0.9, p_no=0.1):
     return {pair: (p_yes if pair in edges else p_no) for pair in sibling_pairs(n)}
 
 
+def at(probs, threshold):
+    """Which pairs merge at ``threshold`` (grouping takes verdicts; the judge's policy decides them)."""
+    return {pair: p >= threshold for pair, p in probs.items()}
+
+
 def test_sibling_pairs():
     assert sibling_pairs(0) == [] and sibling_pairs(1) == []
     assert sibling_pairs(3) == [(0, 1), (0, 2), (1, 2)]
@@ -25,20 +30,20 @@ def test_sibling_pairs():
 
 
 def test_empty_and_single_candidate():
-    g = group_equivalent(0, {}, 0.5)
+    g = group_equivalent(0, at({}, 0.5), probs={})
     assert g.classes == [] and g.representatives == [] and g.representative_of == []
-    g = group_equivalent(1, {}, 0.5)
+    g = group_equivalent(1, at({}, 0.5), probs={})
     assert g.classes == [[0]] and g.representatives == [0] and g.prob_to_representative == [None]
 
 
 def test_chain_greedy_vs_transitive():
     # 0~1 and 1~2 but not 0~2.
     probs = probs_from_edges(3, [(0, 1), (1, 2)])
-    greedy = group_equivalent(3, probs, 0.5, mode="greedy")
+    greedy = group_equivalent(3, at(probs, 0.5), probs=probs, mode="greedy")
     assert greedy.classes == [[0, 1], [2]]
     assert greedy.representative_of == [0, 0, 2]
     assert greedy.prob_to_representative == [None, 0.9, None]
-    trans = group_equivalent(3, probs, 0.5, mode="transitive")
+    trans = group_equivalent(3, at(probs, 0.5), probs=probs, mode="transitive")
     assert trans.classes == [[0, 1, 2]]
     assert trans.representatives == [0]
     # 2 joined through 1: its probability to the representative is below the threshold.
@@ -49,46 +54,46 @@ def test_greedy_compares_with_representatives_only_and_takes_the_first_match():
     # 0 !~ 1, so 1 founds a class; 2 matches both 0 and 1 and joins the FIRST class (0's).
     # 3 matches only 2 (a member, not a representative) and 1: it joins 1's class.
     probs = probs_from_edges(4, [(0, 2), (1, 2), (2, 3), (1, 3)])
-    g = group_equivalent(4, probs, 0.5)
+    g = group_equivalent(4, at(probs, 0.5), probs=probs)
     assert g.classes == [[0, 2], [1, 3]]
     assert g.pruned == [2, 3]
 
 
 def test_threshold_is_inclusive():
     probs = {(0, 1): 0.5}
-    assert group_equivalent(2, probs, 0.5).classes == [[0, 1]]
-    assert group_equivalent(2, probs, 0.50001).classes == [[0], [1]]
+    assert group_equivalent(2, at(probs, 0.5), probs=probs).classes == [[0, 1]]
+    assert group_equivalent(2, at(probs, 0.50001), probs=probs).classes == [[0], [1]]
 
 
 def test_representative_by_prior_and_by_score():
     probs = probs_from_edges(4, [(0, 1), (0, 2), (1, 2)])  # {0,1,2} all match, 3 alone
     priors = [0.1, 0.5, 0.3, 0.9]
-    g = group_equivalent(4, probs, 0.5, representative="prior", priors=priors)
+    g = group_equivalent(4, at(probs, 0.5), probs=probs, representative="prior", priors=priors)
     assert g.representatives == [3, 1]  # classes ordered by their representative's prior
     assert g.classes == [[3], [1, 2, 0]]
     assert g.representative_of == [1, 1, 1, 3]
     scores = [0.7, 0.2, 0.7, 0.0]  # tie between 0 and 2 goes to the lower index
-    g = group_equivalent(4, probs, 0.5, representative="score", scores=scores, mode="transitive")
+    g = group_equivalent(4, at(probs, 0.5), probs=probs, representative="score", scores=scores, mode="transitive")
     assert g.representatives == [0, 3]
     assert g.classes == [[0, 2, 1], [3]]
 
 
 def test_probabilities_accepted_in_either_order():
-    g = group_equivalent(2, {(1, 0): 0.8}, 0.5)
+    g = group_equivalent(2, at({(1, 0): 0.8}, 0.5), probs={(1, 0): 0.8})
     assert g.classes == [[0, 1]]
 
 
 def test_clear_errors():
-    with pytest.raises(KeyError, match="no probability for candidate pair"):
-        group_equivalent(3, {(0, 1): 0.9}, 0.5)
+    with pytest.raises(KeyError, match="no verdict for candidate pair"):
+        group_equivalent(3, at({(0, 1): 0.9}, 0.5), probs={(0, 1): 0.9})
     with pytest.raises(ValueError, match="needs priors"):
-        group_equivalent(2, {(0, 1): 0.9}, 0.5, representative="prior")
+        group_equivalent(2, at({(0, 1): 0.9}, 0.5), probs={(0, 1): 0.9}, representative="prior")
     with pytest.raises(ValueError, match="3 scores for 2"):
-        group_equivalent(2, {(0, 1): 0.9}, 0.5, representative="score", scores=[1, 2, 3])
+        group_equivalent(2, at({(0, 1): 0.9}, 0.5), probs={(0, 1): 0.9}, representative="score", scores=[1, 2, 3])
     with pytest.raises(ValueError, match="scores\\[1\\]"):
-        group_equivalent(2, {(0, 1): 0.9}, 0.5, representative="score", scores=[1.0, math.nan])
+        group_equivalent(2, at({(0, 1): 0.9}, 0.5), probs={(0, 1): 0.9}, representative="score", scores=[1.0, math.nan])
     with pytest.raises(ValueError, match="mode"):
-        group_equivalent(2, {(0, 1): 0.9}, 0.5, mode="clique")
+        group_equivalent(2, at({(0, 1): 0.9}, 0.5), probs={(0, 1): 0.9}, mode="clique")
 
 
 @settings(max_examples=80, deadline=None)
@@ -106,7 +111,7 @@ def test_clear_errors():
 def test_grouping_invariants(data, mode, rule):
     n, values, priors = data
     probs = dict(zip(sibling_pairs(n), values))
-    g = group_equivalent(n, probs, 0.5, mode=mode, representative=rule, priors=priors)
+    g = group_equivalent(n, at(probs, 0.5), probs=probs, mode=mode, representative=rule, priors=priors)
     members = sorted(i for cls in g.classes for i in cls)
     assert members == list(range(n))  # a partition
     assert g.representatives == [cls[0] for cls in g.classes]
@@ -139,9 +144,11 @@ def test_group_siblings_with_identical_and_whitespace_variants():
     assert group_siblings(["only"], judge).classes == [[0]]
 
 
-def test_group_siblings_threshold_override():
+def test_group_siblings_follows_the_judges_policy():
     texts = ["The total is 5 + 3 = 8 apples.", "The total is 5 + 3 = 8 apple."]
     judge = LevenshteinJudge(0.95)
     assert group_siblings(texts, judge).classes == [[0, 1]]
-    assert group_siblings(texts, judge, threshold=1.0).classes == [[0, 1]]  # decision already 1.0
     assert group_siblings(texts, LevenshteinJudge(0.99)).classes == [[0], [1]]
+    exact = LevenshteinJudge(29 / 30)  # the ratio itself: the baseline's strict ">" keeps them apart
+    assert exact.pair_probabilities([tuple(texts)]) == [29 / 30]
+    assert group_siblings(texts, exact).classes == [[0], [1]]

@@ -51,11 +51,12 @@ def test_levenshtein_is_strictly_greater_than_the_threshold():
     a = "abcdefghijklmnopqrst"  # 20 characters; one substitution -> ratio exactly 0.95
     b = "abcdefghijklmnopqrsX"
     j = LevenshteinJudge(0.95)
-    assert j.pair_scores([(a, b)]) == [0.95]
-    assert j.pair_probabilities([(a, b)]) == [0.0]  # "ratio > 0.95", as in the paper
-    assert LevenshteinJudge(0.9).pair_probabilities([(a, b)]) == [1.0]
+    assert j.pair_scores([(a, b)]) == [0.95] and j.pair_probabilities([(a, b)]) == [0.95]
+    verdict = j.pair_verdicts([(a, b)])[0]
+    assert not verdict.merged and verdict.reason == "below_threshold"  # "ratio > 0.95", as in the paper
+    assert LevenshteinJudge(0.9).pair_verdicts([(a, b)])[0].merged
     # the baseline is the ratio alone: whitespace differences are not forgiven
-    assert LevenshteinJudge(0.95).pair_probabilities([("a b", "a  b")]) == [0.0]
+    assert not LevenshteinJudge(0.95).pair_verdicts([("a b", "a  b")])[0].merged
 
 
 def test_cache_is_order_insensitive_and_stats_add_up():

@@ -30,11 +30,28 @@ def test_the_judge_pairs_link_reads_the_file_through_the_run_directory_reader(tm
 
     run = SimpleNamespace(path=tmp_path)
     assert judge_pairs_link(run) == ""
-    lines = [{"id": "p0", "seed": 0, "kind": "merged"}, {"id": "p0", "seed": 0, "kind": "kept_apart"},
-             {"id": "p1", "seed": 0, "kind": "merged"}]
+    lines = [{"id": "p0", "seed": 0, "kind": "merged", "reason": "threshold"},
+             {"id": "p0", "seed": 0, "kind": "kept_apart", "reason": "guard:different_numbers"},
+             {"id": "p1", "seed": 0, "kind": "merged", "reason": "identical"}]
     text = "".join(json.dumps(line) + "\n" for line in lines)
     (tmp_path / "judge_pairs.jsonl").write_text(text + '{"id": "p2", "se')  # a torn last line is dropped
-    assert "2 merged pair(s), 1 kept apart near the threshold" in judge_pairs_link(run)
+    assert ("2 merged pair(s) (identical 1, threshold 1), 1 kept apart near the threshold or by a rule "
+            "(guard:different_numbers 1)") in judge_pairs_link(run)
     (tmp_path / "judge_pairs.jsonl").write_text("not json\n" + text)  # damage elsewhere is an error
     with pytest.raises(InputError, match="judge_pairs.jsonl"):
         judge_pairs_link(run)
+
+
+def test_the_tree_viewer_gets_each_merged_nodes_reason_from_the_judge_pairs():
+    from equiv.report.tree_view import merge_reasons, tree_payload
+    from equiv.rundir import TreeFile, TreeNode
+
+    tree = TreeFile("p0", [TreeNode(0, None, 0, ""), TreeNode(1, 0, 1, "x = 2"),
+                           TreeNode(2, 0, 1, "x is 2", merged_into=1, judge_prob=0.9),
+                           TreeNode(3, 0, 1, "y = 3", merged_into=1, judge_prob=0.7)], question="q", seed=0)
+    pairs = [{"id": "p0", "seed": 0, "kind": "merged", "reason": "threshold", "a_node": 1, "b_node": 2},
+             {"id": "p0", "seed": 0, "kind": "merged", "reason": "identical", "a_node": 3, "b_node": 1},
+             {"id": "p1", "seed": 0, "kind": "merged", "reason": "floor", "a_node": 1, "b_node": 2}]
+    assert merge_reasons(tree, pairs) == {"2": "threshold", "3": "identical"}
+    assert tree_payload(tree, None, pairs)["reasons"] == {"2": "threshold", "3": "identical"}
+    assert tree_payload(tree, None)["reasons"] == {}

@@ -38,36 +38,39 @@ def test_the_judge_applies_the_statement_floor_after_the_guard_and_counts_it():
     statements = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters and Adrianna has 2 fewer.")
     computing = ("So 5 * 2 = 10 letters.", "Thus 5 * 2 = 10 letters in all.")
     ratio = judge.pair_scores([statements], [Q])[0]  # the Levenshtein ratio: a rule's score
-    assert 0.3 < ratio < 0.99 and judge.pair_probabilities([statements], [Q]) == [1.0]
-    judge.statement_threshold = 0.99
-    probs = judge.pair_probabilities([statements, computing], [Q, Q])
-    assert probs == [0.0, 1.0]  # the computing pair keeps its merge
-    assert judge.pair_scores([statements], [Q]) == [0.0]  # a sweep sees the floor too
-    assert judge.stats.floored == 2 and judge.describe()["statement_threshold"] == 0.99
-    judge.statement_threshold = ratio
-    assert judge.pair_probabilities([statements], [Q]) == [1.0]  # at the floor it merges
+    assert 0.3 < ratio < 0.99 and judge.pair_verdicts([statements], [Q])[0].merged
+    judge.policy = judge.policy.with_knobs(floor=0.99)
+    verdicts = judge.pair_verdicts([statements, computing], [Q, Q])
+    assert [v.merged for v in verdicts] == [False, True]  # the computing pair keeps its merge
+    assert [v.reason for v in verdicts] == ["floor", "threshold"]
+    assert judge.pair_verdicts([statements], [Q])[0].reason == "floor"
+    assert judge.stats.floored == 2 and judge.describe()["policy"]["floor"] == 0.99
+    judge.policy = judge.policy.with_knobs(floor=ratio)
+    assert judge.pair_verdicts([statements], [Q])[0].merged  # at the floor it merges
 
 
 def test_build_judge_and_the_model_judge_take_the_statement_floor(tmp_path):
     from equiv.errors import InputError
 
-    assert build_judge(PrunerConfig(strategy="levenshtein", statement_threshold=0.9)).statement_threshold == 0.9
-    assert build_judge(PrunerConfig(strategy="levenshtein")).statement_threshold is None
+    assert build_judge(PrunerConfig(strategy="levenshtein", floor=0.9)).policy.floor == 0.9
+    assert build_judge(PrunerConfig(strategy="levenshtein")).policy.floor is None
     with pytest.raises(InputError, match="statement floor"):
-        build_judge(PrunerConfig(strategy="none", statement_threshold=0.9))
-    with pytest.raises(InputError, match="statement_threshold"):
-        build_judge(PrunerConfig(strategy="levenshtein", statement_threshold=1.5))
+        build_judge(PrunerConfig(strategy="none", floor=0.9))
+    with pytest.raises(InputError, match="floor"):
+        build_judge(PrunerConfig(strategy="levenshtein", floor=1.5))
     plain = make_tiny_judge(tmp_path / "plain")
     floored = make_tiny_judge(tmp_path / "floored", settings=dict(SETTINGS, statement_threshold=0.9))
-    assert ModelJudge(plain, device="cpu").statement_threshold is None
-    assert ModelJudge(floored, device="cpu").statement_threshold == 0.9
-    assert build_judge(PrunerConfig(strategy="model", model=str(floored), statement_threshold=0.0)).statement_threshold is None
-    assert build_judge(PrunerConfig(strategy="model", model=str(plain), statement_threshold=0.95)).statement_threshold == 0.95
+    assert ModelJudge(plain, device="cpu").policy.floor is None
+    assert ModelJudge(floored, device="cpu").policy.floor == 0.9
+    assert build_judge(PrunerConfig(strategy="model", model=str(floored), floor=0.0)).policy.floor is None
+    assert build_judge(PrunerConfig(strategy="model", model=str(plain), floor=0.95)).policy.floor == 0.95
     judge = ModelJudge(floored, device="cpu", prefilter=0.0, threshold=1e-9)
     pair = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters while Adrianna has 2 more.")
     prob = ModelJudge(plain, device="cpu", prefilter=0.0, threshold=1e-9).pair_probabilities([pair], [Q])[0]
     assert 0.0 < prob < 0.9  # a random tiny judge: the floor has something to hold back
-    assert judge.pair_probabilities([pair], [Q]) == [0.0] and judge.stats.scored == 1
+    verdict = judge.pair_verdicts([pair], [Q])[0]
+    assert verdict.probability == prob and not verdict.merged and judge.stats.scored == 1
+    assert verdict.reason == "floor"
     assert judge.stats.floored == 1 and judge.stats.guarded == 0  # held back by the floor, not the guard
 
 
@@ -75,32 +78,34 @@ def test_the_judge_vetoes_guarded_pairs_and_counts_them():
     judge = LevenshteinJudge(0.5)
     pairs = [("She scored 90 on the third test.", "She scored 95 on the third test."),
              ("So Mia scored 90.", "Thus Mia scored 90.")]
-    assert judge.pair_probabilities(pairs, [Q, Q]) == [1.0, 1.0]
-    judge.claim_guard = True
-    assert judge.pair_probabilities(pairs, [Q, Q]) == [0.0, 1.0]
-    assert judge.pair_scores(pairs, [Q, Q])[0] == 0.0  # a sweep sees the veto too
+    assert [v.merged for v in judge.pair_verdicts(pairs, [Q, Q])] == [True, True]
+    judge.policy = judge.policy.with_knobs(guard=True)
+    verdicts = judge.pair_verdicts(pairs, [Q, Q])
+    assert [v.merged for v in verdicts] == [False, True]
+    assert verdicts[0].reason == "guard:different_numbers" and verdicts[1].reason == "threshold"
+    assert judge.pair_verdicts(pairs, [Q, Q])[0].reason.startswith("guard:")
     assert judge.stats.guarded == 2
-    assert judge.describe()["claim_guard"] is True
+    assert judge.policy.guard and judge.describe()["policy"]["guard"]
 
 
 def test_build_judge_sets_the_guard_and_refuses_it_without_pruning():
     from equiv.errors import InputError
 
-    assert build_judge(PrunerConfig(strategy="formula", claim_guard=True)).claim_guard
-    assert not build_judge(PrunerConfig(strategy="formula")).claim_guard
+    assert build_judge(PrunerConfig(strategy="formula", guard=True)).policy.guard
+    assert not build_judge(PrunerConfig(strategy="formula")).policy.guard
     with pytest.raises(InputError, match="claim guard"):
-        build_judge(PrunerConfig(strategy="none", claim_guard=True))
+        build_judge(PrunerConfig(strategy="none", guard=True))
 
 
 def test_model_judge_reads_the_export_setting_and_an_override(tmp_path):
     plain = make_tiny_judge(tmp_path / "plain")
     guarded = make_tiny_judge(tmp_path / "guarded", settings=dict(SETTINGS, claim_guard=True))
-    assert not ModelJudge(plain, device="cpu").claim_guard
-    assert ModelJudge(guarded, device="cpu").claim_guard
-    assert not build_judge(PrunerConfig(strategy="model", model=str(guarded), claim_guard=False)).claim_guard
+    assert not ModelJudge(plain, device="cpu").policy.guard
+    assert ModelJudge(guarded, device="cpu").policy.guard
+    assert not build_judge(PrunerConfig(strategy="model", model=str(guarded), guard=False)).policy.guard
     judge = ModelJudge(guarded, device="cpu", prefilter=0.0, threshold=1e-9)
-    probs = judge.pair_probabilities([("She scored 90 on the third test.", "She scored 95 on the third test.")], [Q])
-    assert probs == [0.0] and judge.stats.scored == 1  # scored, then vetoed
+    verdict = judge.pair_verdicts([("She scored 90 on the third test.", "She scored 95 on the third test.")], [Q])[0]
+    assert not verdict.merged and verdict.reason.startswith("guard:") and judge.stats.scored == 1  # scored, then vetoed
 
 
 def test_search_hands_the_judge_each_pairs_question():
@@ -126,17 +131,27 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     off = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5")
-    on = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--claim_guard", "true")
+    on = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--guard", "true")
     assert off.returncode == 0 and on.returncode == 0, off.stderr + on.stderr
     m_off, m_on = json.loads(off.stdout.splitlines()[-1]), json.loads(on.stdout.splitlines()[-1])
     assert (m_off["fp"], m_off["false_merge_rate"]) == (2, 1.0)
     assert (m_on["fp"], m_on["tp"], m_on["false_merge_rate"], m_on["precision"]) == (0, 2, 0.0, 1.0)
-    assert m_on["problems"] == 2 and "f1_spread" in m_on and m_on["claim_guard"] is True
+    assert m_on["problems"] == 2 and "f1_spread" in m_on and m_on["guard"]
     assert "false merge rate" in on.stdout and "claim guard vetoed 2" in on.stdout
+    # a count per reason, printed and in the metrics: the guard's two vetoes name their rules
+    assert sum(n for r, n in m_on["reasons"].items() if r.startswith("guard:")) == 2
+    assert m_on["reasons"]["threshold"] == 2 and "reasons       " in on.stdout
+    rows_file = tmp_path / "rows.json"
+    assert search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--guard",
+                      "true", "--output", rows_file).returncode == 0
+    rows = json.loads(rows_file.read_text())["pairs"]
+    assert [r["source"].rsplit(":", 1)[1] for r in rows] == ["1", "2", "3", "4"]
+    assert [r["merged"] for r in rows] == [False, True, True, False]
+    assert rows[0]["reason"].startswith("guard:") and rows[1]["reason"] == "threshold" and rows[0]["detail"]
     floored = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5",
-                         "--statement_threshold", "0.99")
+                         "--floor", "0.99")
     assert floored.returncode == 0, floored.stderr
     m_floor = json.loads(floored.stdout.splitlines()[-1])
     # every pair here computes nothing: below 0.99 only the exact-after-rewording one would merge
-    assert m_floor["statement_threshold"] == 0.99 and m_floor["tp"] + m_floor["fp"] == 0
+    assert m_floor["floor"] == 0.99 and m_floor["tp"] + m_floor["fp"] == 0
     assert "statement floor held back" in floored.stdout

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,56 @@ def calibration_summary(
 
 def fixed_threshold_summary(probs: Sequence[float], labels: Sequence[int], threshold: float) -> dict[str, float]:
     """The figures of a calibration split at a threshold nobody chose on it (a recipe without
-    ``threshold_from_val``), in the keys :func:`calibration_summary` stores."""
-    return _stored_summary(float(threshold), binary_metrics([p >= threshold for p in probs], labels), len(labels))
+    ``threshold_from_val``), in the keys :func:`calibration_summary` stores: the classifier's
+    probabilities decided by :func:`equiv.judge.decide.decide` with nothing but that threshold."""
+    from equiv.judge.decide import decide
+    from equiv.judge.policy import DecisionPolicy
+
+    policy = DecisionPolicy(threshold=float(threshold), prefilter=None, same_step="off")
+    pairs = [("", "")] * len(probs)  # the texts are not read: no shortcut, prefilter, guard or floor
+    merged = [v.merged for v in decide(pairs, policy, list(probs))]
+    return _stored_summary(float(threshold), binary_metrics(merged, labels), len(labels))
+
+
+def policy_summary(policy: Any, pairs: Sequence[tuple[str, str]], probs: Sequence[float], labels: Sequence[int],
+                   questions: Sequence[str] | None = None) -> tuple[dict[str, float], dict[str, int]]:
+    """A policy's figures on labelled pairs (``probs``: the model's, one per pair), every stage in
+    force, decided by :func:`equiv.judge.decide.decide`: ``policy_calibration_*`` (and with a guard
+    rule on, ``guard_calibration_*`` and the vetoes), and the count per reason."""
+    from dataclasses import replace
+
+    from equiv.judge.decide import GUARD_PREFIX, decide, reason_counts
+
+    verdicts = decide(pairs, policy, list(probs), questions)
+    m = binary_metrics([v.merged for v in verdicts], labels)
+    out = {"policy_calibration_precision": m.precision, "policy_calibration_recall": m.recall,
+           "policy_calibration_f1": m.f1}
+    counts = reason_counts(verdicts)
+    if policy.guard:
+        plain = binary_metrics([v.merged for v in decide(pairs, replace(policy, guard=()), list(probs), questions)],
+                               labels)
+        out.update({"guard_calibration_precision": m.precision, "guard_calibration_recall": m.recall,
+                    "guard_calibration_f1": m.f1, "unguarded_calibration_f1": plain.f1,
+                    "unguarded_calibration_precision": plain.precision,
+                    "guard_calibration_vetoes": float(sum(n for r, n in counts.items() if r.startswith(GUARD_PREFIX)))})
+    return out, counts
+
+
+def choose_threshold(policy: Any, pairs: Sequence[tuple[str, str]], verdicts: Sequence[Any], labels: Sequence[int],
+                     target_precision: float | None = None, f1_tolerance: float = 0.0) -> SweepPoint:
+    """The one calibration step: the threshold for ``policy`` on labelled pairs it has decided
+    (``verdicts``: :func:`equiv.judge.decide.decide`'s, at any threshold), best F1 (within
+    ``f1_tolerance``, the highest) or the highest recall at ``target_precision``
+    (:func:`pick_threshold`), with every other stage of the policy in force. Returns the chosen
+    sweep point (``threshold`` and its metrics); use ``policy.with_knobs(threshold=...)``."""
+    from equiv.judge.decide import sweep_scores
+
+    scores = sweep_scores(pairs, verdicts, policy)
+    # Thresholds live in (0, 1]: a pair a stage kept apart scores 0 and must stay apart.
+    points = [p for p in threshold_sweep(scores, labels) if 0.0 < p.threshold <= 1.0]
+    if not points:
+        raise ValueError("no threshold in (0, 1] separates these pairs")
+    return pick_threshold(points, target_precision, f1_tolerance)
 
 
 def _stored_summary(threshold: float, metrics: BinaryMetrics, pairs: int) -> dict[str, float]:

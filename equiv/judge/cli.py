@@ -10,7 +10,11 @@ A thin LightningCLI subclass. What it adds to the stock CLI, and why:
 * after ``fit``: the best checkpoint is written as a Hugging Face directory (``--export_dir``,
   default ``<trainer.default_root_dir>/judge``) and the validation F1/accuracy/precision/recall
   of that epoch are printed;
-* after ``predict``: one JSON line per input pair with ``prob_equivalent`` and ``prediction``;
+* after ``fit``, the export's decision policy (``equiv.policy``) decided on the calibration split
+  by the one evaluator, with a count per reason;
+* after ``predict``: one JSON line per input pair with ``prob_equivalent``, ``prediction`` and
+  ``reason``, decided by the one evaluator (:func:`equiv.judge.decide.decide`) with the judge's
+  policy and the command's ``--guard`` / ``--floor``;
 * bad input (data files, model names, options) ends with one ``error: ...`` line and exit 2.
 """
 
@@ -28,13 +32,15 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
+from equiv.data.records import question_of
 from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, one_line
-from equiv.judge.calibrate import binary_metrics, calibration_summary, fixed_threshold_summary
-from equiv.judge.export import export_judge, export_metrics, read_checkpoint, update_settings
+from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
+from equiv.judge.decide import decide
+from equiv.judge.export import export_judge, export_metrics, read_checkpoint, stored_policy, update_policy
 from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import score_judge_dir
 from equiv.judge.module import METRIC_NAMES, PairClassifier
-from equiv.text.claims import claim_check
+from equiv.judge.policy import policy_from_settings
 
 
 UNSET_SAVE_DIRS = (None, ".")
@@ -213,19 +219,19 @@ class JudgeCLI(LightningCLI):
             "validation (calibration) split and store it in the exported judge; `--strategy model` then uses it",
         )
         parser.add_argument(
-            "--claim_guard",
+            "--guard",
             type=bool,
             default=False,
-            help="store the claim guard in the export (a merge is vetoed when the steps state or conclude different "
-            "numbers, or swap or name different things: equiv.text.claims); thresholds are still chosen on the judge's own "
-            "scores, and the guard's effect at them is reported",
+            help="store every guard rule in the export's policy (a merge is vetoed when the steps state or conclude "
+            "different numbers, or swap or name different things: equiv.text.guard); thresholds are still chosen on the "
+            "judge's own scores, and the policy's figures at them are reported",
         )
         parser.add_argument(
-            "--statement_threshold",
+            "--floor",
             type=float | None,
             default=None,
             help="store a statement floor in the export: a pair of steps that both compute nothing merges only at this "
-            "probability or above (equiv.text.claims.below_statement_floor); thresholds are still chosen without it",
+            "probability or above (equiv.text.guard.computes_nothing); thresholds are still chosen without it",
         )
         parser.add_argument(
             "--predictions_out",
@@ -260,19 +266,19 @@ class JudgeCLI(LightningCLI):
             metrics = dict(metrics, **measure_fixed_threshold(module, self.datamodule))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
-        guard = bool(self._subcommand_value("claim_guard"))
-        repick = bool(self._subcommand_value("threshold_from_val"))
+        guard = bool(self._subcommand_value("guard"))
         hybrid = bool(self._subcommand_value("hybrid"))
-        probs = None  # the export's calibration-split probabilities, scored once for the guard and the combiner
-        if guard and repick and hybrid:
-            probs = score_judge_dir(out, self.datamodule.labelled_pairs("val")[0],
-                                    questions=self.datamodule.labelled_questions("val"))
+        pairs = self.datamodule.labelled_pairs("val")[0]
+        # the export's calibration-split probabilities, scored once for the report and the combiner
+        probs = score_judge_dir(out, pairs, questions=self.datamodule.labelled_questions("val")) if pairs else None
         if guard:
-            metrics = dict(metrics, **attach_claim_guard(out, self.datamodule, repick, probs))
-            export_metrics(out, metrics)
+            update_policy(out, guard=True)
         floor = self._statement_floor()
         if floor is not None:
             attach_statement_floor(out, floor)
+        if probs is not None:
+            metrics = dict(metrics, **report_policy(out, self.datamodule, probs))
+            export_metrics(out, metrics)
         if hybrid:
             metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, probs, self._f1_tolerance()))
             export_metrics(out, metrics)
@@ -303,14 +309,19 @@ class JudgeCLI(LightningCLI):
         for batch in outputs:
             for index, prob in zip(batch["index"].tolist(), batch["prob"].tolist()):
                 probs[index] = prob
-        threshold = float(self.model.hparams.decision_threshold)
+        floor = self._statement_floor()
+        policy = policy_from_settings(self.model.equiv_settings()).with_knobs(
+            guard=bool(self._subcommand_value("guard")), floor=floor)
+        pairs = [(r.sentence1, r.sentence2) for r in records]
+        verdicts = decide(pairs, policy, [probs[i] for i in range(len(records))], [question_of(r) for r in records])
         out = Path(self._subcommand_value("predictions_out") or Path(self.trainer.default_root_dir) / "predictions.jsonl")
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8") as fh:
             for index, record in enumerate(records):
                 row = record.to_json()
                 row["prob_equivalent"] = probs[index]
-                row["prediction"] = int(probs[index] > threshold)
+                row["prediction"] = int(verdicts[index].merged)
+                row["reason"] = verdicts[index].reason
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         print(f"predictions: {out} ({len(records)} pairs)", flush=True)
 
@@ -330,9 +341,9 @@ class JudgeCLI(LightningCLI):
         return None if target is None else check_fraction(float(target), "threshold_target_precision")
 
     def _statement_floor(self) -> float | None:
-        """``--statement_threshold``, checked: one line naming the field when out of [0, 1]."""
-        floor = self._subcommand_value("statement_threshold")
-        return None if floor is None else check_fraction(float(floor), "statement_threshold")
+        """``--floor``, checked: one line naming the field when out of [0, 1]."""
+        floor = self._subcommand_value("floor")
+        return None if floor is None else check_fraction(float(floor), "floor")
 
 
 def _rule(target_precision: float | None, f1_tolerance: float) -> str:
@@ -391,57 +402,44 @@ def _validation_scores(module: PairClassifier, datamodule: Any) -> tuple[list[fl
     return probs, labels
 
 
-def _guard_vetoes(datamodule: Any) -> list[bool]:
-    """The claim guard's veto for each labelled validation pair (in ``labelled_pairs("val")`` order)."""
-    pairs, _, _ = datamodule.labelled_pairs("val")
-    questions = datamodule.labelled_questions("val")
-    return [claim_check(a, b, q).veto for (a, b), q in zip(pairs, questions)]
+def report_policy(judge_dir: Path, datamodule: Any, probs: Sequence[float]) -> dict[str, float]:
+    """The export's stored policy (threshold, guard, floor, shortcut, prefilter) decided by
+    :func:`equiv.judge.decide.decide` on the validation (calibration) split; printed with a count
+    per reason and returned as ``policy_calibration_*`` (and, when a guard rule is on, the
+    ``guard_calibration_*`` figures: the policy against the same policy without the guard).
 
-
-def attach_claim_guard(judge_dir: Path, datamodule: Any, report: bool,
-                       probs: Sequence[float] | None = None) -> dict[str, float]:
-    """Store ``claim_guard: true`` in the export; with ``report``, measure the guard's vetoes on the
-    validation (calibration) split at the stored ``decision_threshold`` (``probs``: the export's
-    probabilities for those pairs, when the caller has them).
-
-    The threshold itself stays the one chosen on the judge's own scores. Chosen *with* the vetoes
-    applied, the best-F1 threshold falls to almost zero (0.004 for the GSM8K recipe): on solution
-    pairs the guard already rejects most non-equivalent pairs, so the score stops mattering and
-    every pair the guard cannot read is merged -- on 101 labelled sibling steps from real search
-    that judge's precision was 0.375 (docs/results.md). The guard is a veto on top of a judge that
-    stands on its own, which is also what the cross-validation yardstick measures.
+    Whatever chose the threshold: a recipe that keeps a fixed threshold reports these as well.
+    The threshold itself is never chosen with the guard in force. Chosen *with* the vetoes applied,
+    the best-F1 threshold falls to almost zero (0.004 for the GSM8K recipe): on solution pairs the
+    guard already rejects most non-equivalent pairs, so the score stops mattering and every pair the
+    guard cannot read is merged -- on 101 labelled sibling steps from real search that judge's
+    precision was 0.375 (docs/results.md).
     """
-    settings = update_settings(judge_dir, {"claim_guard": True})
     pairs, labels, _ = datamodule.labelled_pairs("val")
-    if not report or not pairs:
-        return {}
-    if probs is None:
-        probs = score_judge_dir(judge_dir, pairs, questions=datamodule.labelled_questions("val"))
-    threshold = float(settings.get("decision_threshold") or 0.5)
-    vetoes = _guard_vetoes(datamodule)
-    plain = binary_metrics([p >= threshold for p in probs], labels)
-    guarded = binary_metrics([p >= threshold and not v for p, v in zip(probs, vetoes)], labels)
-    print(f"claim guard: at the decision threshold {threshold} on {len(labels)} validation pairs it vetoes "
-          f"{sum(vetoes)} pairs; precision {plain.precision:.4f} -> {guarded.precision:.4f}, recall "
-          f"{plain.recall:.4f} -> {guarded.recall:.4f}, f1 {plain.f1:.4f} -> {guarded.f1:.4f}", flush=True)
-    return {"guard_calibration_precision": guarded.precision, "guard_calibration_recall": guarded.recall,
-            "guard_calibration_f1": guarded.f1, "guard_calibration_vetoes": float(sum(vetoes))}
+    out, counts = policy_summary(stored_policy(judge_dir), pairs, probs, labels, datamodule.labelled_questions("val"))
+    print(f"decision policy on {len(labels)} validation pairs: precision={out['policy_calibration_precision']:.4f} "
+          f"recall={out['policy_calibration_recall']:.4f} f1={out['policy_calibration_f1']:.4f}; "
+          + ", ".join(f"{reason} {n}" for reason, n in counts.items()), flush=True)
+    if "guard_calibration_vetoes" in out:
+        print(f"guard: it vetoes {int(out['guard_calibration_vetoes'])} pairs; precision "
+              f"{out['unguarded_calibration_precision']:.4f} -> {out['guard_calibration_precision']:.4f}, f1 "
+              f"{out['unguarded_calibration_f1']:.4f} -> {out['guard_calibration_f1']:.4f}", flush=True)
+    return out
 
 
 def attach_statement_floor(judge_dir: Path, floor: float) -> None:
-    """Store ``statement_threshold`` in the export. Not chosen here: a calibration split holds too
+    """Store the statement floor in the export's policy. Not chosen here: a calibration split holds too
     few pairs of two steps that compute nothing (solution pairs nearly always compute) to pick it
     on; the recipe's value was chosen by cross-validation over labelled sibling steps
     (docs/results.md)."""
-    update_settings(judge_dir, {"statement_threshold": floor})
+    update_policy(judge_dir, floor=floor)
     print(f"statement floor: pairs of steps that both compute nothing merge at probability >= {floor}", flush=True)
 
 
 def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None,
                   probs: Sequence[float] | None = None, f1_tolerance: float = 0.0) -> dict[str, float]:
     """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs
-    (its threshold chosen on its own out-of-fold scores, a claim guard or not: see
-    :func:`attach_claim_guard`)."""
+    (its threshold chosen on its own out-of-fold scores, a guard or not: see :func:`report_policy`)."""
     pairs, labels, problems = datamodule.labelled_pairs("val")
     if not pairs:
         print("hybrid: no labelled validation pairs; no combiner stored", flush=True)

@@ -34,20 +34,19 @@ import argparse
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction, exit_on_input_error
-from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary
-from equiv.judge.export import export_metrics, update_settings
+from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
+from equiv.judge.export import export_metrics, stored_policy, update_settings
 from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import member_dirs, score_judge_dir
+from equiv.judge.policy import policy_from_settings
 
 MEMBERS_DIR = "members"
-# Export settings that decide merges after the model's score: an ensemble keeps the first member's,
-# so every member must store the same (or the ensemble would silently drop another's).
-DECISION_SETTINGS = ("claim_guard", "statement_threshold")
 
 
 def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
@@ -63,14 +62,16 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         if settings.get(MEMBERS_KEY):
             raise InputError("is an ensemble already; give its members instead", path=source, field="members")
         mappings.append(settings.get("label_mapping"))
-        decisions.append({key: settings.get(key) for key in DECISION_SETTINGS})
+        # The policy decides merges after the model's score: an ensemble keeps the first member's, so
+        # every member must store the same one (its threshold aside: the ensemble chooses its own).
+        decisions.append(replace(policy_from_settings(settings, source=source / "config.json"), threshold=0.5))
     if any(m != mappings[0] for m in mappings):
         raise InputError("members were trained with different label mappings", field="members")
-    for key in DECISION_SETTINGS:
-        if any(d[key] != decisions[0][key] for d in decisions):
-            found = ", ".join(f"{source}: {d[key]}" for source, d in zip(sources, decisions))
-            raise InputError(f"members store different {key} settings ({found}); fit them with the same recipe",
-                             field="members")
+    for field in ("guard", "floor", "prefilter", "same_step", "combine", "compare"):
+        if any(getattr(d, field) != getattr(decisions[0], field) for d in decisions):
+            found = ", ".join(f"{source}: {getattr(d, field)}" for source, d in zip(sources, decisions))
+            raise InputError(f"members store different policy {field} settings ({found}); fit them with the same "
+                             "recipe", field="members")
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise InputError("exists and is not empty; choose a new directory for the ensemble", path=out, field="out")
@@ -114,6 +115,7 @@ def calibrate_ensemble(
         raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
     update_settings(directory, {"decision_threshold": summary["decision_threshold"]})
     metrics = dict(summary, members=float(len(member_dirs(directory))))
+    metrics.update(policy_summary(stored_policy(directory), pairs, probs, labels, questions)[0])
     if hybrid:
         metrics.update(attach_combiner(directory, pairs, labels, groups, target_precision=target_precision,
                                        f1_tolerance=f1_tolerance, probs=probs).summary())
@@ -227,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"decision threshold {metrics['decision_threshold']}{how} on {len(labels)} calibration pairs: "
               f"precision={metrics['calibration_precision']:.4f} recall={metrics['calibration_recall']:.4f} "
               f"f1={metrics['calibration_f1']:.4f}")
+        print(f"its decision policy (equiv.policy, every stage in force) there: "
+              f"precision={metrics['policy_calibration_precision']:.4f} "
+              f"recall={metrics['policy_calibration_recall']:.4f} f1={metrics['policy_calibration_f1']:.4f}")
         if hybrid:
             print(f"hybrid combiner threshold {metrics['hybrid_threshold']} (out of fold: "
                   f"precision={metrics['hybrid_calibration_precision']:.4f} recall={metrics['hybrid_calibration_recall']:.4f} "

@@ -4,8 +4,11 @@ Search should not need Lightning or the training config to use a judge, so after
 checkpoint is written as ``config.json`` + weights + tokenizer, loadable with
 ``AutoModelForSequenceClassification.from_pretrained(dir)`` and ``AutoTokenizer.from_pretrained(dir)``.
 ``config.json`` carries the judge's settings under ``equiv``: the label mapping it was trained
-with, ``max_length``, ``prefilter_threshold``, ``decision_threshold`` and the source
-``model_name`` -- the pruning side reads its defaults from there.
+with, ``max_length``, the source ``model_name``, and ``equiv.policy``, the decision policy
+(:mod:`equiv.judge.policy`) every consumer decides with. The training-time
+``decision_threshold`` / ``prefilter_threshold`` / ``claim_guard`` / ``statement_threshold``
+stay beside it as a record; :func:`update_settings` carries any change of one of them into the
+policy, so the two never disagree, and the pruning side reads only the policy.
 """
 
 from __future__ import annotations
@@ -22,7 +25,18 @@ import torch
 
 from equiv.errors import InputError
 from equiv.judge.export_keys import METRICS_FILE, SETTINGS_KEY
+from equiv.judge.policy import POLICY_KEY, policy_from_settings
 
+_POLICY_KNOBS = {"decision_threshold": "threshold", "prefilter_threshold": "prefilter", "claim_guard": "guard",
+                 "statement_threshold": "floor"}
+"""The scattered export settings and the policy knob each one sets."""
+
+
+
+def with_policy(settings: dict[str, Any]) -> dict[str, Any]:
+    """A module's ``equiv`` settings with its decision policy (``equiv.policy``) added, as an
+    export stores them and a checkpoint loads them."""
+    return {**settings, POLICY_KEY: policy_from_settings(settings).to_dict()}
 
 
 def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] | None = None) -> Path:
@@ -30,7 +44,7 @@ def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = module.model
-    settings = module.equiv_settings()
+    settings = with_policy(module.equiv_settings())
     setattr(model.config, SETTINGS_KEY, settings)
     was_training = model.training
     model.eval()
@@ -44,21 +58,46 @@ def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] 
     return out
 
 
-def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: tuple[str, ...] = ()) -> dict[str, Any]:
+def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: tuple[str, ...] = (),
+                    policy_knobs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Merge ``changes`` into (and drop ``remove`` from) an exported judge's ``equiv`` block.
 
+    A change of a decision setting (``decision_threshold``, ``prefilter_threshold``,
+    ``claim_guard``, ``statement_threshold``) is carried into ``equiv.policy`` (the policy is
+    written when the block had none), so the export holds one policy that agrees with them.
     ``config.json`` is replaced atomically (written beside it, then renamed), so a judge directory
     never holds half a config. Returns the new block.
     """
     config_path = Path(judge_dir) / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     block = {k: v for k, v in (config.get(SETTINGS_KEY) or {}).items() if k not in remove}
+    policy = policy_from_settings(block, source=config_path)
     block.update(changes)
+    knobs = {knob: changes[key] for key, knob in _POLICY_KNOBS.items() if key in changes}
+    if "floor" in knobs:
+        knobs["floor"] = knobs["floor"] or 0.0  # None: no floor
+    if "prefilter" in knobs:
+        knobs["prefilter"] = knobs["prefilter"] or 0.0
+    block[POLICY_KEY] = policy.with_knobs(**knobs).with_knobs(**(policy_knobs or {})).to_dict()
     config[SETTINGS_KEY] = block
     tmp = config_path.with_name(f".config.json.{os.getpid()}.{secrets.token_hex(4)}.tmp")  # one name per writer
     tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, config_path)
     return block
+
+
+def update_policy(judge_dir: str | Path, **knobs: Any) -> dict[str, Any]:
+    """Set knobs (``threshold``, ``prefilter``, ``guard``, ``floor``: as
+    :meth:`~equiv.judge.policy.DecisionPolicy.with_knobs` takes them) of an export's
+    ``equiv.policy``; the block's other settings stay. Returns the new block."""
+    return update_settings(judge_dir, {}, policy_knobs=knobs)
+
+
+def stored_policy(judge_dir: str | Path) -> Any:
+    """The :class:`~equiv.judge.policy.DecisionPolicy` an exported judge directory decides with."""
+    config_path = Path(judge_dir) / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    return policy_from_settings(config.get(SETTINGS_KEY) or {}, source=config_path)
 
 
 def export_metrics(out_dir: str | Path, metrics: dict[str, float]) -> Path:
@@ -210,7 +249,7 @@ def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
         raise InputError("judge not found (expected an exported directory or a .ckpt file)", path=p)
     if p.is_file():
         module = module_from_checkpoint(p)
-        return module.model, module.tokenizer, module.equiv_settings()
+        return module.model, module.tokenizer, with_policy(module.equiv_settings())
     if not (p / "config.json").is_file():
         raise InputError("is not a Hugging Face model directory (no config.json)", path=p)
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer

@@ -3,16 +3,15 @@
 Every strategy answers "how likely is each of these pairs equivalent?" for a *batch* of pairs,
 because search collects the sibling pairs of many problems and asks once. Each judge has
 
-- ``name`` and ``threshold``: a pair is equivalent when ``probability >= threshold``;
-- ``pair_probabilities(pairs)``: what grouping consumes. Rule-based strategies return 0.0/1.0
-  (their own threshold is already applied, so any ``threshold`` in (0, 1] reads them right);
-  ``embedding`` returns the cosine similarity clipped at 0; ``model`` the judge's probability;
-  ``hybrid`` the judge's logit combined with formula/Levenshtein features (:mod:`equiv.judge.hybrid`);
-- ``pair_scores(pairs)``: the continuous score a threshold is swept over (Levenshtein ratio,
-  cosine, model probability; 0/1 for ``exact`` and ``formula``);
-- ``pair_verdicts(pairs)``: the probability and whether deciding the pair takes a learned
-  model's forward (not a free rule, the same-step shortcut or the prefilter) -- what search
-  counts as a problem's ``judge_calls``, so the judge alone says what its work was;
+- ``name`` and ``policy`` (:class:`equiv.judge.policy.DecisionPolicy`): how a pair is decided,
+  applied by the one evaluator :func:`equiv.judge.decide.decide`;
+- ``pair_verdicts(pairs, questions)``: per pair the probability, whether it merges, the reason
+  (the stage that decided: ``identical``, ``prefiltered``, ``guard:<rule>``, ``below_threshold``,
+  ``floor``, ``threshold``) and whether deciding it took a learned model's forward -- what
+  search counts as a problem's ``judge_calls``, so the judge alone says what its work was;
+- ``pair_probabilities(pairs)``: the verdicts' probabilities (the Levenshtein ratio, the cosine
+  clipped at 0, the model's probability; 0/1 for ``exact`` and ``formula``);
+- ``pair_scores(pairs)``: the continuous score a threshold is swept over;
 - ``stats`` (:class:`JudgeStats`): pairs asked, cache hits, and how each new pair was decided,
   so search can report judge work apart from PRM work.
 
@@ -33,12 +32,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError, check_fraction
-from equiv.text.claims import below_statement_floor, claim_check
-from equiv.text.levenshtein import normalise_whitespace
+from equiv.judge.decide import FLOOR, GUARD_PREFIX, IDENTICAL, PREFILTERED, decide
+from equiv.judge.policy import DecisionPolicy
 
 Pair = tuple[str, str]
 
@@ -57,8 +56,8 @@ class JudgeStats:
     prefiltered: int = 0
     scored: int = 0
     forward_batches: int = 0
-    guarded: int = 0  # pairs asked whose merge the claim guard vetoed (repeats included)
-    floored: int = 0  # pairs asked, neither step computing, whose score fell short of the statement floor
+    guarded: int = 0  # pairs asked whose merge a guard rule vetoed (repeats included)
+    floored: int = 0  # pairs asked, neither step computing, at the threshold but short of the statement floor
     seconds: float = 0.0
 
     def reset(self) -> None:
@@ -70,10 +69,13 @@ class JudgeStats:
 
 
 class PairVerdict(NamedTuple):
-    """What a judge says about one pair: its probability and whether it took a model forward."""
+    """What a judge says about one pair: the policy's verdict and whether it took a model forward."""
 
     probability: float
     model_call: bool
+    merged: bool = False
+    reason: str = ""
+    detail: str = ""
 
 
 def pair_key(a: str, b: str) -> Pair:
@@ -91,44 +93,45 @@ def check_threshold(value: float, strategy: str) -> float:
 
 
 def check_statement_floor(value: float | None, path: str | None = None) -> float | None:
-    """A statement floor (``statement_threshold``) as a judge keeps it: in [0, 1], and 0 (like
-    ``None``) meaning no floor."""
+    """A statement floor as a judge keeps it: in [0, 1], and 0 (like ``None``) meaning no floor."""
     if value is None:
         return None
-    return check_fraction(value, "statement_threshold", path) or None
+    return check_fraction(value, "floor", path) or None
 
 
 class CachedJudge:
-    """Shared machinery: order-insensitive cache, stats, and the exact-match shortcut.
+    """Shared machinery: the decision policy, an order-insensitive score cache, and stats.
 
-    Subclasses implement :meth:`_judge_new` for pairs not seen before and return
-    ``(probability, score)`` per pair. The cache key ignores order, but a new pair reaches
-    :meth:`_judge_new` in the order it was first asked: search asks (earlier, later) sibling,
-    the order the judge was trained on.
+    Subclasses implement :meth:`_judge_new` for pairs not scored before and return ``(probability,
+    score)`` per pair; the policy (:attr:`policy`, applied by :func:`equiv.judge.decide.decide`)
+    turns the probability into a verdict. The cache key ignores order, but a new pair reaches
+    :meth:`_judge_new` in the order it was first asked: search asks (earlier, later) sibling, the
+    order the judge was trained on.
     """
 
     name: str = "base"
     learned: bool = False  # True: a new pair costs a model forward (model, embedding); False: a rule
-    threshold: float = 0.5
-    exact_shortcut: bool = True
-    # what "the same step" means for the shortcut: whitespace-equal for rules, formatting-equal
-    # (format_key) for the trained judges; a function of one text
-    same_step_key = staticmethod(normalise_whitespace)
-    strict: bool = False  # True: a score decides "equivalent" when > threshold (Levenshtein), else >=
-    # The claim guard (equiv.text.claims): a pair whose steps state or conclude different numbers, or
-    # swap or name different things, is "not equivalent" whatever the score; see claim_guard in PrunerConfig.
-    claim_guard: bool = False
-    # The statement floor (equiv.text.claims.below_statement_floor): a pair of steps that both compute
-    # nothing is "not equivalent" unless its score reaches this; None = no floor.
-    statement_threshold: float | None = None
+    # The policy a rule strategy decides with: whitespace-equal steps are the same step, no
+    # prefilter, no guard or floor unless the config asks; threshold 0.5 reads a 0/1 rule right.
+    default_policy = DecisionPolicy(threshold=0.5, prefilter=None, same_step="whitespace")
     # True: the score of a pair depends on its problem's question (a model trained with_question);
     # the question then joins the cache key and reaches _judge_new.
     reads_question: bool = False
 
     def __init__(self) -> None:
         self.stats = JudgeStats()
+        self.policy: DecisionPolicy = self.default_policy
         self._cache: dict[tuple[str, ...], tuple[float, float]] = {}
-        self._model_calls: set[tuple[str, ...]] = set()  # cached keys whose decision took a model forward
+        self._decided: set[tuple[str, ...]] = set()  # keys the shortcut or the prefilter decided (stats)
+
+    # The knobs, read and set on the policy (what ``describe``, the CLIs and older callers use).
+    @property
+    def threshold(self) -> float:
+        return self.policy.threshold
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        self.policy = replace(self.policy, threshold=check_threshold(value, self.name))
 
     def _key(self, a: str, b: str, question: str) -> tuple[str, ...]:
         """The cache key: :func:`pair_key`, and the question when the score depends on it."""
@@ -137,7 +140,7 @@ class CachedJudge:
     def clear_cache(self) -> None:
         """Forget judged pairs (benchmarks; a new search over unrelated problems)."""
         self._cache.clear()
-        self._model_calls.clear()
+        self._decided.clear()
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         """``(probability, score)`` of pairs not judged before: what a strategy implements."""
@@ -149,19 +152,35 @@ class CachedJudge:
         return self._judge_new(pairs)
 
     def needs_model(self, a: str, b: str) -> bool:
-        """Whether a new pair that the shortcut did not decide costs a forward of a learned model.
-
-        Rules cost none; a learned judge overrides this where it decides some pairs for free
-        (the model strategy's Levenshtein prefilter).
-        """
+        """Whether a pair the policy sent to be scored costs a learned model's forward: every one
+        for a learned judge, unless a subclass decides some inside :meth:`_judge_new` for free."""
         return self.learned
 
-    def pair_results(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[tuple[float, float]]:
-        """``(probability, score)`` per pair in one pass (``pairs`` needs both without double counting).
+    def _scores(self, pairs: list[Pair], questions: list[str]) -> list[float]:
+        """The probability of each pair the policy sends to the model: cached ones from the cache,
+        new ones in one :meth:`_judge_new_asked` call (the scorer :func:`decide` calls)."""
+        keys = [self._key(a, b, q) for (a, b), q in zip(pairs, questions)]
+        new, asked, new_questions = [], [], []
+        seen: set[tuple[str, ...]] = set()
+        for key, pair, question in zip(keys, pairs, questions):
+            if key in self._cache or key in seen:
+                self.stats.cache_hits += 1
+                continue
+            seen.add(key)
+            new.append(key)
+            asked.append(pair)
+            new_questions.append(question)
+        if new:
+            for key, result in zip(new, self._judge_new_asked(asked, new_questions)):
+                self._cache[key] = result
+        return [self._cache[key][0] for key in keys]
+
+    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
+        """The policy's verdict per pair, in order, with whether it took a model forward.
 
         ``questions``: the problem each pair belongs to (search and labelled files know it), which
-        the claim guard reads for restated givens and the problem's entities; without it the guard
-        checks numbers only, and counts a number the other step lacks as a new claim.
+        the guard reads for restated givens and the problem's entities; without it the guard
+        checks the steps alone. A cached pair is scored once however often it is asked.
         """
         if questions is not None and len(questions) != len(pairs):
             raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
@@ -170,77 +189,40 @@ class CachedJudge:
                              field="questions")
         start = time.perf_counter()
         asked_questions = list(questions) if questions is not None else [""] * len(pairs)
-        keys = []
         for i, pair in enumerate(pairs):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
-            keys.append(self._key(pair[0], pair[1], asked_questions[i]))
-        self.stats.pairs += len(keys)
-        new: list[tuple[str, ...]] = []
-        asked: list[Pair] = []  # the new pairs as asked, not as keyed
-        new_questions: list[str] = []
-        seen: set[tuple[str, ...]] = set()
-        for key, pair, question in zip(keys, pairs, asked_questions):
-            if key in self._cache or key in seen:
-                self.stats.cache_hits += 1
-                continue
-            seen.add(key)
-            if self.exact_shortcut and self.same_step_key(key[0]) == self.same_step_key(key[1]):
-                self._cache[key] = (1.0, 1.0)
-                self.stats.exact += 1
-            else:
-                new.append(key)
-                asked.append((pair[0], pair[1]))
-                new_questions.append(question)
-        if new:
-            for key, pair, result in zip(new, asked, self._judge_new_asked(asked, new_questions)):
-                self._cache[key] = result
-                if self.needs_model(*pair):
-                    self._model_calls.add(key)
-        out = [self._cache[key] for key in keys]
-        if self.claim_guard or self.statement_threshold is not None:
-            out = self._hold_back(pairs, out, questions)
+        asked = [(a, b) for a, b in pairs]
+        verdicts = decide(asked, self.policy, self._scores, asked_questions)
+        self.stats.pairs += len(asked)
+        for (a, b), question, verdict in zip(asked, asked_questions, verdicts):
+            if verdict.reason in (IDENTICAL, PREFILTERED):
+                key = self._key(a, b, question)
+                if key in self._decided:
+                    self.stats.cache_hits += 1
+                else:
+                    self._decided.add(key)
+                    self.stats.exact += verdict.reason == IDENTICAL
+                    self.stats.prefiltered += verdict.reason == PREFILTERED
+            self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
+            self.stats.floored += verdict.reason == FLOOR
         self.stats.seconds += time.perf_counter() - start
-        return out
-
-    def _hold_back(self, pairs: Sequence[Pair], results: list[tuple[float, float]],
-                   questions: Sequence[str] | None) -> list[tuple[float, float]]:
-        """Zero (probability and score) every pair the claim guard vetoes (its steps' claims
-        conflict) and every pair of two statements whose score is below the statement floor (a
-        model judge's score is its probability; a rule's, such as the Levenshtein ratio, its
-        continuous score), so a threshold swept over the scores sees both. Applied after the cache,
-        because one pair of texts may belong to problems that give different numbers."""
-        kept = []
-        for i, ((a, b), result) in enumerate(zip(pairs, results)):
-            if result[0] > 0.0:
-                if self.claim_guard and claim_check(a, b, questions[i] if questions else "").veto:
-                    self.stats.guarded += 1
-                    result = (0.0, 0.0)
-                elif below_statement_floor(a, b, result[1], self.statement_threshold):
-                    self.stats.floored += 1
-                    result = (0.0, 0.0)
-            kept.append(result)
-        return kept
-
-    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
-        """Probability and model-forward flag per pair, in order; a cached pair keeps its flag,
-        so a count over distinct pairs does not depend on what was asked before."""
-        results = self.pair_results(pairs, questions)
-        asked_questions = questions if questions is not None else [""] * len(pairs)
-        return [
-            PairVerdict(prob, self._key(a, b, q) in self._model_calls)
-            for (prob, _), (a, b), q in zip(results, pairs, asked_questions)
-        ]
+        return [PairVerdict(v.probability, v.scored and self.needs_model(a, b), v.merged, v.reason, v.detail)
+                for (a, b), v in zip(asked, verdicts)]
 
     def pair_probabilities(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
-        """Equivalence probability per pair, in order (``>= threshold`` means equivalent)."""
-        return [prob for prob, _ in self.pair_results(pairs, questions)]
+        """The probability per pair, in order (the verdicts' ``merged`` is what decides)."""
+        return [v.probability for v in self.pair_verdicts(pairs, questions)]
 
     def pair_scores(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
-        """The continuous score a threshold is swept over, per pair, in order."""
-        return [score for _, score in self.pair_results(pairs, questions)]
+        """The continuous score a threshold is swept over (the cached ``score`` of each scored
+        pair: the Levenshtein ratio, the cosine, the model's probability), per pair, in order."""
+        verdicts = self.pair_verdicts(pairs, questions)
+        asked = list(questions) if questions is not None else [""] * len(pairs)
+        return [v.probability if v.reason in (IDENTICAL, PREFILTERED) else self._cache[self._key(a, b, q)][1]
+                for (a, b), q, v in zip(pairs, asked, verdicts)]
 
     def describe(self) -> dict[str, Any]:
         """Settings to record beside results (what exactly judged the pairs)."""
-        return {"strategy": self.name, "threshold": self.threshold, "claim_guard": self.claim_guard,
-                "statement_threshold": self.statement_threshold}
+        return {"strategy": self.name, "threshold": self.threshold, "policy": self.policy.to_dict()}
+

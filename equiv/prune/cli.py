@@ -15,14 +15,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records, require_questions
 from equiv.errors import InputError, exit_on_input_error, writable_file
-from equiv.prune.calibrate import binary_metrics, pick_threshold, prefilter_sweep, spread_by_problem, threshold_sweep
+from equiv.judge.calibrate import choose_threshold
+from equiv.judge.decide import Verdict, decide, reason_counts, sweep_scores
+from equiv.prune.calibrate import binary_metrics, prefilter_sweep, spread_by_problem, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
 from equiv.text.levenshtein import levenshtein_ratio
+
+
+def _guard_option(value: str) -> bool | list[str]:
+    """``--guard``: true, false, or comma-separated rule names (checked when the judge is built)."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def strategy_choices() -> list[str]:
@@ -44,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pruner.threshold", "--threshold", dest="threshold", type=float, help="equivalent iff probability >= X (levenshtein: ratio > X); "
                    "default: the strategy's / the judge's")
     p.add_argument("--pruner.prefilter", "--prefilter", dest="prefilter", type=float, help="model only: Levenshtein ratio <= X is 'not equivalent' "
-                   "without the model; default: the judge's prefilter_threshold, else 0.75")
+                   "without the model; 0: off; default: the judge's policy (0.75 for an export without one)")
     p.add_argument("--pruner.batch_size", "--batch_size", "--batch-size", dest="batch_size", type=int, default=64)
     p.add_argument("--pruner.max_length", "--max_length", "--max-length", dest="max_length", type=int)
     p.add_argument("--pruner.device", "--device", dest="device", default="auto")
@@ -56,13 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep_prefilter", "--sweep-prefilter", action="store_true",
                    help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
                    "would pick and its metrics (one model pass); the reported metrics stay those of --prefilter")
-    p.add_argument("--pruner.claim_guard", "--claim_guard", "--claim-guard", dest="claim_guard", choices=("true", "false"),
-                   help="veto merges whose steps state or conclude different numbers, or swap or name different things "
-                   "(equiv.text.claims; reads each record's 'question'); default: the judge's own setting")
-    p.add_argument("--pruner.statement_threshold", "--statement_threshold", "--statement-threshold",
-                   dest="statement_threshold", type=float,
+    p.add_argument("--pruner.guard", "--guard", dest="guard", type=_guard_option,
+                   help="the guard rules that veto a merge (equiv.text.guard; they read each record's 'question'): true "
+                   "(every rule), false, or comma-separated rule names; default: the judge's policy")
+    p.add_argument("--pruner.floor", "--floor", dest="floor", type=float,
                    help="the statement floor: a pair of steps that both compute nothing merges only at this probability "
-                   "or above (equiv.text.claims.below_statement_floor); default: the judge's own setting; 0: none")
+                   "or above (equiv.text.guard.computes_nothing); default: the judge's policy; 0: off")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
     p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
@@ -76,8 +86,9 @@ class Labelled(NamedTuple):
     labels: list[int]
     dropped: int
     ratios: list[float]
-    questions: list[str]  # the record's 'question' ("" when it has none): the claim guard reads it
+    questions: list[str]  # the record's 'question' ("" when it has none): the guard reads it
     problems: list[str]  # problem keys, for the spread by problem
+    sources: list[str]  # each pair's "path:line" in the file
 
 
 def _read_labelled(path: str, mapping: Any, skip_invalid: bool, judge: Any = None) -> Labelled:
@@ -93,21 +104,19 @@ def _read_labelled(path: str, mapping: Any, skip_invalid: bool, judge: Any = Non
         raise InputError("no pairs left to evaluate after dropping unmapped levels", path=path)
     ratios = [levenshtein_ratio(a, b) for a, b in pairs]
     questions = [question_of(r) for r in kept]
-    return Labelled(pairs, labels, dropped, ratios, questions, [problem_key(r) for r in kept])
-
-
-def _decide(scores: Sequence[float], threshold: float, strict: bool) -> list[bool]:
-    return [s > threshold if strict else s >= threshold for s in scores]
+    return Labelled(pairs, labels, dropped, ratios, questions, [problem_key(r) for r in kept],
+                    [r.source for r in kept])
 
 
 def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
-    """Evaluate one strategy; returns the metrics dict (the CLI prints and writes it)."""
+    """Evaluate one strategy; returns the metrics dict (the CLI prints and writes it). Every pair
+    is decided by the judge's policy (:func:`equiv.judge.decide.decide`); ``_pairs`` holds one
+    row per pair (probability, merged, reason) for ``--output``."""
     check_pairs_args(args)
     cfg = PrunerConfig(
         strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
         batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
-        claim_guard=None if args.claim_guard is None else args.claim_guard == "true",
-        statement_threshold=args.statement_threshold,
+        guard=args.guard, floor=args.floor,
     )
     judge = build_judge(cfg)
     assert judge is not None
@@ -115,24 +124,31 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
 
     data = _read_labelled(args.data, mapping, args.skip_invalid, judge)
-    results = judge.pair_results(data.pairs, data.questions)
-    probs = [p for p, _ in results]
-    scores = [s for _, s in results]
+    verdicts = _verdicts(judge, data)
     if args.sweep:
-        choice = _sweep_threshold(judge, args, mapping, scores, data.labels)
-        predictions = _decide(scores, choice.decide_at, judge.strict)
+        choice = _sweep_threshold(judge, args, mapping, verdicts, data)
+        judge.threshold = choice.decide_at
+        verdicts = decide(data.pairs, judge.policy, [v.probability for v in verdicts], data.questions)
     else:
         threshold_source = "given" if args.threshold is not None else "default"
         choice = ThresholdChoice(judge.threshold, threshold_source, judge.threshold, [])
-        predictions = [p >= judge.threshold for p in probs]
+    predictions = [v.merged for v in verdicts]
     prefilter_table = _prefilter_table(judge, args, mapping, data) if args.sweep_prefilter else None
     out = _metrics_record(judge, args, data, predictions, choice)
     out["unmapped_levels"] = [level for level in range(5) if mapping.label(level) is None]
+    out["reasons"] = reason_counts(verdicts)
+    out["_pairs"] = [{"source": source, "label": label, **v.to_dict()}
+                     for source, label, v in zip(data.sources, data.labels, verdicts)]
     if choice.points:
         out["_sweep"] = choice.points
     if prefilter_table:
         out["_prefilter_sweep"] = prefilter_table
     return out
+
+
+def _verdicts(judge: Any, data: Labelled) -> list[Verdict]:
+    """The judge's verdict on each labelled pair (with its question)."""
+    return [Verdict(v.probability, v.merged, v.reason, v.detail) for v in judge.pair_verdicts(data.pairs, data.questions)]
 
 
 def check_pairs_args(args: argparse.Namespace) -> None:
@@ -164,19 +180,18 @@ class ThresholdChoice(NamedTuple):
     points: list[dict[str, float]]
 
 
-def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, scores: list[float],
-                     labels: list[int]) -> ThresholdChoice:
-    """Best F1 (or the highest recall at ``--target_precision``) over the scores of ``--data``,
-    or of ``--sweep_data`` when given."""
+def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, verdicts: list[Verdict],
+                     data: Labelled) -> ThresholdChoice:
+    """The policy's threshold chosen by :func:`equiv.judge.calibrate.choose_threshold` (best F1, or
+    the highest recall at ``--target_precision``) on ``--data``, or on ``--sweep_data`` when given."""
     if args.sweep_data:
         sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid, judge)
-        s_scores = [s for _, s in judge.pair_results(sweep_on.pairs, sweep_on.questions)]
-        s_labels = sweep_on.labels
+        s_verdicts, s_pairs, s_labels = _verdicts(judge, sweep_on), sweep_on.pairs, sweep_on.labels
     else:
-        s_scores, s_labels = scores, labels
-    # Thresholds live in (0, 1]: prefiltered pairs score 0 and must stay "not equivalent".
-    points = [p for p in threshold_sweep(s_scores, s_labels) if 0.0 < p.threshold <= 1.0]
-    chosen = pick_threshold(points, args.target_precision)
+        s_verdicts, s_pairs, s_labels = verdicts, data.pairs, data.labels
+    chosen = choose_threshold(judge.policy, s_pairs, s_verdicts, s_labels, args.target_precision)
+    points = [p for p in threshold_sweep(sweep_scores(s_pairs, s_verdicts, judge.policy), s_labels)
+              if 0.0 < p.threshold <= 1.0]
     source = f"sweep on {args.sweep_data or args.data}"
     if args.target_precision is not None:
         source += f" (target precision {args.target_precision})"
@@ -199,7 +214,8 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
         "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1,
         "false_merge_rate": m.false_merge_rate, "n": m.n, "problems": len(set(data.problems)),
         "strategy": judge.name, "threshold": choice.threshold, "threshold_source": choice.source,
-        "claim_guard": judge.claim_guard, "statement_threshold": judge.statement_threshold,
+        "guard": list(judge.policy.guard), "floor": judge.policy.floor,
+        "policy": judge.policy.to_dict(),
         "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": data.dropped, "data": str(args.data),
     }
     out.update(spread_by_problem(predictions, labels, data.problems))
@@ -221,13 +237,13 @@ def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: L
     if args.sweep_data:
         data = _read_labelled(args.sweep_data, mapping, args.skip_invalid, judge)
     labels, ratios = data.labels, data.ratios
-    saved = judge.prefilter
-    judge.prefilter = -1.0  # score everything once; the cache is per (pair, prefilter) below
+    saved = judge.policy
+    judge.policy = replace(saved, prefilter=None, guard=(), floor=None)  # score every pair once
     judge.clear_cache()
     try:
-        probs = judge.pair_probabilities(data.pairs, data.questions)
+        probs = judge.pair_scores(data.pairs, data.questions)
     finally:
-        judge.prefilter = saved
+        judge.policy = saved
         judge.clear_cache()
     grid = [0.0] + [round(0.5 + 0.05 * k, 2) for k in range(10)]
     rows = prefilter_sweep(ratios, probs, labels, grid, target_precision=args.target_precision)
@@ -252,8 +268,9 @@ def _print_report(out: dict[str, Any]) -> None:
     st = out["judge_stats"]
     print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
           f"cache hits {st['cache_hits']}, claim guard vetoed {st['guarded']}"
-          f"{'' if out['claim_guard'] else ' (off)'}, statement floor held back {st['floored']}"
-          f"{'' if out['statement_threshold'] else ' (off)'}, {st['seconds']:.2f}s")
+          f"{'' if out['guard'] else ' (off)'}, statement floor held back {st['floored']}"
+          f"{'' if out['floor'] else ' (off)'}, {st['seconds']:.2f}s")
+    print("reasons       " + ", ".join(f"{reason} {count}" for reason, count in out["reasons"].items()))
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")
     several = out["problems"] > 1  # one problem has no spread over problems to show
@@ -270,6 +287,7 @@ def pairs_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)  # argparse prints usage and exits 2 on unknown options
     with exit_on_input_error():
         out = run_pairs(args)
+        rows = out.pop("_pairs")
         sweep = out.pop("_sweep", None)
         prefilter_table = out.pop("_prefilter_sweep", None)
         if prefilter_table:
@@ -284,7 +302,7 @@ def pairs_main(argv: list[str]) -> int:
         if args.output:
             path = Path(args.output)
             path.parent.mkdir(parents=True, exist_ok=True)
-            extra = {k: v for k, v in (("sweep", sweep), ("prefilter_sweep", prefilter_table)) if v}
+            extra = {k: v for k, v in (("sweep", sweep), ("prefilter_sweep", prefilter_table), ("pairs", rows)) if v}
             path.write_text(json.dumps({**out, **extra}, indent=2) + "\n", encoding="utf-8")
         print(json.dumps(out))
     return 0

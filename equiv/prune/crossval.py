@@ -55,6 +55,7 @@ from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, read_recipe, threshold_choice
+from equiv.judge.policy import policy_from_settings
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
 from equiv.prune.yardstick import (format_ranking, format_table, pooled_table, ranking_table, read_oof,
                                    source_file, split_by_source, yardstick_table)
@@ -208,8 +209,9 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
 def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMapping, fold: int,
                part: str = "test") -> list[dict[str, Any]]:
     """Rows of one fold: the judge as ``--strategy model`` builds it (hybrid when the export has a
-    combiner) and its raw classifier, each with its stored threshold and without the claim guard
-    (the ``+guard`` policies of :mod:`equiv.prune.yardstick` add it). ``part`` says which pairs:
+    combiner) and its raw classifier, each with its stored threshold and without the guard (the
+    ``+guard`` policies of :mod:`equiv.prune.yardstick` add it), and the export's stored
+    ``policy``, which :func:`equiv.prune.yardstick.shipped_policy` decides with. ``part`` says which pairs:
     ``test`` (the held-out fold) or ``calibration`` (the fold fit's own calibration split, on which a
     threshold policy may be chosen again without touching the held-out fold)."""
     kept = [(r, y) for r in records if (y := mapping.label(r.result)) is not None]
@@ -218,10 +220,10 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     # itself, with each pair's question (a judge asked without questions would guard on numbers
     # alone), and its ``+floorS`` policies the statement floor; each row records the floor the
     # export stores (``statement_threshold``), for the reader.
-    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", claim_guard=False,
-                                     statement_threshold=0.0))
-    raw = ModelJudge(judge_dir, device="cpu", claim_guard=False, statement_threshold=0.0)
-    floor = raw.settings.get("statement_threshold")
+    judge = build_judge(PrunerConfig(strategy="model", model=str(judge_dir), device="cpu", guard=False, floor=0.0))
+    raw = ModelJudge(judge_dir, device="cpu", guard=False, floor=0.0)
+    stored = policy_from_settings(raw.settings, source=Path(judge_dir) / "config.json")
+    floor = stored.floor
     assert judge is not None
     questions = [question_of(r) for r, _ in kept]  # read by a with_question judge
     probs = judge.pair_probabilities(pairs, questions)
@@ -231,6 +233,7 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
         "sentence1": r.sentence1, "sentence2": r.sentence2, "question": r.extra.get("question", ""),
         "prob": p, "threshold": judge.threshold, "raw_prob": q, "raw_threshold": raw.threshold,
         "judge": judge.name, "source": r.source, "part": part, "statement_threshold": floor,
+        "policy": stored.to_dict(),
     } for (r, y), p, q in zip(kept, probs, raw_probs)]
 
 

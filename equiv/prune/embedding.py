@@ -9,6 +9,7 @@ from typing import Any
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.devices import resolve_device
 from equiv.errors import InputError
+from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import CachedJudge, Pair, check_threshold
 
 DEFAULT_EMBEDDING_THRESHOLD = 0.9
@@ -23,7 +24,8 @@ class EmbeddingJudge(CachedJudge):
 
     name = "embedding"
     learned = True
-    exact_shortcut = False  # the SBERT baseline is the cosine alone
+    # the SBERT baseline is the cosine alone: no same-step shortcut
+    default_policy = DecisionPolicy(threshold=0.9, prefilter=None, same_step="off")
 
     def __init__(
         self,

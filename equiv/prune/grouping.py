@@ -2,14 +2,15 @@
 
 Pure functions, shaped for batching: search first collects :func:`sibling_pairs` for every
 expansion of every problem, makes ONE judge call, then calls :func:`group_equivalent` per
-expansion with the probabilities it got back.
+expansion with the verdicts it got back (whether each pair merges is the judge's decision
+policy's, :func:`equiv.judge.decide.decide`; grouping never compares a probability itself).
 
 Rules (all deterministic):
 
 - **Processing order.** ``representative="first"``: candidate index order. ``"prior"``:
   descending prior, ``"score"``: descending score (e.g. PRM value); ties by index.
 - **greedy** (the paper's): walk candidates in processing order; each joins the FIRST existing
-  class (in creation order) whose representative it matches (``prob >= threshold``), otherwise
+  class (in creation order) whose representative it matches (the pair's verdict merges), otherwise
   it founds a new class and is its representative. A candidate is compared with
   representatives only, never with other members.
 - **transitive**: classes are the connected components of the "matches" graph over all pairs,
@@ -20,8 +21,8 @@ Rules (all deterministic):
 - ``classes`` are ordered by their representative's processing rank; within a class the
   representative comes first, then the members in processing order.
 - ``prob_to_representative[i]`` is the judged probability of the pair (i, representative of i),
-  None for representatives themselves. Under transitive grouping it can be below the threshold
-  (the member joined through another member).
+  None for representatives themselves (and when no probabilities are given). Under transitive
+  grouping that pair need not merge itself (the member joined through another member).
 """
 
 from __future__ import annotations
@@ -87,30 +88,31 @@ def _processing_order(
     return sorted(range(n), key=lambda i: (-float(values[i]), i))
 
 
-def _lookup(probs: Mapping[tuple[int, int], float], i: int, j: int) -> float:
+def _lookup(values: Mapping[tuple[int, int], Any], i: int, j: int) -> Any:
     key = (i, j) if i < j else (j, i)
-    if key in probs:
-        return float(probs[key])
-    if (key[1], key[0]) in probs:
-        return float(probs[(key[1], key[0])])
-    raise KeyError(f"no probability for candidate pair {key}; pass one for every pair of sibling_pairs(n)")
+    if key in values:
+        return values[key]
+    if (key[1], key[0]) in values:
+        return values[(key[1], key[0])]
+    raise KeyError(f"no verdict for candidate pair {key}; pass one for every pair of sibling_pairs(n)")
 
 
 def group_equivalent(
     n: int,
-    probs: Mapping[tuple[int, int], float],
-    threshold: float,
+    merged: Mapping[tuple[int, int], bool],
     *,
+    probs: Mapping[tuple[int, int], float] | None = None,
     mode: GroupingMode = "greedy",
     representative: RepresentativeRule = "first",
     priors: Sequence[float] | None = None,
     scores: Sequence[float] | None = None,
 ) -> Grouping:
-    """Equivalence classes of candidates ``0..n-1`` given pair probabilities.
+    """Equivalence classes of candidates ``0..n-1`` given which pairs merge.
 
-    ``probs`` maps ``(i, j)`` (either order) to the probability that i and j are equivalent;
-    they are equivalent when it is ``>= threshold``. Every pair the chosen mode looks at must be
-    present (all of :func:`sibling_pairs` is always enough).
+    ``merged`` maps ``(i, j)`` (either order) to whether the judge's policy merges i and j;
+    ``probs`` (optional, same keys) gives each pair's probability for ``prob_to_representative``.
+    Every pair the chosen mode looks at must be present (all of :func:`sibling_pairs` is always
+    enough).
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -122,7 +124,7 @@ def group_equivalent(
         classes: list[list[int]] = []
         for c in order:
             for members in classes:
-                if _lookup(probs, members[0], c) >= threshold:
+                if bool(_lookup(merged, members[0], c)):
                     members.append(c)
                     break
             else:
@@ -137,7 +139,7 @@ def group_equivalent(
             return x
 
         for i, j in sibling_pairs(n):
-            if _lookup(probs, i, j) >= threshold:
+            if bool(_lookup(merged, i, j)):
                 ri, rj = find(i), find(j)
                 if ri != rj:
                     # The root is the member earliest in processing order: the representative.
@@ -156,8 +158,8 @@ def group_equivalent(
         rep = members[0]
         for m in members:
             representative_of[m] = rep
-            if m != rep:
-                prob_to_rep[m] = _lookup(probs, m, rep)
+            if m != rep and probs is not None:
+                prob_to_rep[m] = float(_lookup(probs, m, rep))
     return Grouping(classes, representatives, representative_of, prob_to_rep)
 
 
@@ -165,7 +167,6 @@ def group_siblings(
     texts: Sequence[str],
     judge: Any,
     *,
-    threshold: float | None = None,
     mode: GroupingMode = "greedy",
     representative: RepresentativeRule = "first",
     priors: Sequence[float] | None = None,
@@ -174,23 +175,17 @@ def group_siblings(
 ) -> Grouping:
     """Group one set of sibling step texts with a judge (one batched judge call).
 
-    ``threshold`` defaults to ``judge.threshold``; ``question`` is the siblings' problem (the
-    claim guard and a judge trained ``with_question`` read it). For many sets at once (search),
-    collect :func:`sibling_pairs` of each, call ``judge.pair_probabilities`` once, and use
-    :func:`group_equivalent` per set instead.
+    ``question`` is the siblings' problem (the guard and a judge trained ``with_question`` read
+    it). For many sets at once (search), collect :func:`sibling_pairs` of each, call
+    ``judge.pair_verdicts`` once, and use :func:`group_equivalent` per set instead.
     """
     pairs = sibling_pairs(len(texts))
     asked = [(texts[i], texts[j]) for i, j in pairs]
-    if not pairs:
-        values: list[float] = []
-    elif question is None:
-        values = judge.pair_probabilities(asked)
-    else:
-        values = judge.pair_probabilities(asked, [question] * len(asked))
+    verdicts = judge.pair_verdicts(asked, None if question is None else [question] * len(asked)) if pairs else []
     return group_equivalent(
         len(texts),
-        dict(zip(pairs, values)),
-        judge.threshold if threshold is None else threshold,
+        {pair: v.merged for pair, v in zip(pairs, verdicts)},
+        probs={pair: v.probability for pair, v in zip(pairs, verdicts)},
         mode=mode,
         representative=representative,
         priors=priors,

@@ -9,15 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from equiv.devices import resolve_autocast_dtype, resolve_device
-from equiv.errors import InputError, check_fraction
+from equiv.errors import InputError
 from equiv.judge.export_keys import HYBRID_KEY
-from equiv.prune.cached import CachedJudge, Pair, check_statement_floor, check_threshold
+from equiv.judge.policy import DEFAULT_THRESHOLD, policy_from_settings
+from equiv.prune.cached import CachedJudge, Pair, check_threshold
 from equiv.prune.loading import load_classifier, model_token_limit
-from equiv.text.formatting import format_key
-from equiv.text.levenshtein import levenshtein_ratio
 
-DEFAULT_MODEL_THRESHOLD = 0.5  # argmax of a two-class head, as the reference decides
-DEFAULT_PREFILTER = 0.75
+DEFAULT_MODEL_THRESHOLD = DEFAULT_THRESHOLD  # argmax of a two-class head, as the reference decides
 
 
 class ModelJudge(CachedJudge):
@@ -36,7 +34,6 @@ class ModelJudge(CachedJudge):
 
     name = "model"
     learned = True
-    same_step_key = staticmethod(format_key)
 
     def __init__(
         self,
@@ -48,8 +45,8 @@ class ModelJudge(CachedJudge):
         max_length: int | None = None,
         device: str = "auto",
         dtype: str = "auto",
-        claim_guard: bool | None = None,
-        statement_threshold: float | None = None,
+        guard: bool | list[str] | None = None,
+        floor: float | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -60,16 +57,9 @@ class ModelJudge(CachedJudge):
         self.tokenizer = tokenizer
         self.settings = settings
         self.positive_index = int(settings.get("positive_index", 1))
-        self.claim_guard = bool(settings.get("claim_guard", False)) if claim_guard is None else bool(claim_guard)
-        floor = settings.get("statement_threshold") if statement_threshold is None else statement_threshold
-        self.statement_threshold = check_statement_floor(floor, path=self.path)
-        default_threshold = settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD
-        self.threshold = check_threshold(default_threshold if threshold is None else threshold, self.name)
-        default_prefilter = settings.get("prefilter_threshold")
-        self.prefilter = float(DEFAULT_PREFILTER if default_prefilter is None else default_prefilter)
-        if prefilter is not None:
-            self.prefilter = float(prefilter)
-        check_fraction(self.prefilter, "prefilter")
+        stored = policy_from_settings(settings, source=Path(self.path) / "config.json")
+        self.policy = stored.with_knobs(threshold=None if threshold is None else check_threshold(threshold, self.name),
+                                        prefilter=prefilter, guard=guard, floor=floor)
         if batch_size < 1:
             raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
         self.batch_size = int(batch_size)
@@ -95,15 +85,15 @@ class ModelJudge(CachedJudge):
         """Whether the (first) classifier reads pairs with their differences marked."""
         return self.members[0].mark_differences
 
+    @property
+    def prefilter(self) -> float:
+        """The Levenshtein prefilter (``policy.prefilter``; 0 when off)."""
+        return self.policy.prefilter or 0.0
+
     def _judge_new_asked(self, pairs: list[Pair], questions: list[str]) -> list[tuple[float, float]]:
+        """The members' combined probability of pairs the policy sent to the model."""
         out: list[tuple[float, float] | None] = [None] * len(pairs)
-        to_score: list[int] = []
-        for i, (a, b) in enumerate(pairs):
-            if not self.needs_model(a, b):
-                out[i] = (0.0, 0.0)
-                self.stats.prefiltered += 1
-            else:
-                to_score.append(i)
+        to_score = list(range(len(pairs)))
         if to_score:
             batch = [pairs[i] for i in to_score]
             from equiv.judge.members import score_members
@@ -120,10 +110,6 @@ class ModelJudge(CachedJudge):
     def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
         """What the classifier's probabilities become (themselves; the hybrid judge combines them)."""
         return probs
-
-    def needs_model(self, a: str, b: str) -> bool:
-        """The paper's prefilter: a Levenshtein ratio <= ``prefilter`` is "not equivalent" for free."""
-        return levenshtein_ratio(a, b) > self.prefilter
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length,
@@ -151,7 +137,8 @@ class HybridJudge(ModelJudge):
             raise InputError("this judge has no hybrid combiner (equiv.hybrid in config.json)", path=path, field="model")
         self.combiner = Combiner.from_dict(self.settings[HYBRID_KEY], source=str(Path(path) / "config.json"))
         self.raw_threshold = float(self.settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD)
-        self.threshold = check_threshold(self.combiner.threshold if threshold is None else threshold, self.name)
+        if threshold is None:
+            self.threshold = check_threshold(self.combiner.threshold, self.name)
 
     def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
         from equiv.judge.hybrid import pair_features

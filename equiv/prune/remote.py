@@ -17,10 +17,13 @@ import json
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from typing import Any, Sequence
 
 from equiv.errors import InputError, ServiceError
-from equiv.prune.cached import CachedJudge, Pair, PairVerdict
+from equiv.judge.decide import FLOOR, GUARD_PREFIX
+from equiv.judge.policy import DecisionPolicy
+from equiv.prune.cached import CachedJudge, Pair, PairVerdict, pair_key
 
 CHUNK = 1024  # pairs per /verdicts request (under the service's default limit of 4096)
 _STATS = {"identical": "exact", "prefiltered": "prefiltered"}
@@ -61,11 +64,17 @@ def service_info(url: str, *, timeout: float = 30.0, retries: int = 3, backoff: 
 
 
 class RemoteJudge(CachedJudge):
-    """The judge served at ``url`` (``search_cli.py serve``); its threshold and policy are the service's."""
+    """The judge served at ``url`` (``search_cli.py serve``); its policy is the service's.
+
+    The service decides every pair with its judge's whole policy and answers the verdict (merged,
+    reason, probability); this judge caches those verdicts per (pair, question) and counts its
+    stats from their reasons, as a local judge counts its own. ``policy`` mirrors the service's
+    (for ``describe`` and the records); changing it here would change nothing the service decides,
+    so the threshold cannot be set.
+    """
 
     name = "remote"
     learned = True
-    exact_shortcut = False  # the service decides every rule; nothing is decided here
 
     def __init__(self, url: str | None, *, expected_fingerprint: str | None = None, timeout: float = 60.0,
                  retries: int = 3, backoff: float = 0.5) -> None:
@@ -77,16 +86,27 @@ class RemoteJudge(CachedJudge):
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         info = service_info(self.url, timeout=timeout, retries=retries, backoff=backoff)
         self.fingerprint: str = info["judge_fingerprint"]
-        self.policy: dict[str, Any] = info["policy"]
+        self.served: dict[str, Any] = info["policy"]
         if expected_fingerprint is not None and expected_fingerprint != self.fingerprint:
             raise InputError(f"the service at {self.url} serves judge {self.fingerprint}, not the expected "
                              f"{expected_fingerprint}", field="judge_fingerprint")
-        self.threshold = float(self.policy["threshold"])
-        self._reasons: dict[tuple[str, ...], str] = {}
+        stored = self.served.get("policy")
+        self.policy = (DecisionPolicy.from_dict(stored, source=f"{self.url}/info") if isinstance(stored, dict)
+                       else replace(self.default_policy, threshold=float(self.served["threshold"])))
+        self._verdicts: dict[tuple[str, ...], PairVerdict] = {}
+
+    @property
+    def threshold(self) -> float:
+        return self.policy.threshold
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        raise InputError("the remote strategy decides with the served judge's threshold; set it where the judge "
+                         "is exported", field="threshold")
 
     def _key(self, a: str, b: str, question: str) -> tuple[str, ...]:
         # the service's guard reads the question, so one pair of texts may differ between problems
-        return (*sorted((a, b)), question)
+        return (*pair_key(a, b), question)
 
     def _ask(self, pairs: list[Pair], questions: list[str]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -96,13 +116,15 @@ class RemoteJudge(CachedJudge):
                               timeout=self.timeout, retries=self.retries, backoff=self.backoff)
             found = answer.get("verdicts") if isinstance(answer, dict) else None
             if not isinstance(found, list) or len(found) != len(chunk) or not all(
-                    isinstance(v, dict) and isinstance(v.get("probability"), (int, float)) for v in found):
+                    isinstance(v, dict) and isinstance(v.get("probability"), (int, float))
+                    and isinstance(v.get("merged"), bool) and isinstance(v.get("reason"), str) for v in found):
                 raise ServiceError(f"{self.url}/verdicts answered {len(chunk)} pairs with something else: "
                                    f"{json.dumps(answer)[:200]}", field="pruner.url")
             out.extend(found)
         return out
 
-    def pair_results(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[tuple[float, float]]:
+    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
+        """The service's verdict per pair, in order; each new (pair, question) asked once, in one request."""
         if questions is not None and len(questions) != len(pairs):
             raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
         start = time.perf_counter()
@@ -115,39 +137,33 @@ class RemoteJudge(CachedJudge):
         self.stats.pairs += len(keys)
         new: dict[tuple[str, ...], tuple[Pair, str]] = {}
         for key, pair, question in zip(keys, pairs, asked):
-            if key in self._cache or key in new:
+            if key in self._verdicts or key in new:
                 self.stats.cache_hits += 1
             else:
                 new[key] = ((pair[0], pair[1]), question)
         if new:
             found = self._ask([p for p, _ in new.values()], [q for _, q in new.values()])
             self.stats.forward_batches += 1
-            for key, verdict in zip(new, found):
-                reason = str(verdict.get("reason", ""))
-                self._cache[key] = (float(verdict["probability"]), float(verdict.get("score", verdict["probability"])))
-                self._reasons[key] = reason
-                if verdict.get("model_call"):
-                    self._model_calls.add(key)
-                setattr(self.stats, _STATS.get(reason, "scored"), getattr(self.stats, _STATS.get(reason, "scored")) + 1)
-        for key in keys:  # as a local judge counts them: every ask, repeats included
-            reason = self._reasons[key]
-            if reason.startswith("guard:"):
-                self.stats.guarded += 1
-            elif reason == "floor":
-                self.stats.floored += 1
+            for key, v in zip(new, found):
+                verdict = PairVerdict(float(v["probability"]), bool(v.get("model_call")), v["merged"], v["reason"],
+                                      str(v.get("detail", "")))
+                self._verdicts[key] = verdict
+                stat = _STATS.get(verdict.reason, "scored")
+                setattr(self.stats, stat, getattr(self.stats, stat) + 1)
+        out = [self._verdicts[key] for key in keys]
+        for verdict in out:  # as a local judge counts them: every ask, repeats included
+            self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
+            self.stats.floored += verdict.reason == FLOOR
         self.stats.seconds += time.perf_counter() - start
-        return [self._cache[key] for key in keys]
+        return out
 
-    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
-        results = self.pair_results(pairs, questions)
-        asked = list(questions) if questions is not None else [""] * len(pairs)
-        return [PairVerdict(prob, self._key(a, b, q) in self._model_calls)
-                for (prob, _), (a, b), q in zip(results, pairs, asked)]
+    def pair_scores(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
+        return [v.probability for v in self.pair_verdicts(pairs, questions)]
 
     def clear_cache(self) -> None:
         super().clear_cache()
-        self._reasons.clear()
+        self._verdicts.clear()
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.name, "url": self.url, "threshold": self.threshold,
-                "judge_fingerprint": self.fingerprint, "policy": self.policy}
+                "judge_fingerprint": self.fingerprint, "policy": self.policy.to_dict()}

@@ -7,6 +7,7 @@ threshold.
 
 from __future__ import annotations
 
+from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import CachedJudge, Pair, check_threshold
 from equiv.text.formula import formulas_equivalent
 from equiv.text.levenshtein import levenshtein_ratio
@@ -25,15 +26,13 @@ class ExactJudge(CachedJudge):
 
 
 class LevenshteinJudge(CachedJudge):
-    """Equivalent iff ``1 - distance/max(len) > threshold`` (strict, as in the paper).
-
-    ``pair_probabilities`` returns the decision as 1.0/0.0 so the strict ``>`` survives the
-    ``>= threshold`` convention of grouping; ``pair_scores`` returns the ratio itself.
-    """
+    """Equivalent iff ``1 - distance/max(len) > threshold`` (strict, as in the paper: the policy's
+    ``compare`` is ``>``); the probability is the ratio itself."""
 
     name = "levenshtein"
-    exact_shortcut = False  # the baseline is the ratio alone, even for whitespace-only differences
-    strict = True
+    # the baseline is the ratio alone, even for whitespace-only differences: no same-step shortcut
+    default_policy = DecisionPolicy(threshold=DEFAULT_LEVENSHTEIN_THRESHOLD, prefilter=None, same_step="off",
+                                    compare=">")
 
     def __init__(self, threshold: float | None = None) -> None:
         super().__init__()
@@ -44,7 +43,7 @@ class LevenshteinJudge(CachedJudge):
         out = []
         for a, b in pairs:
             ratio = levenshtein_ratio(a, b)
-            out.append((1.0 if ratio > self.threshold else 0.0, ratio))
+            out.append((ratio, ratio))
         return out
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 from equiv.errors import InputError, check_fraction
+from equiv.judge.policy import guard_setting
 from equiv.prune.cached import CachedJudge, check_statement_floor, check_threshold
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.loading import stored_judge_kind
@@ -77,12 +78,12 @@ class PrunerConfig:
         dtype: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
         grouping: ``greedy`` (the paper: merge into the first matching class) or ``transitive``.
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
-        claim_guard: veto merges whose steps state or conclude different numbers, or swap or name
-            different things (:mod:`equiv.text.claims`); None = the export's ``claim_guard`` for
+        guard: the guard rules that veto a merge (:mod:`equiv.text.guard`): true = every rule,
+            false = none, or a list of rule names; None = the export's policy for
             ``model``/``hybrid`` (off for the other strategies).
-        statement_threshold: the statement floor: a pair of steps that both compute nothing
+        floor: the statement floor: a pair of steps that both compute nothing
             (:func:`equiv.text.claims.below_statement_floor`) merges only at this probability or
-            above; None = the export's ``statement_threshold`` for ``model``/``hybrid`` (none for
+            above; None = the export's policy for ``model``/``hybrid`` (none for
             the other strategies), 0 = no floor.
         url: the judge service's address (``remote``: ``search_cli.py serve``; docs/serving.md).
         judge_fingerprint: ``remote``: the served judge this run is bound to; eval fills it from
@@ -99,8 +100,8 @@ class PrunerConfig:
     dtype: str = "auto"
     grouping: Literal["greedy", "transitive"] = "greedy"
     representative: Literal["first", "prior", "score"] = "first"
-    claim_guard: bool | None = None
-    statement_threshold: float | None = None
+    guard: bool | list[str] | None = None
+    floor: float | None = None
     url: str | None = None
     judge_fingerprint: str | None = None
 
@@ -119,7 +120,9 @@ class PrunerConfig:
             check_threshold(self.threshold, self.strategy)
         if self.prefilter is not None:
             check_fraction(float(self.prefilter), "prefilter")
-        check_statement_floor(self.statement_threshold)
+        check_statement_floor(self.floor)
+        if self.guard is not None:
+            guard_setting(self.guard)
 
 
 def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
@@ -131,12 +134,12 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     cfg.validate()
     entry = STRATEGIES.get(cfg.strategy)
     if not entry.prunes:
-        if cfg.claim_guard:
+        if cfg.guard:
             raise InputError("strategy 'none' merges nothing; there is nothing for the claim guard to veto",
-                             field="claim_guard")
-        if cfg.statement_threshold:
+                             field="guard")
+        if cfg.floor:
             raise InputError("strategy 'none' merges nothing; there is nothing for a statement floor to hold back",
-                             field="statement_threshold")
+                             field="floor")
         return None
     s = cfg.strategy
     if cfg.prefilter is not None and not entry.prefilter:
@@ -150,10 +153,8 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
         raise InputError(f"strategy {s!r} is a 0/1 rule and takes no threshold", field="threshold")
     judge = entry.build(cfg)
     assert judge is not None
-    if cfg.claim_guard is not None and not entry.export_settings:
-        judge.claim_guard = bool(cfg.claim_guard)
-    if cfg.statement_threshold is not None and not entry.export_settings:
-        judge.statement_threshold = check_statement_floor(cfg.statement_threshold)
+    if not entry.export_settings:  # a model judge took them over its export's policy when built
+        judge.policy = judge.policy.with_knobs(guard=cfg.guard, floor=cfg.floor)
     return judge
 
 
@@ -176,14 +177,14 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
         max_length=cfg.max_length,
         device=cfg.device,
         dtype=cfg.dtype,
-        claim_guard=cfg.claim_guard,
-        statement_threshold=cfg.statement_threshold,
+        guard=cfg.guard,
+        floor=cfg.floor,
     )
 
 
 def _remote(cfg: PrunerConfig) -> CachedJudge:
     """``remote``: the service applies its judge's whole policy; settings it would ignore are errors."""
-    for name in ("claim_guard", "statement_threshold"):
+    for name in ("guard", "floor"):
         if getattr(cfg, name) is not None:
             raise InputError("the remote strategy uses the served judge's own policy; set it where the judge is "
                              "exported", field=name)

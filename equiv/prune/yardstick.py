@@ -1,23 +1,31 @@
 """The cross-validation table: out-of-fold scores -> precision, recall, F1 and false merges per fold.
 
 Reads the ``oof.jsonl`` of :mod:`equiv.prune.crossval` (one row per pair and fold part) and scores
-each *decision policy* per fold, so every figure comes with its spread over folds:
+each *decision policy* per fold, so every figure comes with its spread over folds. Each policy of
+the table is a :class:`YardstickPolicy`: a :class:`~equiv.judge.policy.DecisionPolicy` over one
+score of the rows, decided by the one evaluator :func:`equiv.judge.decide.decide` -- the function
+the live judge decides with, so a figure here describes a judge that can ship
+(``tests/test_prune_crossval.py`` checks that the two decide a labelled file alike). Its
+threshold is the fold export's stored one, a fixed one, or chosen again on the fold's
+calibration rows by :func:`equiv.judge.calibrate.choose_threshold`:
 
 - ``formula`` / ``levenshtein`` -- the rules (no training; the same pairs, for comparison);
 - ``judge`` -- each fold's export as ``--strategy model`` uses it (hybrid combiner when stored), at
-  its stored threshold; ``raw`` -- its plain classifier at the stored ``decision_threshold``;
-- ``+guard`` -- the same with the claim guard (:mod:`equiv.text.claims`) vetoing merges;
+  its stored threshold; ``raw`` -- its plain classifier at the stored threshold;
+- ``+guard`` -- the same with every guard rule (:mod:`equiv.text.guard`) in force;
 - ``@P`` -- the threshold chosen again on that fold's *calibration* rows (the fit's own calibration
-  split, never the held-out fold) as the highest-recall threshold reaching precision ``P``;
-  ``@f1-T`` -- likewise, the highest threshold whose F1 there is within ``T`` of the best
-  (``fit --threshold_f1_tolerance T``; the guard is applied after the pick, as the fit does);
-- ``@tT`` -- a fixed threshold ``T`` for every fold, nothing chosen on the calibration rows (``fit
-  --threshold_from_val false --model.decision_threshold T``; the guard applied after, as ever);
-- ``+floorS`` -- the same with the statement floor ``S``: a pair of steps that both compute
-  nothing merges only at probability ``S`` or above (``fit --statement_threshold S``,
-  :func:`equiv.text.claims.below_statement_floor`; applied after the pick, as the judge does).
+  split, never the held-out fold) as the highest-recall threshold reaching precision ``P``, the
+  guard in force while choosing; ``@f1-T`` -- likewise, the highest threshold whose F1 there is
+  within ``T`` of the best (``fit --threshold_f1_tolerance T``; chosen without the guard, as the
+  fit did, which applies it after);
+- ``@tT`` -- a fixed threshold ``T`` for every fold, nothing chosen on the calibration rows;
+- ``+floorS`` -- the same with the statement floor ``S``.
   For ``raw`` this is honest: the classifier never trained on those rows. For ``judge`` (the
   hybrid) it is slightly optimistic: its combiner was fitted on them.
+
+The rows' probabilities already hold the export's same-step shortcut and prefilter (1 and 0); a
+row that stores the export's ``policy`` has those two stages re-applied from it (so the reasons
+match the live judge's), a row without one is read with them off.
 
 The false-merge rate is false merges over all non-equivalent pairs: the share of distinct sibling
 steps a search would lose. Pure functions over rows; no model is loaded.
@@ -26,23 +34,28 @@ steps a search would lose. Pure functions over rows; no model is loaded.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from equiv.errors import InputError
-from equiv.judge.calibrate import (BinaryMetrics, average_precision, binary_metrics, pick_threshold, spread_by_problem,
-                                   threshold_sweep)
+from equiv.judge.calibrate import BinaryMetrics, average_precision, binary_metrics, choose_threshold, spread_by_problem
+from equiv.judge.decide import Verdict, decide, sweep_scores
+from equiv.judge.policy import DecisionPolicy
 from equiv.rundir.io import read_json_lines
-from equiv.text.claims import below_statement_floor, claim_check
 from equiv.text.formula import formulas_equivalent
+from equiv.text.guard import guard_veto, rule_names
 from equiv.text.levenshtein import levenshtein_ratio
 
 METRICS = ("precision", "recall", "f1", "false_merge_rate")
 DEFAULT_TARGETS = (0.95,)
 DEFAULT_F1_TOLERANCES = (0.005,)
-DEFAULT_STATEMENT_FLOORS = (0.9,)  # the recipe's statement_threshold (configs/gsm8k_equiv.yaml)
-DEFAULT_FIXED_THRESHOLDS = (0.5,)  # the classifier's own boundary: fit's decision_threshold without threshold_from_val
+DEFAULT_STATEMENT_FLOORS = (0.9,)  # the recipe's floor (configs/gsm8k_equiv.yaml)
+DEFAULT_FIXED_THRESHOLDS = (0.5,)  # the classifier's own boundary: fit's threshold without threshold_from_val
 Row = dict[str, Any]
+BARE = DecisionPolicy(threshold=0.5, prefilter=None, same_step="off")
+"""No stage but the threshold: what a yardstick policy adds its guard, floor and threshold to."""
+THRESHOLD_KEYS = {"prob": "threshold", "raw_prob": "raw_threshold"}
 
 
 def read_oof(path: str | Path) -> list[Row]:
@@ -60,9 +73,9 @@ def read_oof(path: str | Path) -> list[Row]:
 
 
 def vetoed(row: Row) -> bool:
-    """Whether the claim guard vetoes this pair (cached on the row)."""
+    """Whether any guard rule vetoes this pair (cached on the row)."""
     if "_veto" not in row:
-        row["_veto"] = claim_check(row["sentence1"], row["sentence2"], row.get("question") or "").veto
+        row["_veto"] = guard_veto(row["sentence1"], row["sentence2"], row.get("question") or "") is not None
     return bool(row["_veto"])
 
 
@@ -72,76 +85,113 @@ def metrics_of(predictions: Sequence[bool], labels: Sequence[int]) -> dict[str, 
             "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn}
 
 
-def _guarded(score: float, row: Row, guard: bool) -> float:
-    return 0.0 if guard and vetoed(row) else score
+def row_score(row: Row, score: str) -> float:
+    """The score a policy reads from a row: a stored probability, or a rule's 0/1 or ratio."""
+    if score == "formula":
+        return 1.0 if formulas_equivalent(row["sentence1"], row["sentence2"]) else 0.0
+    if score == "levenshtein":
+        return levenshtein_ratio(row["sentence1"], row["sentence2"])
+    return float(row[score])
 
 
-def _repicked(key: str, guard: bool, target: float | None = None, tolerance: float = 0.0,
-              guard_calibration: bool = True) -> Callable[[list[Row], list[Row]], list[bool]]:
-    """Pick the threshold again on the fold's calibration rows (``pick_threshold(target,
-    tolerance)``), then decide its test rows. ``guard_calibration``: sweep the guarded scores (the
-    ``@P`` policies: a precision target for the guarded policy) or the judge's own (``@f1-T``: as
-    ``fit`` picks, the guard applied after)."""
-    def decide(test: list[Row], calibration: list[Row]) -> list[bool]:
-        if not calibration:
-            raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
-        scores = [_guarded(r[key], r, guard and guard_calibration) for r in calibration]
-        points = [p for p in threshold_sweep(scores, [r["label"] for r in calibration]) if 0.0 < p.threshold <= 1.0]
-        threshold = pick_threshold(points, target, tolerance).threshold
-        return [_guarded(r[key], r, guard) >= threshold for r in test]
-    return decide
+@dataclass(frozen=True)
+class YardstickPolicy:
+    """One policy of the table: ``policy`` over the rows' ``score`` (``prob``, ``raw_prob``,
+    ``formula`` or ``levenshtein``), its threshold taken from ``threshold_from``: ``policy`` (its
+    own), ``stored`` (the fold export's, per fold) or ``repick`` (chosen on the fold's calibration
+    rows at ``target_precision`` or best F1 within ``f1_tolerance``; ``sweep_guarded`` False
+    chooses with the guard and floor off and applies them after, as ``fit`` does)."""
+
+    policy: DecisionPolicy
+    score: str = "raw_prob"
+    threshold_from: str = "policy"
+    target_precision: float | None = None
+    f1_tolerance: float = 0.0
+    sweep_guarded: bool = True
+
+    def fold_policy(self, test: list[Row], calibration: list[Row]) -> DecisionPolicy:
+        """The policy one fold's held-out rows are decided with."""
+        policy = self.policy
+        stored = test[0].get("policy") if test and self.score in THRESHOLD_KEYS else None
+        if isinstance(stored, dict):  # the export's same-step shortcut and prefilter, as the live judge
+            export = DecisionPolicy.from_dict(stored)
+            policy = replace(policy, same_step=export.same_step, prefilter=export.prefilter)
+        if self.threshold_from == "stored":
+            policy = policy.with_knobs(threshold=float(test[0][THRESHOLD_KEYS[self.score]]))
+        elif self.threshold_from == "repick":
+            if not calibration:
+                raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
+            sweep = policy if self.sweep_guarded else replace(policy, guard=(), floor=None)
+            verdicts = self.decide(calibration, sweep)
+            chosen = choose_threshold(sweep, _pairs(calibration), verdicts, [int(r["label"]) for r in calibration],
+                                      self.target_precision, self.f1_tolerance)
+            policy = policy.with_knobs(threshold=chosen.threshold)
+        return policy
+
+    def decide(self, rows: list[Row], policy: DecisionPolicy) -> list[Verdict]:
+        """The evaluator's verdicts on ``rows`` under ``policy`` (their scores and questions)."""
+        return decide(_pairs(rows), policy, [row_score(r, self.score) for r in rows],
+                      [r.get("question") or "" for r in rows])
+
+    def __call__(self, test: list[Row], calibration: list[Row]) -> list[bool]:
+        """Merge or not per held-out row of one fold (its calibration rows feed a re-pick)."""
+        if not test:
+            return []
+        return [v.merged for v in self.decide(test, self.fold_policy(test, calibration))]
 
 
-def _stored(key: str, threshold_key: str, guard: bool) -> Callable[[list[Row], list[Row]], list[bool]]:
-    return lambda test, _: [_guarded(r[key], r, guard) >= r[threshold_key] for r in test]
-
-
-def _fixed(key: str, threshold: float) -> Callable[[list[Row], list[Row]], list[bool]]:
-    """The guarded ``key`` score at ``threshold`` in every fold (the calibration rows unused)."""
-    return lambda test, _: [_guarded(r[key], r, True) >= threshold for r in test]
-
-
-def _floored(decide: Callable[[list[Row], list[Row]], list[bool]], key: str, floor: float
-             ) -> Callable[[list[Row], list[Row]], list[bool]]:
-    """``decide``, then the statement floor on the rows' ``key`` scores."""
-    def floored(test: list[Row], calibration: list[Row]) -> list[bool]:
-        return [merge and not below_statement_floor(r["sentence1"], r["sentence2"], r[key], floor)
-                for r, merge in zip(test, decide(test, calibration))]
-    return floored
+def _pairs(rows: Sequence[Row]) -> list[tuple[str, str]]:
+    return [(r["sentence1"], r["sentence2"]) for r in rows]
 
 
 def policies(targets: Sequence[float] = DEFAULT_TARGETS,
              tolerances: Sequence[float] = DEFAULT_F1_TOLERANCES,
              floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS,
-             fixed: Sequence[float] = DEFAULT_FIXED_THRESHOLDS) -> dict[str, Callable[[list[Row], list[Row]], list[bool]]]:
-    """Name -> decision function ``(test rows, calibration rows) -> merge or not`` per test row."""
-    out: dict[str, Callable[[list[Row], list[Row]], list[bool]]] = {
-        "formula": lambda test, _: [formulas_equivalent(r["sentence1"], r["sentence2"]) for r in test],
-        "formula+guard": lambda test, _: [formulas_equivalent(r["sentence1"], r["sentence2"]) and not vetoed(r)
-                                          for r in test],
-        "levenshtein 0.95": lambda test, _: [levenshtein_ratio(r["sentence1"], r["sentence2"]) > 0.95 for r in test],
-        "judge": _stored("prob", "threshold", False),
-        "judge+guard": _stored("prob", "threshold", True),
-        "raw": _stored("raw_prob", "raw_threshold", False),
-        "raw+guard": _stored("raw_prob", "raw_threshold", True),
+             fixed: Sequence[float] = DEFAULT_FIXED_THRESHOLDS) -> dict[str, YardstickPolicy]:
+    """Name -> policy; each is called as ``(test rows, calibration rows) -> merge or not``."""
+    guarded = replace(BARE, guard=rule_names())
+    out: dict[str, YardstickPolicy] = {
+        "formula": YardstickPolicy(BARE, "formula"),
+        "formula+guard": YardstickPolicy(guarded, "formula"),
+        "levenshtein 0.95": YardstickPolicy(replace(BARE, threshold=0.95, compare=">"), "levenshtein"),
+        "judge": YardstickPolicy(BARE, "prob", "stored"),
+        "judge+guard": YardstickPolicy(guarded, "prob", "stored"),
+        "raw": YardstickPolicy(BARE, "raw_prob", "stored"),
+        "raw+guard": YardstickPolicy(guarded, "raw_prob", "stored"),
     }
     for target in targets:
-        out[f"raw+guard@{target:g}"] = _repicked("raw_prob", True, target)
-        out[f"judge+guard@{target:g}"] = _repicked("prob", True, target)
-        out[f"judge@{target:g}"] = _repicked("prob", False, target)
+        out[f"raw+guard@{target:g}"] = YardstickPolicy(guarded, "raw_prob", "repick", target)
+        out[f"judge+guard@{target:g}"] = YardstickPolicy(guarded, "prob", "repick", target)
+        out[f"judge@{target:g}"] = YardstickPolicy(BARE, "prob", "repick", target)
     for tolerance in tolerances:
-        out[f"raw+guard@f1-{tolerance:g}"] = _repicked("raw_prob", True, tolerance=tolerance, guard_calibration=False)
-        out[f"judge+guard@f1-{tolerance:g}"] = _repicked("prob", True, tolerance=tolerance, guard_calibration=False)
+        out[f"raw+guard@f1-{tolerance:g}"] = YardstickPolicy(guarded, "raw_prob", "repick", None, tolerance, False)
+        out[f"judge+guard@f1-{tolerance:g}"] = YardstickPolicy(guarded, "prob", "repick", None, tolerance, False)
         for floor in floors:
-            out[f"raw+guard+floor{floor:g}@f1-{tolerance:g}"] = _floored(
-                out[f"raw+guard@f1-{tolerance:g}"], "raw_prob", floor)
+            out[f"raw+guard+floor{floor:g}@f1-{tolerance:g}"] = YardstickPolicy(
+                replace(guarded, floor=floor), "raw_prob", "repick", None, tolerance, False)
     for threshold in fixed:
         for floor in floors:
-            out[f"raw+guard+floor{floor:g}@t{threshold:g}"] = _floored(_fixed("raw_prob", threshold), "raw_prob", floor)
+            out[f"raw+guard+floor{floor:g}@t{threshold:g}"] = YardstickPolicy(
+                replace(guarded, floor=floor, threshold=threshold), "raw_prob")
     return out
 
 
-def _decided(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[bool]]
+def shipped_policy(score: str = "prob") -> YardstickPolicy:
+    """Each fold's judge decided exactly as its export's stored policy says (threshold, guard,
+    floor, shortcut, prefilter): the judge that ships, as the yardstick scores it."""
+    return _Shipped(BARE, score, "stored")
+
+
+@dataclass(frozen=True)
+class _Shipped(YardstickPolicy):
+    def fold_policy(self, test: list[Row], calibration: list[Row]) -> DecisionPolicy:
+        stored = test[0].get("policy") if test else None
+        if not isinstance(stored, dict):
+            raise InputError("rows carry no export policy (oof.jsonl written before equiv.policy)", field="policy")
+        return DecisionPolicy.from_dict(stored)
+
+
+def _decided(rows: Iterable[Row], decide: YardstickPolicy
              ) -> list[tuple[list[Row], list[bool]]]:
     """Per fold (in fold order), its held-out (``test``) rows and ``decide``'s verdicts on them,
     the fold's ``calibration`` rows feeding ``decide``; folds without held-out rows are left out."""
@@ -152,7 +202,7 @@ def _decided(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[
             for _, parts in sorted(by_fold.items()) if parts["test"]]
 
 
-def per_fold(rows: Iterable[Row], decide: Callable[[list[Row], list[Row]], list[bool]]) -> list[dict[str, float]]:
+def per_fold(rows: Iterable[Row], decide: YardstickPolicy) -> list[dict[str, float]]:
     """One metrics dict per fold (test rows only; calibration rows feed ``decide``)."""
     return [metrics_of(verdicts, [int(r["label"]) for r in test]) for test, verdicts in _decided(rows, decide)]
 
@@ -176,12 +226,12 @@ def split_by_source(rows: list[Row], files: Sequence[str | Path]) -> dict[str, l
     return {name: group + calibration for name, group in groups.items() if group}
 
 
-def _applicable(rows: list[Row], targets: Sequence[float]
-                ) -> Iterator[tuple[str, Callable[[list[Row], list[Row]], list[bool]]]]:
+def _applicable(rows: list[Row], targets: Sequence[float]) -> Iterator[tuple[str, YardstickPolicy]]:
     """The policies these rows can score: a re-picked (``@``) one needs calibration rows, so
     without them it is left out rather than silently scored."""
     has_calibration = any(r.get("part") == "calibration" for r in rows)
-    return ((name, decide) for name, decide in policies(targets).items() if "@" not in name or has_calibration)
+    return ((name, policy) for name, policy in policies(targets).items()
+            if policy.threshold_from != "repick" or has_calibration)
 
 
 def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, dict[str, Any]]:
@@ -219,7 +269,8 @@ def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) ->
     return table
 
 
-RANKED_SCORES = {"raw": ("raw_prob", False), "raw+guard": ("raw_prob", True)}
+RANKED_SCORES = {"raw": YardstickPolicy(BARE, "raw_prob"),
+                 "raw+guard": YardstickPolicy(replace(BARE, guard=rule_names()), "raw_prob")}
 
 
 def ranking_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
@@ -235,9 +286,9 @@ def ranking_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
             by_fold.setdefault(int(row["fold"]), []).append(row)
     by_fold = {k: test for k, test in by_fold.items() if any(int(r["label"]) for r in test)}
     table: dict[str, dict[str, Any]] = {}
-    for name, (key, guard) in RANKED_SCORES.items():
-        values = [average_precision([_guarded(r[key], r, guard) for r in test], [int(r["label"]) for r in test])
-                  for _, test in sorted(by_fold.items())]
+    for name, ranked in RANKED_SCORES.items():
+        values = [average_precision(sweep_scores(_pairs(test), ranked.decide(test, ranked.policy), ranked.policy),
+                                    [int(r["label"]) for r in test]) for _, test in sorted(by_fold.items())]
         table[name] = {"folds": len(values), **mean_and_spread("ap", values)}
     return table
 

@@ -13,6 +13,8 @@ from equiv.report.html import render_page
 from equiv.report.load import Run, load_runs
 from equiv.report.stats import compare_rows
 from equiv.report.tree_view import select_trees, tree_payload
+from equiv.rundir import PAIRS as PAIRS_FILE
+from equiv.rundir import read_pairs
 
 INDEX = "index.html"
 PLOTS_DIR = "plots"
@@ -87,8 +89,8 @@ def build_report(
     selection = select_trees(runs, problems, max_trees, max_mb)
     chosen = set(selection.ids)
     payloads = [
-        {pid: tree_payload(tree, run.results.get(pid)) for pid, tree in run.trees.items() if pid in chosen}
-        for run in runs
+        {pid: tree_payload(tree, run.results.get(pid), pairs) for pid, tree in run.trees.items() if pid in chosen}
+        for run, pairs in ((run, run_pairs(run)) for run in runs)
     ]
     page = render_page(
         title=title or ("Search report: " + " vs ".join(r.name for r in runs)),
@@ -113,3 +115,9 @@ def build_report(
                        trees=len(selection.ids), trees_available=selection.available,
                        trees_over_budget=selection.over_budget,
                        trees_missing=tuple(path for run in runs for path in run.missing_trees))
+
+
+def run_pairs(run: Run) -> list[dict]:
+    """The run's ``judge_pairs.jsonl`` rows (none when it has no such file): the merge reasons."""
+    path = Path(run.path) / PAIRS_FILE
+    return read_pairs(path)[0] if path.is_file() else []

@@ -86,8 +86,17 @@ def judge_pairs_link(run: Run) -> str:
         return ""
     pairs, _torn = read_pairs(path)
     counts = {kind: sum(1 for p in pairs if p.get("kind") == kind) for kind in ("merged", "kept_apart")}
-    return (f'<a href="{esc(path.resolve().as_uri())}">{PAIRS_FILE}</a>: {counts["merged"]} merged pair(s), '
-            f'{counts["kept_apart"]} kept apart near the threshold')
+
+    def reasons(kind: str) -> str:
+        found: dict[str, int] = {}
+        for p in pairs:
+            if p.get("kind") == kind and p.get("reason"):
+                found[str(p["reason"])] = found.get(str(p["reason"]), 0) + 1
+        return " (" + ", ".join(f"{esc(r)} {n}" for r, n in sorted(found.items())) + ")" if found else ""
+
+    return (f'<a href="{esc(path.resolve().as_uri())}">{PAIRS_FILE}</a>: {counts["merged"]} merged pair(s)'
+            f'{reasons("merged")}, {counts["kept_apart"]} kept apart near the threshold or by a rule'
+            f'{reasons("kept_apart")}')
 
 
 def runs_block(runs: Sequence[Run]) -> str:
@@ -214,7 +223,7 @@ PAGE = """<!DOCTYPE html>
   <button type="button" id="collapse-all">collapse all</button>
   <button type="button" id="path-only">chosen path</button>
 </div>
-<div class="legend"><span class="chip path">chosen path</span> <span class="chip merged">merged into the step above (judge probability p)</span>
+<div class="legend"><span class="chip path">chosen path</span> <span class="chip merged">merged into the step above (judge probability p · the reason: identical, threshold)</span>
  <span class="chip">V PRM value · N visits · T tokens · P prior</span></div>
 <div id="tree-header"></div>
 <div id="tree-view"><p class="muted">No tree to show.</p></div>
@@ -314,10 +323,11 @@ function fillProblems(runIdx, keep){
   if (keep !== undefined && trees[keep]) probSel.value = keep;
 }
 
-function badges(n, merged){
+function badges(n, merged, reason){
   const b = el("span", "badges");
   if (merged && n[F.duplicate]) b.appendChild(el("span", "badge d", "= exact duplicate"));
-  else if (merged) b.appendChild(el("span", "badge p", n[F.judge_prob] === null ? "≡ p=–" : "≡ p=" + fmt(n[F.judge_prob], 3)));
+  else if (merged) b.appendChild(el("span", "badge p", (n[F.judge_prob] === null ? "≡ p=–" : "≡ p=" + fmt(n[F.judge_prob], 3))
+                                     + (reason ? " · " + reason : "")));
   b.appendChild(el("span", "badge v", "V " + fmt(n[F.value], 3)));
   b.appendChild(el("span", "badge", "N " + n[F.visits]));
   b.appendChild(el("span", "badge", "T " + n[F.tokens]));
@@ -368,7 +378,7 @@ function renderTree(tree){
     t.title = "click to show the whole step";
     t.addEventListener("click", function(){ t.classList.toggle("clamp"); });
     row.appendChild(t);
-    row.appendChild(badges(n, isMerged));
+    row.appendChild(badges(n, isMerged, (tree.reasons || {})[String(n[F.id])]));
     li.appendChild(row);
     const merged = mergedUnder.get(n[F.id]) || [];
     if (merged.length){

@@ -97,8 +97,26 @@ def select_trees(
     return TreeSelection(ids=kept, available=len(order), over_budget=over)
 
 
-def tree_payload(tree: TreeFile, record: dict[str, Any] | None) -> dict[str, Any]:
-    """The viewer's JSON for one tree; record fields fill what the tree file leaves out."""
+def merge_reasons(tree: TreeFile, pairs: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Why each judge-merged node of ``tree`` merged: the ``reason`` of its pair with the node it
+    merged into, from the run's ``judge_pairs.jsonl`` rows (:mod:`equiv.search.pairlog`), keyed by
+    node id (as text, a JSON key); nodes without a logged pair are left out."""
+    by_pair = {frozenset((int(p["a_node"]), int(p["b_node"]))): str(p["reason"]) for p in pairs
+               if p.get("kind") == "merged" and "reason" in p and str(p.get("id")) == str(tree.id)
+               and p.get("seed") == tree.seed}
+    out = {}
+    for n in tree.nodes:
+        if n.merged_into is not None and not tree.is_duplicate(n):
+            reason = by_pair.get(frozenset((int(n.id), int(n.merged_into))))
+            if reason is not None:
+                out[str(n.id)] = reason
+    return out
+
+
+def tree_payload(tree: TreeFile, record: dict[str, Any] | None,
+                 pairs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The viewer's JSON for one tree; record fields fill what the tree file leaves out, and the
+    run's judge pairs (``pairs``) say why each merged node merged (``reasons``)."""
     record = record or {}
 
     def pick(name: str) -> Any:
@@ -116,6 +134,7 @@ def tree_payload(tree: TreeFile, record: dict[str, Any] | None) -> dict[str, Any
         "duplicates": tree.merged_count - tree.judge_merged_count,
         "seed": tree.seed,
         "nodes": [[getattr(n, f) for f in NODE_FIELDS[:-1]] + [tree.is_duplicate(n)] for n in tree.nodes],
+        "reasons": merge_reasons(tree, pairs),
     }
 
 

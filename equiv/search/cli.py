@@ -132,8 +132,8 @@ RESULT_DEFINING = {
     "policy": ("model", "prompt_format", "temperature", "top_p", "max_new_tokens", "step_delimiter", "system_prompt",
                "fewshot_path", "fewshot_count", "fewshot_seed"),
     "reward": ("kind", "model", "options"),
-    "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative", "claim_guard",
-               "statement_threshold", "judge_fingerprint"),
+    "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative", "guard",
+               "floor", "judge_fingerprint"),
 }
 
 

@@ -148,19 +148,27 @@ def _fail(entry: _Parked, err: BaseException) -> None:
         entry.future.set_exception(err)
 
 
-def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str, str]]], list[tuple[float, bool]]]:
-    """The judge's ``(probability, model_call)`` per ``(a, b, question)`` item: its own
-    ``pair_verdicts`` when it has one (every :mod:`equiv.prune` strategy, which also reads the
-    question: the claim guard checks restated givens and the problem's entities against it);
-    otherwise every pair is a model call exactly when the judge says it is ``learned`` (default
-    True), since such a judge has no free shortcuts."""
+def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str, str]]], list[Any]]:
+    """The judge's verdict per ``(a, b, question)`` item (``probability``, ``model_call``,
+    ``merged``, ``reason``): its own ``pair_verdicts`` when it has one (every :mod:`equiv.prune`
+    strategy, which also reads the question: the guard checks restated givens and the problem's
+    entities against it); otherwise its probabilities decided by the one evaluator at its
+    ``threshold`` with no shortcut, prefilter, guard or floor, every pair a model call exactly when
+    the judge says it is ``learned`` (default True), since such a judge has no free shortcuts."""
     verdicts = getattr(judge, "pair_verdicts", None)
     if verdicts is not None:
         return lambda items: verdicts([(a, b) for a, b, _ in items], [q for _, _, q in items])
-    learned = bool(getattr(judge, "learned", True))
+    from equiv.judge.decide import decide
+    from equiv.judge.policy import DecisionPolicy
+    from equiv.prune.cached import PairVerdict
 
-    def from_probabilities(items: Sequence[tuple[str, str, str]]) -> list[tuple[float, bool]]:
-        return [(float(p), learned) for p in judge.pair_probabilities([(a, b) for a, b, _ in items])]
+    learned = bool(getattr(judge, "learned", True))
+    policy = DecisionPolicy(threshold=float(judge.threshold), prefilter=None, same_step="off")
+
+    def from_probabilities(items: Sequence[tuple[str, str, str]]) -> list[Any]:
+        pairs = [(a, b) for a, b, _ in items]
+        decided = decide(pairs, policy, [float(p) for p in judge.pair_probabilities(pairs)])
+        return [PairVerdict(v.probability, learned, v.merged, v.reason) for v in decided]
 
     return from_probabilities
 
@@ -184,13 +192,13 @@ class DispatcherHandle:
 
     @property
     def judge_threshold(self) -> float:
-        """The judge's decision threshold (``prob >= threshold`` means equivalent)."""
+        """The judge's policy threshold (recorded beside the pairs it logs, :mod:`.pairlog`)."""
         if self._dispatcher.judge is None:
             raise RuntimeError("no judge configured")
         return float(self._dispatcher.judge.threshold)
 
-    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[tuple[float, bool]]:
-        """``(probability, model_call)`` per pair of ``question``'s siblings (see :func:`judge_verdicts`)."""
+    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[Any]:
+        """The verdict per pair of ``question``'s siblings (see :func:`judge_verdicts`)."""
         return await self._dispatcher.submit("judge", self.key, [(a, b, question) for a, b in pairs])
 
 

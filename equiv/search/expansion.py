@@ -62,9 +62,10 @@ class EngineHandle(Protocol):
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
 
-    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[tuple[float, bool]]:
-        """``(probability, model_call)`` per pair: the judge's answer and whether it took a
-        learned model's forward (``question``: the problem the siblings answer)."""
+    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[Any]:
+        """The verdict per pair (:class:`equiv.prune.cached.PairVerdict`: ``probability``,
+        ``model_call``, ``merged``, ``reason``): the judge's decision and whether it took a learned
+        model's forward (``question``: the problem the siblings answer)."""
         ...
 
 
@@ -298,14 +299,11 @@ async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[
         return
     ctx.stats.judge_pairs += len(texts)
     verdicts = await ctx.engines.judge(texts, ctx.question)
-    ctx.stats.judge_calls += count_model_calls(ctx.judged, texts, [model_call for _, model_call in verdicts])
-    threshold = ctx.engines.judge_threshold
+    ctx.stats.judge_calls += count_model_calls(ctx.judged, texts, [v.model_call for v in verdicts])
     pos = 0
     for family, pairs in zip(families, index_pairs):
-        probs: dict[tuple[int, int], float] = {}
-        for pair in pairs:
-            probs[pair] = float(verdicts[pos][0])
-            pos += 1
+        decided = {pair: verdicts[pos + k] for k, pair in enumerate(pairs)}
+        pos += len(pairs)
         if len(family) < 2:
             continue
         scored = all(n.value is not None for n in family)
@@ -314,14 +312,14 @@ async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[
             representative = "prior"
         grouping = group_equivalent(
             len(family),
-            probs,
-            threshold,
+            {pair: bool(v.merged) for pair, v in decided.items()},
+            probs={pair: float(v.probability) for pair, v in decided.items()},
             mode=ctx.pruner.grouping,
             representative=representative,  # type: ignore[arg-type]
             priors=[n.prior for n in family],
             scores=[n.value for n in family] if scored else None,
         )
-        ctx.pair_log.extend(notable_pairs(family, probs, grouping.representative_of, threshold))
+        ctx.pair_log.extend(notable_pairs(family, decided, grouping.representative_of, ctx.engines.judge_threshold))
         for i, node in enumerate(family):
             rep_index = grouping.representative_of[i]
             if rep_index != i:

@@ -75,8 +75,9 @@ class RewardModel(Protocol):
 class PairJudge(Protocol):
     """Probability that each pair of steps is equivalent (0/1 for rule-based strategies).
 
-    Implemented by every strategy in :mod:`equiv.prune`; ``threshold`` turns a probability into
-    a decision (``prob >= threshold`` means equivalent). Those strategies also say, per pair,
+    Implemented by every strategy in :mod:`equiv.prune`, whose decision policy turns a probability
+    into a verdict (:func:`equiv.judge.decide.decide`); a judge with only probabilities is decided
+    by that evaluator at its ``threshold``. Those strategies also say, per pair,
     whether deciding it took a learned model's forward (``pair_verdicts``), which search counts
     as ``judge_calls``; a judge without it counts every pair when its ``learned`` attribute is
     true (the default) and none otherwise (:func:`equiv.search.dispatch.judge_verdicts`).

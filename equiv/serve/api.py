@@ -73,7 +73,7 @@ class JudgeAPI(ls.LitAPI):
             n = pair_count(req)
             mine, start = found[start:start + n], start + n
             if req["route"] == "group":
-                out.append(("group", group_from(req["steps"], mine, self.judge.threshold, mode=req["grouping"])))
+                out.append(("group", group_from(req["steps"], mine, mode=req["grouping"])))
             elif req["route"] == "metrics":
                 out.append(("metrics", self.metrics()))
             else:

@@ -1,0 +1,170 @@
+"""The one evaluator: pairs of steps, a :class:`~equiv.judge.policy.DecisionPolicy` and a way to
+score them -> one :class:`Verdict` per pair (probability, merged, reason).
+
+Every consumer decides through :func:`decide` -- search (through the pruning judges), ``pairs``,
+``predict``, fit's own report, the ensemble command, cross-validation and its yardstick -- so a
+figure measured by one describes the judge that ships. This module is the only place that
+compares a probability with a threshold to decide a merge.
+
+The stages, in order (the first that decides gives the reason; docs/pruning.md):
+
+1. ``identical`` -- the two steps are the same step (``policy.same_step``): merged, probability 1,
+   no model runs.
+2. ``prefiltered`` -- Levenshtein ratio <= ``policy.prefilter``: kept apart, probability 0, no
+   model runs.
+3. the model's probability (``scores``: the members' combined probability).
+4. ``guard:<rule>`` -- a guard rule (``policy.guard``, :mod:`equiv.text.guard`) vetoes: kept apart.
+5. ``below_threshold`` -- the probability is below ``policy.threshold``: kept apart.
+6. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``: kept apart.
+7. ``threshold`` -- merged.
+
+No torch; pure apart from calling ``scores``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from equiv.judge.policy import DecisionPolicy
+from equiv.text.formatting import format_key
+from equiv.text.guard import computes_nothing, guard_veto
+from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
+
+Pair = tuple[str, str]
+Scorer = Callable[[list[Pair], list[str]], Sequence[float]]
+
+IDENTICAL = "identical"
+PREFILTERED = "prefiltered"
+GUARD_PREFIX = "guard:"
+BELOW_THRESHOLD = "below_threshold"
+FLOOR = "floor"
+THRESHOLD = "threshold"
+REASONS = (IDENTICAL, PREFILTERED, GUARD_PREFIX + "<rule>", BELOW_THRESHOLD, FLOOR, THRESHOLD)
+"""Every reason a verdict can give, in stage order (``guard:<rule>`` names the vetoing rule)."""
+FREE_REASONS = (IDENTICAL, PREFILTERED)
+"""Reasons decided before any model runs."""
+
+_SAME_STEP_KEY: dict[str, Callable[[str], str]] = {"format": format_key, "whitespace": normalise_whitespace}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the policy says about one pair.
+
+    ``probability`` is the model's (1.0 for ``identical``, 0.0 for ``prefiltered``); a guard veto
+    or the floor keeps it, so a reader sees how sure the model was of a merge the policy refused.
+    ``detail`` is the guard rule's short reason ("12 vs 15"), empty otherwise.
+    """
+
+    probability: float
+    merged: bool
+    reason: str
+    detail: str = ""
+
+    @property
+    def scored(self) -> bool:
+        """Whether the model scored the pair (neither the shortcut nor the prefilter decided it)."""
+        return self.reason not in FREE_REASONS
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"probability": round(self.probability, 6), "merged": self.merged,
+                                  "reason": self.reason}
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
+def same_step(policy: DecisionPolicy, a: str, b: str) -> bool:
+    """Stage 1: whether the shortcut calls the two steps the same step."""
+    key = _SAME_STEP_KEY.get(policy.same_step)
+    return key is not None and key(a) == key(b)
+
+
+def prefiltered(policy: DecisionPolicy, a: str, b: str) -> bool:
+    """Stage 2: whether the Levenshtein prefilter keeps the pair apart without a model."""
+    return policy.prefilter is not None and levenshtein_ratio(a, b) <= policy.prefilter
+
+
+def needs_score(policy: DecisionPolicy, a: str, b: str) -> bool:
+    """Whether deciding the pair takes the model's score (stages 1-2 did not decide it)."""
+    return not same_step(policy, a, b) and not prefiltered(policy, a, b)
+
+
+def after_score(policy: DecisionPolicy, a: str, b: str, probability: float, question: str = "") -> Verdict:
+    """Stages 4-7 for a pair the model scored."""
+    for rule in policy.guard:
+        veto = guard_veto(a, b, question, rules=(rule,))
+        if veto is not None:
+            return Verdict(probability, False, GUARD_PREFIX + veto.rule, veto.detail)
+    at_threshold = probability > policy.threshold if policy.compare == ">" else probability >= policy.threshold
+    if not at_threshold:
+        return Verdict(probability, False, BELOW_THRESHOLD)
+    if policy.floor is not None and probability < policy.floor and computes_nothing(a) and computes_nothing(b):
+        return Verdict(probability, False, FLOOR)
+    return Verdict(probability, True, THRESHOLD)
+
+
+def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Sequence[float | None],
+           questions: Sequence[str] | None = None) -> list[Verdict]:
+    """One :class:`Verdict` per pair, in order.
+
+    ``scores``: either a function called once with the pairs that need the model (as asked) and
+    their questions, returning one probability each; or one probability per pair already computed
+    (entries of pairs that stages 1-2 decide are not read and may be None). ``questions``: each
+    pair's problem text ("" when unknown), which the guard reads for restated givens.
+    """
+    if questions is not None and len(questions) != len(pairs):
+        raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
+    asked = list(questions) if questions is not None else [""] * len(pairs)
+    out: list[Verdict | None] = [None] * len(pairs)
+    todo: list[int] = []
+    for i, (a, b) in enumerate(pairs):
+        if same_step(policy, a, b):
+            out[i] = Verdict(1.0, True, IDENTICAL)
+        elif prefiltered(policy, a, b):
+            out[i] = Verdict(0.0, False, PREFILTERED)
+        else:
+            todo.append(i)
+    if todo:
+        if callable(scores):
+            got = list(scores([(pairs[i][0], pairs[i][1]) for i in todo], [asked[i] for i in todo]))
+            if len(got) != len(todo):
+                raise ValueError(f"the scorer returned {len(got)} scores for {len(todo)} pairs")
+        else:
+            if len(scores) != len(pairs):
+                raise ValueError(f"{len(scores)} scores for {len(pairs)} pairs")
+            got = [scores[i] for i in todo]
+        for i, probability in zip(todo, got):
+            if probability is None:
+                raise ValueError(f"pair {i} needs a score and has none")
+            out[i] = after_score(policy, pairs[i][0], pairs[i][1], float(probability), asked[i])
+    return [v for v in out if v is not None]
+
+
+def reason_counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
+    """How many verdicts each reason decided (in stage order, guard rules by name)."""
+    order = {reason: k for k, reason in enumerate(REASONS)}
+    counts: dict[str, int] = {}
+    for verdict in verdicts:
+        counts[verdict.reason] = counts.get(verdict.reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], order[GUARD_PREFIX + "<rule>"]), kv[0])))
+
+
+def sweep_scores(pairs: Sequence[Pair], verdicts: Sequence[Verdict], policy: DecisionPolicy) -> list[float]:
+    """Per pair, the score a threshold sweep reads so that any threshold ``t`` merges exactly the
+    pairs :func:`decide` would merge with ``policy`` at ``t``: 1 for ``identical``; 0 where a
+    stage that does not depend on the threshold keeps the pair apart (prefilter, guard, and the
+    floor, whose cut-off is the policy's); else the probability. What
+    :func:`equiv.judge.calibrate.choose_threshold` sweeps."""
+    out = []
+    for (a, b), v in zip(pairs, verdicts):
+        if v.reason == IDENTICAL:
+            out.append(1.0)
+        elif v.reason == PREFILTERED or v.reason.startswith(GUARD_PREFIX) or v.reason == FLOOR:
+            out.append(0.0)
+        elif policy.floor is not None and v.probability < policy.floor and computes_nothing(a) and computes_nothing(b):
+            out.append(0.0)  # below this threshold now, but the floor would hold it at any lower one
+        else:
+            out.append(v.probability)
+    return out

@@ -1,0 +1,192 @@
+"""The decision policy: everything that turns a scored pair of sibling steps into "merge" or
+"keep apart", as one value saved in every judge export (``config.json`` -> ``equiv.policy``).
+
+Why one value: the decision used to be assembled from settings scattered over the export
+(``decision_threshold``, ``prefilter_threshold``, ``claim_guard``, ``statement_threshold``) and
+re-stated by each consumer, so a consumer could decide differently from search. Now an export
+carries one :class:`DecisionPolicy`, and :func:`equiv.judge.decide.decide` is the one function
+that applies it (docs/pruning.md lists the stages in order).
+
+Exports written before the policy existed are converted on load (:func:`policy_from_settings`)
+so they keep deciding as they did: ``claim_guard: true`` becomes every guard rule, a
+``statement_threshold`` the floor, ``decision_threshold`` / ``prefilter_threshold`` the threshold
+and the prefilter (0.5 and 0.75 when absent, the defaults those exports were read with).
+
+Pure data and validation; no torch, so the pruning side reads it before any weights load.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from equiv.errors import InputError
+from equiv.text.guard import rule_names
+
+POLICY_VERSION = 1
+"""Bumped when a field's meaning changes; an export with a newer version is refused."""
+POLICY_KEY = "policy"
+"""``equiv.policy`` in an export's ``config.json``."""
+DEFAULT_THRESHOLD = 0.5
+"""The classifier's own boundary (argmax of a two-class head), the shipped recipe's threshold."""
+DEFAULT_PREFILTER = 0.75
+"""The paper's Levenshtein prefilter: a ratio at or below it is "not equivalent" without a model."""
+SAME_STEP_KEYS = ("format", "whitespace", "off")
+"""What "the same step" means for the shortcut: equal up to formatting (the trained judges), up
+to whitespace (the rule strategies), or no shortcut (the Levenshtein baseline)."""
+COMBINE = ("mean_logit",)
+"""How the members' scores become one probability: the sigmoid of their mean logit (one member:
+its own probability)."""
+COMPARE = (">=", ">")
+""">=: the judges; >: the paper's "Levenshtein ratio > 0.95" baseline."""
+LEGACY_KEYS = ("decision_threshold", "prefilter_threshold", "claim_guard", "statement_threshold")
+"""The scattered export settings a version-less export decided with."""
+
+
+@dataclass(frozen=True)
+class DecisionPolicy:
+    """How a pair is decided, in the order :func:`equiv.judge.decide.decide` applies it.
+
+    Attributes:
+        threshold: merge when the probability is ``>= threshold`` (``compare``).
+        prefilter: a Levenshtein ratio at or below this is "not equivalent" and no model runs;
+            None = off.
+        guard: guard rule names (:mod:`equiv.text.guard`), tried in this order; empty = off.
+        floor: the statement floor: two steps that both compute nothing merge only at a
+            probability of at least this; None = off.
+        same_step: the free same-step shortcut (``format``, ``whitespace`` or ``off``).
+        combine: how members' scores combine (``mean_logit``).
+        compare: ``>=`` (judges) or ``>`` (the Levenshtein baseline).
+        version: :data:`POLICY_VERSION`.
+    """
+
+    threshold: float = DEFAULT_THRESHOLD
+    prefilter: float | None = DEFAULT_PREFILTER
+    guard: tuple[str, ...] = ()
+    floor: float | None = None
+    same_step: str = "format"
+    combine: str = "mean_logit"
+    compare: str = ">="
+    version: int = POLICY_VERSION
+
+    def __post_init__(self) -> None:
+        check_policy_fields(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored in exports (``guard`` as a list)."""
+        data = asdict(self)
+        data["guard"] = list(self.guard)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str | Path | None = None) -> "DecisionPolicy":
+        """A policy from its stored form; a bad field is one line naming ``source`` and the field."""
+        if not isinstance(data, Mapping):
+            raise InputError(f"must be a mapping, got {type(data).__name__}", path=source, field=POLICY_KEY)
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InputError(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
+                             path=source, field=POLICY_KEY)
+        values = dict(data)
+        if "guard" in values:
+            values["guard"] = guard_setting(values["guard"], source)
+        try:
+            return cls(**values)
+        except InputError as err:
+            raise InputError(err.message, path=source, field=f"{POLICY_KEY}.{err.field}" if err.field else POLICY_KEY
+                             ) from None
+
+    def with_knobs(self, *, threshold: float | None = None, prefilter: float | None = None,
+                   guard: bool | Sequence[str] | None = None, floor: float | None = None) -> "DecisionPolicy":
+        """This policy with the user's knobs applied (None: keep this policy's). ``prefilter`` and
+        ``floor`` of 0 turn them off; ``guard`` True = every rule, False = off, or rule names."""
+        changes: dict[str, Any] = {}
+        if threshold is not None:
+            changes["threshold"] = threshold
+        if prefilter is not None:
+            changes["prefilter"] = _off_at_zero(prefilter, "prefilter")
+        if guard is not None:
+            changes["guard"] = guard_setting(guard)
+        if floor is not None:
+            changes["floor"] = _off_at_zero(floor, "floor")
+        return replace(self, **changes) if changes else self
+
+
+def _number(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+        raise InputError(f"must be a number, got {value!r}", field=field)
+    return float(value)
+
+
+def _off_at_zero(value: Any, field: str) -> float | None:
+    number = _number(value, field)
+    if not 0.0 <= number <= 1.0:
+        raise InputError(f"must be in [0, 1] (0: off), got {value!r}", field=field)
+    return number or None
+
+
+def guard_setting(value: Any, source: str | Path | None = None) -> tuple[str, ...]:
+    """The guard knob as rule names: True = every rule, False/None = off, else a list of names
+    (unknown names are one line listing the known ones)."""
+    if value is None or value is False:
+        return ()
+    if value is True:
+        return rule_names()
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"must be true, false or a list of rule names, got {value!r}", path=source, field="guard")
+    names = tuple(v.strip() for v in value)
+    unknown = [n for n in names if n not in rule_names()]
+    if unknown:
+        raise InputError(f"unknown guard rule(s) {', '.join(unknown)}; known: {', '.join(rule_names())}",
+                         path=source, field="guard")
+    if len(set(names)) != len(names):
+        raise InputError(f"names a rule twice: {list(names)}", path=source, field="guard")
+    return names
+
+
+def check_policy_fields(policy: DecisionPolicy) -> None:
+    """Each field on its own; raises :class:`InputError` naming the field."""
+    if not isinstance(policy.version, int) or isinstance(policy.version, bool) or policy.version < 1:
+        raise InputError(f"must be a positive integer, got {policy.version!r}", field="version")
+    if policy.version > POLICY_VERSION:
+        raise InputError(f"is {policy.version}, newer than this code's {POLICY_VERSION}; update equiv",
+                         field="version")
+    threshold = _number(policy.threshold, "threshold")
+    if not 0.0 < threshold <= 1.0:
+        raise InputError(f"must be in (0, 1], got {policy.threshold!r}", field="threshold")
+    for name in ("prefilter", "floor"):
+        value = getattr(policy, name)
+        if value is not None and not 0.0 < _number(value, name) <= 1.0:
+            raise InputError(f"must be in (0, 1] or null (off), got {value!r}", field=name)
+    if not isinstance(policy.guard, tuple):
+        raise InputError(f"must be a tuple of rule names, got {policy.guard!r}", field="guard")
+    guard_setting(policy.guard)
+    for name, allowed in (("same_step", SAME_STEP_KEYS), ("combine", COMBINE), ("compare", COMPARE)):
+        if getattr(policy, name) not in allowed:
+            raise InputError(f"must be one of {', '.join(allowed)}, got {getattr(policy, name)!r}", field=name)
+
+
+def policy_from_settings(settings: Mapping[str, Any], source: str | Path | None = None) -> DecisionPolicy:
+    """The policy an export's ``equiv`` block decides with: its ``policy`` when stored, else the
+    conversion of the scattered settings of an export written before the policy existed (see the
+    module docstring), so old exports keep deciding the same."""
+    if POLICY_KEY in settings:
+        return DecisionPolicy.from_dict(settings[POLICY_KEY], source)
+    try:
+        threshold = settings.get("decision_threshold") or DEFAULT_THRESHOLD
+        prefilter = settings.get("prefilter_threshold")
+        return DecisionPolicy(
+            threshold=float(threshold),
+            prefilter=DEFAULT_PREFILTER if prefilter is None else (float(prefilter) or None),
+            guard=guard_setting(bool(settings.get("claim_guard", False))),
+            floor=float(settings.get("statement_threshold") or 0.0) or None,
+        )
+    except (InputError, TypeError, ValueError) as err:
+        message = err.message if isinstance(err, InputError) else str(err)
+        raise InputError(f"cannot convert the export's settings to a decision policy: {message}", path=source,
+                         field="equiv") from None
