@@ -26,7 +26,8 @@ STEPS = ["3 + 4 = 7 apples.", "3+4 = 7 apples", "Janet has 3 + 4 = 8 apples.", "
          "Janet buys 4 more apples.", "The answer is 7."]
 # a low prefilter and threshold so pairs of random text reach the (random-init) model and merge;
 # the guard on, so its reasons show
-GUARDED = {**SETTINGS, "prefilter_threshold": 0.05, "decision_threshold": 0.3, "claim_guard": True}
+GUARDED = {**SETTINGS, "prefilter_threshold": 0.05, "decision_threshold": 0.3,
+           "policy": {"threshold": 0.3, "prefilter": 0.05, "guard": True}}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,8 @@ def test_group_gives_classes_and_the_local_judges_verdict_per_pair(server, judge
     served = [{k: v for k, v in p.items() if k not in ("i", "j")} for p in body["pairs"]]
     assert served == local_verdicts(judge_dir, pairs, QUESTION)
     reasons = {p["reason"] for p in body["pairs"]}
-    assert reasons <= set(REASONS) and "identical" in reasons and "guard:numbers" in reasons
+    assert all(r in REASONS or r.startswith("guard:") for r in reasons)
+    assert "identical" in reasons and "guard:different_numbers" in reasons
     assert sorted(i for c in body["classes"] for i in c) == list(range(len(STEPS)))
     assert body["representative_of"][1] == 0  # identical up to formatting: merged into step 0
     assert body["representatives"] == [c[0] for c in body["classes"]]
@@ -64,7 +66,7 @@ def test_info_names_the_model_its_policy_and_fingerprint(server, judge_dir):
     assert status == 200
     model = body["model"]
     assert model["model"] == str(judge_dir) and model["judge_fingerprint"].startswith("sha256:")
-    assert model["policy"]["claim_guard"] is True and model["policy"]["prefilter"] == 0.05
+    assert model["policy"]["policy"]["guard"] and model["policy"]["policy"]["prefilter"] == 0.05
     assert call(server + "/health")[0] == 200
 
 
@@ -174,7 +176,10 @@ def test_remote_strategy_gives_the_local_judges_records_and_binds_the_fingerprin
     assert config["pruner"]["judge_fingerprint"] == fingerprint
     # the same service: the rerun resumes (nothing to do); another judge's fingerprint: refused
     assert search_main(remote_args) == 0
+    # a run made against another judge: its binding names another fingerprint (the digest that guards
+    # config.yaml against hand edits is dropped, as in a run directory written before it existed)
     (remote / "config.yaml").write_text((remote / "config.yaml").read_text().replace(fingerprint, "sha256:another"))
+    (remote / "binding.sha256").unlink()
     capsys.readouterr()
     with pytest.raises(SystemExit) as refused:
         search_main(remote_args)

@@ -16,8 +16,8 @@ QUESTION = "Janet has 3 apples and buys 4 more. How many apples does she have?"
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory):
     # threshold 0.01: the model alone would merge every pair it scores, so each "no" below is a rule's
-    settings = {**SETTINGS, "prefilter_threshold": 0.5, "decision_threshold": 0.01, "claim_guard": True,
-                "statement_threshold": 0.999}
+    settings = {**SETTINGS, "prefilter_threshold": 0.5, "decision_threshold": 0.01,
+                "policy": {"threshold": 0.01, "prefilter": 0.5, "guard": True, "floor": 0.999}}
     return ModelJudge(make_tiny_judge(tmp_path_factory.mktemp("j") / "judge", settings=settings), device="cpu")
 
 
@@ -28,12 +28,13 @@ def test_each_verdict_names_the_rule_that_decided_it(judge):
              ("She buys more apples.", "Janet buys more apples."),        # two statements: the floor
              ("She has 3 + 4 = 7 apples.", "So she has 3 + 4 = 7 apples.")]  # the model, over the threshold
     found = verdicts(judge, pairs, [QUESTION] * len(pairs))
-    assert [v.reason for v in found] == ["identical", "prefiltered", "guard:numbers", "floor", "threshold"]
+    assert [v.reason for v in found] == ["identical", "prefiltered", "guard:different_numbers", "floor", "threshold"]
     assert [v.merged for v in found] == [True, False, False, False, True]
     assert [v.model_call for v in found] == [False, False, True, True, True]
-    assert found[2].probability == 0.0 < found[2].score  # vetoed after the model scored it
-    # the same decision as the judge's own probabilities, which search groups by
-    assert [v.probability for v in found] == judge.pair_probabilities(pairs, [QUESTION] * len(pairs))
+    assert found[2].probability > judge.threshold and found[2].detail  # vetoed although the model would merge it
+    # the same decisions search groups by: the judge's own verdicts
+    assert [(v.merged, v.reason) for v in found] == [
+        (v.merged, v.reason) for v in judge.pair_verdicts(pairs, [QUESTION] * len(pairs))]
 
 
 def test_group_is_search_grouping_over_the_verdicts(judge):
