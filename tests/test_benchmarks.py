@@ -169,3 +169,23 @@ def test_bench_serve_quick_prints_its_table_and_ratio(tmp_path, shared_data):
     served, reference = figures["rows"]["served (/group, LitServe)"], figures["rows"]["reference (1 pair/request)"]
     assert served["pairs"] == reference["pairs"] == 45  # the same pairs both ways
     assert served["requests"] == 1 and reference["requests"] == 45  # one /group vs one request per pair
+
+
+def test_bench_sealed_quick_prints_the_table_and_the_difference_from_formula(tmp_path):
+    """bench_sealed.py on the demo pairs with a tiny real judge: a row per arm (formula first, then
+    guard alone and the judge), the paired difference from formula, the JSON rows."""
+    from tests.helpers.judges import make_tiny_judge
+
+    judge = make_tiny_judge(tmp_path / "judge")
+    out = tmp_path / "rows.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_sealed.py"), "--quick", "--judge", f"tiny={judge}",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "F1 - formula" in proc.stdout and "Loading weights" not in proc.stdout + proc.stderr
+    rows = next(iter(json.loads(out.read_text()).values()))
+    assert [r["arm"] for r in rows] == ["formula", "guard alone", "tiny"]
+    assert rows[0]["f1_minus_formula"] == 0.0 and rows[1]["reasons"].get("threshold", 0) > 0
+    assert all(0.0 <= r["precision"] <= 1.0 and r["merges"] >= r["false_merges"] for r in rows)
