@@ -178,10 +178,20 @@ def test_ctrl_c_is_one_message_and_exit_130_on_both_paths(tmp_path: Path, capsys
 
     monkeypatch.setattr(cli, "run_eval", interrupted)
     monkeypatch.setattr(distributed, "run_distributed", interrupted)
-    code = cli.eval_main(base_args(tmp_path) + ["--scale.workers", str(workers)], engine_factory=scripted_factory)
+    args = base_args(tmp_path) + ["--scale.workers", str(workers)]
+    code = cli.eval_main(args, engine_factory=scripted_factory)
     assert code == 130
     err = capsys.readouterr().err
+    # nothing ran in a directory this command created: one line, and the directory is gone
+    assert "interrupted before any problem finished" in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+    # a directory that existed (a resumed run): its records are kept and the message says how to resume
+    out = Path(args[args.index("--out") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    assert cli.eval_main(args, engine_factory=scripted_factory) == 130
+    err = capsys.readouterr().err
     assert "interrupted: 0 record(s) kept" in err and "rerun the same command to resume" in err and "Traceback" not in err
+    assert out.is_dir()
 
 
 def test_interrupted_ray_driver_still_finishes_the_run(tmp_path: Path, monkeypatch):
