@@ -155,6 +155,8 @@ def test_label_fewshot_file_errors_name_the_line_and_field(tmp_path):
     ('Let me think.\n```json\n{"reasoning_step": "differs", "result": "1"}\n```', 1, "differs"),
     ("Analysis... {'reasoning_step': 'py dict', 'result': 0}", 0, "py dict"),
     ('An example {"result": 4} then my answer {"reasoning_step": "x", "result": 2.0}', 2, "x"),
+    # a dictionary quoted inside the answer's own reasoning is part of it, not the answer
+    ('{"reasoning_step": "A prints {\'result\': 4} literally", "result": 0}', 0, "A prints {'result': 4} literally"),
 ])
 def test_label_parse_reads_the_last_answer_dictionary(text, level, reasoning):
     answer = parse_answer(text)
@@ -268,3 +270,22 @@ def test_label_output_rows_are_training_data_as_they_are(tmp_path):
            "label_prompt": {"fewshot": "abc", "structured": "json_schema"}}
     records, _ = read_pair_records(_write(tmp_path / "labels.jsonl", [row]))
     assert records[0].result == 3 and records[0].reasoning_step == 2
+
+
+def test_label_a_request_the_server_refuses_is_a_failed_try_of_its_pair_not_the_end_of_the_run():
+    """A 400 on one pair's prompt (say, a context too long) or a timeout is that pair's failed try;
+    no server, a bad key or model and rate limits still stop the run."""
+    import httpx
+    import openai
+
+    from equiv.labelling.run import pair_error
+
+    request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+
+    def status(code: int) -> openai.APIStatusError:
+        return openai.APIStatusError("refused", response=httpx.Response(code, request=request), body=None)
+
+    assert "HTTP 400" in pair_error(status(400)) and pair_error(openai.APITimeoutError(request=request))
+    for code in (401, 403, 404, 429, 500):
+        assert pair_error(status(code)) is None
+    assert pair_error(openai.APIConnectionError(request=request)) is None and pair_error(ValueError("x")) is None

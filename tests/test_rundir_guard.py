@@ -83,6 +83,33 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_kill_releases_the_lo
     assert all(r["error"] is None for r in records)
 
 
+def test_a_refused_writer_never_removes_the_holders_run_directory(tmp_path, monkeypatch, capsys):
+    """Two runs started at once on a new --out both see it missing; the one refused by the lock must
+    not remove the directory the other is using (a run that fails before any record removes only a
+    directory it created, and only while it holds the lock)."""
+    import equiv.search.cli as cli
+
+    args = base_args(tmp_path)
+    out = tmp_path / "run"
+    real_exists = Path.exists
+    # this run saw --out missing (the holder created it a moment later)
+    monkeypatch.setattr(Path, "exists", lambda self: False if self == out else real_exists(self))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from equiv.rundir.lock import hold_run_dir\n"
+         "with hold_run_dir(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)", str(out)],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        (out / "config.yaml").write_text("the holder's binding\n")
+        with pytest.raises(SystemExit) as refused:
+            cli.eval_main(args, engine_factory=scripted_factory)
+        assert refused.value.code == 2 and "in use by pid" in capsys.readouterr().err
+        assert (out / "config.yaml").read_text() == "the holder's binding\n" and (out / LOCK).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_the_lock_is_reentrant_in_one_process_and_refuses_another_descriptor_holder(tmp_path):
     with hold_run_dir(tmp_path):
         with hold_run_dir(tmp_path):  # eval_main, then run_eval
@@ -187,3 +214,15 @@ def test_records_read_strictly_refuse_conflicts_and_keep_retries(tmp_path):
     path.write_text(path.read_text() + json.dumps({"id": "b", "seed": 0, "correct": False}) + "\n")
     with pytest.raises(InputError, match=r"results.jsonl:5: a second record for id 'b' seed 0 \(the first is on line 3\)"):
         read_run_records(path)
+
+
+def test_a_run_directory_from_before_the_policy_rename_keeps_its_guard_setting():
+    """config.yaml of a run written with --pruner.claim_guard / --pruner.statement_threshold compares
+    as --pruner.guard / --pruner.floor: resuming it without the guard is a settings change, not a match."""
+    from equiv.search.cli import _defining
+
+    old = {"algo": "mcts", "pruner": {"strategy": "model", "claim_guard": True, "statement_threshold": 0.9}}
+    new = {"algo": "mcts", "pruner": {"strategy": "model", "guard": None, "floor": None}}
+    assert _defining(old)["pruner.guard"] is True and _defining(old)["pruner.floor"] == 0.9
+    assert _defining(old) != _defining(new)
+    assert _defining({"algo": "mcts", "pruner": {"strategy": "model", "guard": True, "floor": 0.9}}) == _defining(old)

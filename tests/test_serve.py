@@ -71,13 +71,13 @@ def test_info_names_the_model_its_policy_and_fingerprint(server, judge_dir):
 
 
 def test_predict_answers_in_text_embeddings_inference_shape(server, judge_dir):
-    pairs = [[STEPS[0], STEPS[2]], [STEPS[3], STEPS[4]]]
+    pairs = [[STEPS[0], STEPS[2]], [STEPS[3], STEPS[4]], [STEPS[0], STEPS[1]]]
     status, body = call(server + "/predict", {"inputs": pairs})
-    assert status == 200 and len(body) == 2
+    assert status == 200 and len(body) == 3
     expected = local_verdicts(judge_dir, [tuple(p) for p in pairs], None)
     for labels, verdict in zip(body, expected):
         assert {d["label"] for d in labels} == {"equivalent", "not_equivalent"}
-        assert labels[0]["score"] >= labels[1]["score"]
+        assert (labels[0]["label"] == "equivalent") == verdict["merged"]  # the top label is the policy's verdict
         assert dict((d["label"], d["score"]) for d in labels)["equivalent"] == verdict["probability"]
     status, one = call(server + "/predict", {"inputs": pairs[0]})
     assert status == 200 and one == body[0]

@@ -61,3 +61,20 @@ def test_malformed_json_is_a_400():
         decode_json(b'{"steps": [', Limits())
     assert refused.value.status == 400
     assert parse_request("predict", {"inputs": ["a", "b"]}) == {"route": "predict", "pairs": [["a", "b"]], "single": True}
+
+
+@pytest.mark.parametrize("raw", [b"[" * 200_000, b'{"grouping": ' + b"9" * 5000 + b"}"], ids=["deep", "huge-int"])
+def test_json_python_cannot_read_is_a_400_not_a_500(raw):
+    with pytest.raises(RequestError, match="malformed JSON") as refused:
+        decode_json(raw, Limits())
+    assert refused.value.status == 400
+
+
+def test_a_step_with_a_huge_number_is_judged_not_a_crash(judge):
+    """A weak model's 23-digit (or 5,000-digit) number reached the guard's Decimal quantize and int()
+    and raised; one such step must not fail a batch of other clients' pairs."""
+    pairs = [("He has 12345678901234567890123 apples.", "He has 5 apples."),
+             ("It is " + "9" * 5000 + "/" + "7" * 5000 + " of it.", "It is 3/7 of it.")]
+    found = verdicts(judge, pairs, [QUESTION] * len(pairs))
+    assert len(found) == 2 and all(isinstance(v.merged, bool) for v in found)
+

@@ -47,22 +47,29 @@ def _level(value: Any) -> int:
 
 
 def _dictionaries(text: str) -> list[dict[str, Any]]:
-    """Every dictionary that starts at a ``{`` of ``text`` and parses as JSON or a Python literal."""
+    """Every top-level dictionary of ``text``: one that starts at a ``{`` outside any dictionary
+    already read and parses as JSON or a Python literal. A dictionary quoted inside another's
+    strings (a reasoning that cites ``{'result': 4}``) is part of that one, never an answer."""
     decoder = json.JSONDecoder()
     found: list[dict[str, Any]] = []
+    covered = -1  # the end of the last dictionary read
     for start in [i for i, ch in enumerate(text) if ch == "{"]:
+        if start < covered:
+            continue
+        obj, end_at = None, start
         try:
-            obj, _ = decoder.raw_decode(text, start)
+            obj, end_at = decoder.raw_decode(text, start)
         except json.JSONDecodeError:
             end = text.find("}", start)
-            obj = None
             while end != -1 and obj is None:  # a Python dict: the shortest literal that parses
                 try:
                     obj = ast.literal_eval(text[start:end + 1])
+                    end_at = end + 1
                 except (ValueError, SyntaxError, MemoryError, RecursionError):
                     end = text.find("}", end + 1)
         if isinstance(obj, dict):
             found.append(obj)
+            covered = end_at
     return found
 
 

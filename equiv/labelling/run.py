@@ -161,6 +161,23 @@ def _seed(settings: LabelSettings, key: str, attempt: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def pair_error(err: BaseException) -> str | None:
+    """Why one request failed when the failure belongs to its pair, not to the run: the server
+    refused this prompt (a 4xx such as a context too long) or timed out on it. ``None`` for what
+    stops the run (no server, a bad key or model, rate limits, anything unexpected): a pair that
+    no one can answer is a failed try, recorded with its pair, not the end of the run."""
+    try:
+        import openai
+    except ImportError:
+        return None
+    if isinstance(err, openai.APITimeoutError):
+        return "the server timed out on this request"
+    if isinstance(err, openai.APIStatusError) and 400 <= err.status_code < 500 \
+            and err.status_code not in (401, 403, 404, 429):
+        return f"the server refused this request (HTTP {err.status_code}): {str(err)[:300]}"
+    return None
+
+
 async def label_pair(client: Any, pair: dict[str, Any], examples: Sequence[Example], settings: LabelSettings,
                      limiter: RateLimiter, stats: RunStats) -> tuple[dict[str, Any], bool]:
     """``(row, ok)``: the labelled row, or a failure row with every raw answer when no try parsed."""
@@ -173,8 +190,16 @@ async def label_pair(client: Any, pair: dict[str, Any], examples: Sequence[Examp
     for attempt in range(settings.tries):
         await limiter.wait()
         temperature = settings.temperature if attempt == 0 else settings.retry_temperature
-        reply = await ask(client, settings.model, messages, temperature=temperature, max_tokens=settings.max_tokens,
-                          seed=_seed(settings, key, attempt), options=options)
+        try:
+            reply = await ask(client, settings.model, messages, temperature=temperature,
+                              max_tokens=settings.max_tokens, seed=_seed(settings, key, attempt), options=options)
+        except Exception as err:  # noqa: BLE001 -- sorted by pair_error: this pair's, or the run's
+            why = pair_error(err)
+            if why is None:
+                raise
+            stats.requests += 1
+            raw.append({"text": None, "finish_reason": None, "error": why})
+            continue
         stats.requests += 1
         usage["prompt_tokens"] += reply.prompt_tokens
         usage["completion_tokens"] += reply.completion_tokens
@@ -231,11 +256,11 @@ async def run_labelling(client: Any, pairs: Sequence[dict[str, Any]], out: str |
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    failed_file = failures_path(out)
-    if stats.failures:
-        write_jsonl_atomic(failed_file, stats.failures)
-    elif failed_file.exists() and stats.already + stats.labelled == stats.pairs:
-        failed_file.unlink()  # every pair is labelled now: the old failures are stale
+        failed_file = failures_path(out)
+        if stats.failures:  # also when the run stopped early: what failed so far is kept
+            write_jsonl_atomic(failed_file, stats.failures)
+        elif failed_file.exists() and stats.already + stats.labelled == stats.pairs:
+            failed_file.unlink()  # every pair is labelled now: the old failures are stale
     return stats
 
 

@@ -137,7 +137,19 @@ RESULT_DEFINING = {
 }
 
 
+LEGACY_PRUNER_KEYS = {"claim_guard": "guard", "statement_threshold": "floor"}
+"""Pruner settings renamed with the decision policy: a run directory written before keeps its meaning."""
+
+
 def _defining(config: dict[str, Any]) -> dict[str, Any]:
+    pruner = config.get("pruner")
+    if isinstance(pruner, dict) and any(old in pruner for old in LEGACY_PRUNER_KEYS):
+        pruner = dict(pruner)
+        for old, new in LEGACY_PRUNER_KEYS.items():
+            if old in pruner:
+                value = pruner.pop(old)
+                pruner.setdefault(new, value)
+        config = {**config, "pruner": pruner}
     out: dict[str, Any] = {}
     for group, keys in RESULT_DEFINING.items():
         value = config.get(group)
@@ -269,8 +281,11 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         problems = load_data(init.data)
         fresh = not Path(cfg.out).exists()
         out = writable_directory(cfg.out)
-        try:
-            with hold_run_dir(out):  # one writer per run directory, from the check to the last write
+        # The lock first: a second writer is refused here, before this command could remove
+        # anything, and a directory this command created is removed (when nothing ran) while the
+        # lock is still held, so no other run can have taken it in between.
+        with hold_run_dir(out):  # one writer per run directory, from the check to the last write
+            try:
                 config_text = parser.dump(cfg, skip_none=False)
                 data = data_binding_of(init.data)
                 models = model_bindings(models_of(init))
@@ -282,19 +297,19 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
                 factory = engine_factory or build_engines
                 config = json.loads(json.dumps(cfg.as_dict(), default=str))
                 summary = _evaluate(cfg.algo, init, problems, out, factory, config)
-        except KeyboardInterrupt:
-            if remove_if_nothing_ran(out, fresh):
-                print(f"interrupted before any problem finished; {out} removed", file=sys.stderr)
+            except KeyboardInterrupt:
+                if remove_if_nothing_ran(out, fresh):
+                    print(f"interrupted before any problem finished; {out} removed", file=sys.stderr)
+                    return EXIT_INTERRUPTED
+                print(
+                    f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
+                    "rerun the same command to resume",
+                    file=sys.stderr,
+                )
                 return EXIT_INTERRUPTED
-            print(
-                f"interrupted: {count_records(out)} record(s) kept in {out / RESULTS}; "
-                "rerun the same command to resume",
-                file=sys.stderr,
-            )
-            return EXIT_INTERRUPTED
-        except BaseException:
-            remove_if_nothing_ran(out, fresh)
-            raise
+            except BaseException:
+                remove_if_nothing_ran(out, fresh)
+                raise
     print(
         f"{cfg.algo} pruner={init.pruner.strategy}: accuracy {100 * summary['accuracy']:.2f}% "
         f"({summary['correct']}/{summary['problems']}), mean generated tokens "

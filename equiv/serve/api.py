@@ -102,9 +102,11 @@ class JudgeAPI(ls.LitAPI):
         if kind == "verdicts":
             return {"threshold": threshold, "verdicts": [v.to_dict() for v in found]}
         if kind == "predict":
+            # the model's probability as TEI's score, but the first label is the policy's verdict: a
+            # client that takes the top label must not merge a pair the guard, floor or threshold refused
             labels = [sorted([{"label": "equivalent", "score": v.probability},
                               {"label": "not_equivalent", "score": 1.0 - v.probability}],
-                             key=lambda d: -d["score"]) for v in found]
+                             key=lambda d, merged=v.merged: (d["label"] == "equivalent") != merged) for v in found]
             return labels[0] if req["single"] else labels
         # the reference's merge_model_inference
         pairs = req["pairs"][0] if req["single"] else req["pairs"]

@@ -96,6 +96,10 @@ def decode_json(raw: bytes, limits: Limits) -> Any:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise RequestError(400, f"malformed JSON: {err}") from None
+    except RecursionError:
+        raise RequestError(400, "malformed JSON: nested too deeply") from None
+    except ValueError as err:  # e.g. an integer literal past Python's digit limit
+        raise RequestError(400, f"malformed JSON: {str(err).splitlines()[0][:200]}") from None
 
 
 def parse_request(route: str, body: Any, limits: Limits = Limits(), *, default_output: str = "binary") -> dict[str, Any]:

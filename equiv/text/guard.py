@@ -127,10 +127,16 @@ def conclusion(text: str) -> Decimal | None:
     return found[-1] if found else None
 
 
+MAX_FRACTION_DIGITS = 12
+"""Longest numerator or denominator read as a written fraction (longer runs are not fractions)."""
+
+
 def fractions(text: str) -> dict[Decimal, set[Decimal]]:
     """The step's written (proper) fractions: value -> numerator and denominator ("1/4": 0.25 -> {1, 4})."""
     out: dict[Decimal, set[Decimal]] = {}
     for top, bottom in _FRACTION.findall(text):
+        if len(top) > MAX_FRACTION_DIGITS or len(bottom) > MAX_FRACTION_DIGITS:
+            continue  # no written fraction has such parts; int() of a 4,300-digit run would raise
         if int(top) < int(bottom):
             out.setdefault(quantize(Decimal(top) / Decimal(bottom)), set()).update({Decimal(top), Decimal(bottom)})
     return out

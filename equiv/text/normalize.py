@@ -80,9 +80,11 @@ def number_value(digits: str) -> Decimal | None:
     """The value of a number as written (``"1,200"``, ``"17 500"``, ``"12.50"``), or ``None``."""
     try:
         value = Decimal(THOUSANDS.sub("", digits).rstrip(","))
+        # quantize needs the digits to fit the context's precision (28): a run of 23+ digits
+        # before the point (a weak model's "1000000000000000000000000") is not a number we read
+        return quantize(value) if value.is_finite() else None
     except InvalidOperation:
         return None
-    return quantize(value) if value.is_finite() else None
 
 
 def step_numbers(text: str) -> set[Decimal]:
