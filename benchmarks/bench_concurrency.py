@@ -15,7 +15,7 @@ Engines (defaults; all real code paths, nothing downloaded):
   compute-bound);
 - PRM: the tiny Math-Shepherd-style PRM (transformers, batched);
 - judge: the paper's ``model`` strategy (Levenshtein prefilter, then a pair classifier) on a tiny
-  random-init Longformer judge (:func:`equiv.judge.tiny.build_tiny_longformer`; ``--judge DIR`` for
+  random-init Longformer judge (:func:`equiv.judge.tiny.build_tiny_judge`; ``--judge DIR`` for
   an exported one, e.g. the trained MiniLM judge); ``--pruner embedding`` for the bundled
   all-MiniLM-L6-v2 SBERT baseline (a real 22M-parameter encoder: compute-bound on a CPU, so it
   caps the ratio -- docs/results.md shows both); ``--pruner none`` to drop the judge.
@@ -160,11 +160,11 @@ def build(args: argparse.Namespace):
                                              attn_implementation=args.attn_implementation))
     judge_model = args.judge
     if args.pruner == "model" and judge_model is None:
-        from equiv.judge.tiny import LONGFORMER_BASE, build_tiny_longformer
+        from equiv.judge.tiny import LONGFORMER_BASE, build_tiny_judge
 
         judge_dir = Path(args.cache) / ("judge" if args.shape == "tiny" else "judge-longformer-base")
         dims = {} if args.shape == "tiny" else LONGFORMER_BASE
-        judge_model = str(judge_dir if (judge_dir / "config.json").exists() else build_tiny_longformer(judge_dir, **dims))
+        judge_model = str(judge_dir if (judge_dir / "config.json").exists() else build_tiny_judge(judge_dir, **dims))
 
     def judge_factory():
         if args.pruner == "none":

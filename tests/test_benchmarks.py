@@ -113,9 +113,9 @@ def test_bench_real_lm_quick_with_tiny_models(tmp_path):
     """The real-LM benchmark's whole path on tiny random-init models (the real gemma run is the
     same script with its defaults): every strategy runs, the table and the last line are printed,
     the run directories are left for compare / report, and the figures add up."""
-    from equiv.judge.tiny import build_tiny_longformer
+    from equiv.judge.tiny import build_tiny_judge
 
-    judge = build_tiny_longformer(tmp_path / "judge")
+    judge = build_tiny_judge(tmp_path / "judge")
     out = tmp_path / "runs"
     figures = tmp_path / "bench.json"
     proc = subprocess.run(
