@@ -16,12 +16,6 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
   :mod:`equiv.judge.hybrid`), stored by the fit or attached here: the recipe as it shipped until
   2026-11-25;
 - ``em_hybrid`` -- the ``em`` fit with its combiner.
-- ``both`` / ``both_hybrid`` -- the recipe with ``--data.both_orders=true`` (every training pair
-  also served swapped), scored plain and with its combiner: a lever that was measured and is
-  off by default.
-- ``synth`` / ``synth_hybrid`` -- the recipe with ``--data.synthetic_fraction=0.5`` (a one-claim
-  edit and a meaning-preserving rewrite of half the equivalent training pairs,
-  :mod:`equiv.data.synthetic_pairs`; training only), plain and with its combiner: a measured lever.
 - ``marks`` / ``marks_hybrid`` -- the recipe with ``--model.mark_differences=true`` (the words the
   two steps do not share wrapped in « » before tokenising, :mod:`equiv.text.differences`; in
   training and in search alike), plain and with its combiner.
@@ -72,16 +66,15 @@ DATA = SHARED_DATA / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
 # fit -> what `fit` gets on top of the recipe
-FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "both": ["--data.both_orders=true"],
-            "synth": ["--data.synthetic_fraction=0.5"], "marks": ["--model.mark_differences=true"]}
+FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "marks": ["--model.mark_differences=true"]}
 # arm -> the fit it scores (one fit serves the plain row and the hybrid row)
-FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em", "both": "both",
-          "both_hybrid": "both", "synth": "synth", "synth_hybrid": "synth", "marks": "marks", "marks_hybrid": "marks",
+FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em",
+          "marks": "marks", "marks_hybrid": "marks",
           "views": "views", "views_hybrid": "views"}
 # ensemble fit -> the fits it averages (same seed); built by equiv.judge.ensemble, not trained
 ENSEMBLES = {"views": ("finetuned", "marks")}
 TRAINED_ARMS = tuple(FIT_OF)
-MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid", "marks", "marks_hybrid")  # run only when named in --arms
+MEASURED_LEVERS = ("marks", "marks_hybrid")  # run only when named in --arms
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
 DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
 METRICS = ("precision", "recall", "f1", "accuracy")
