@@ -16,13 +16,6 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
   :mod:`equiv.judge.hybrid`), stored by the fit or attached here: the recipe as it shipped until
   2026-11-25;
 - ``em_hybrid`` -- the ``em`` fit with its combiner.
-- ``marks`` / ``marks_hybrid`` -- the recipe with ``--model.mark_differences=true`` (the words the
-  two steps do not share wrapped in « » before tokenising, :mod:`equiv.text.differences`; in
-  training and in search alike), plain and with its combiner.
-- ``views`` / ``views_hybrid`` -- an ensemble (:mod:`equiv.judge.ensemble`) of the same seed's
-  ``finetuned`` and ``marks`` fits: the mean of their logits, its threshold (and combiner)
-  chosen on the calibration split by ``python -m equiv.judge.ensemble``. ``views_hybrid`` is the
-  recommended GSM8K judge (``docs/training.md``); both rows are in the default arms.
 
 The hybrid rows reuse the fits of the rows above (one fit per seed serves both); an export made
 before the recipe stored a combiner gets one attached here, exactly as ``fit --hybrid true`` does.
@@ -37,7 +30,7 @@ pairs on this machine's CPU (cache cleared, exact-match shortcut as in search).
 Judges already trained under ``--runs DIR`` (``DIR/<arm>-s<seed>/judge``) are loaded, not retrained,
 so a long run can be resumed or the table rebuilt from earlier fits.
 
-    python benchmarks/bench_judge_quality.py                 # 3 seeds x 3 fits (plain, EM, marked): hours on 2 cores
+    python benchmarks/bench_judge_quality.py                 # 3 seeds x 2 fits (plain, EM): hours on 2 cores
     python benchmarks/bench_judge_quality.py --quick         # CI-sized: demo data, tiny model, 1 seed
 """
 
@@ -66,17 +59,12 @@ DATA = SHARED_DATA / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
 # fit -> what `fit` gets on top of the recipe
-FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "marks": ["--model.mark_differences=true"]}
+FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)]}
 # arm -> the fit it scores (one fit serves the plain row and the hybrid row)
-FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em",
-          "marks": "marks", "marks_hybrid": "marks",
-          "views": "views", "views_hybrid": "views"}
-# ensemble fit -> the fits it averages (same seed); built by equiv.judge.ensemble, not trained
-ENSEMBLES = {"views": ("finetuned", "marks")}
+FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em"}
 TRAINED_ARMS = tuple(FIT_OF)
-MEASURED_LEVERS = ("marks", "marks_hybrid")  # run only when named in --arms
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
-DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
+DEFAULT_ARMS = ALL_ARMS
 METRICS = ("precision", "recall", "f1", "accuracy")
 
 
@@ -123,25 +111,6 @@ def swept_threshold(strategy: str, cal_pairs: list[tuple[str, str]], cal_labels:
     assert judge is not None
     points = [p for p in threshold_sweep(judge.pair_scores(cal_pairs), cal_labels) if 0.0 < p.threshold <= 1.0]
     return round(pick_threshold(points).threshold, 6)
-
-
-def build_ensemble_judge(fit: str, seed: int, runs: Path, quick: dict[str, Any] | None,
-                         calibration: tuple[list[tuple[str, str]], list[int], list[str]]) -> Path:
-    """The ensemble ``fit`` of :data:`ENSEMBLES` for ``seed``: its member fits (trained if missing),
-    combined and calibrated exactly as ``python -m equiv.judge.ensemble`` does."""
-    from equiv.judge.ensemble import build_ensemble, calibrate_ensemble
-
-    members = []
-    for member in ENSEMBLES[fit]:
-        judge_dir = runs / f"{member}-s{seed}" / "judge"
-        if not (judge_dir / "config.json").is_file():
-            judge_dir = train_judge(member, seed, runs / f"{member}-s{seed}", quick)
-        members.append(judge_dir)
-    out = build_ensemble(members, runs / f"{fit}-s{seed}" / "judge")
-    metrics = calibrate_ensemble(out, *calibration)
-    print(f"{fit} seed {seed}: ensemble of {', '.join(ENSEMBLES[fit])} at {out} (calibration F1 "
-          f"{metrics['calibration_f1']:.4f}, hybrid out of fold {metrics['hybrid_calibration_f1']:.4f})", flush=True)
-    return out
 
 
 def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) -> Path:
@@ -228,10 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = args.runs / f"{FIT_OF[arm]}-s{seed}"
                 judge_dir = out / "judge"
                 if not (judge_dir / "config.json").is_file():
-                    if FIT_OF[arm] in ENSEMBLES:
-                        judge_dir = build_ensemble_judge(FIT_OF[arm], seed, args.runs, quick, calibration)
-                    else:
-                        judge_dir = train_judge(arm, seed, out, quick)
+                    judge_dir = train_judge(arm, seed, out, quick)
                 rows.append(dict(score_trained(arm, judge_dir, eval_pairs, eval_labels, calibration), seed=seed))
         per_seed[arm] = rows
         table[arm] = aggregate(rows)

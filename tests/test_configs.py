@@ -34,7 +34,7 @@ def kind_of(path: Path) -> str:
         return "search"
     keys = {k.rstrip("+") for k in data}
     assert keys <= TRAINER_KEYS, f"{path}: unknown top-level keys {sorted(keys - TRAINER_KEYS)}"
-    # an overlay (em.yaml, gsm8k_equiv_marks.yaml, gsm8k_equiv_seed1.yaml) names no training data
+    # an overlay (em.yaml, gsm8k_equiv_seed1.yaml) names no training data
     return "recipe" if "train" in (data.get("data") or {}) else "fragment"
 
 

@@ -29,7 +29,7 @@ NO_PREFILTER = dict(SETTINGS, prefilter_threshold=0.0)
 @pytest.fixture()
 def two_judges(tmp_path: Path) -> tuple[Path, Path]:
     plain = make_tiny_judge(tmp_path / "plain", settings=NO_PREFILTER, seed=0)
-    marked = make_tiny_judge(tmp_path / "marked", settings=dict(NO_PREFILTER, mark_differences=True), seed=1)
+    marked = make_tiny_judge(tmp_path / "marked", settings=NO_PREFILTER, seed=1)  # another seed: other scores
     return plain, marked
 
 
@@ -45,9 +45,9 @@ def test_model_judge_scores_an_ensemble_as_the_mean_logit_of_its_members(two_jud
     ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
     assert member_dirs(ensemble) == [ensemble, ensemble / "members" / "1"]
     settings = json.loads((ensemble / "config.json").read_text())["equiv"]
-    assert settings["members"] == ["members/1"] and "mark_differences" not in settings  # the first member's
+    assert settings["members"] == ["members/1"]
     judge = ModelJudge(ensemble)
-    assert len(judge.members) == 2 and judge.members[1].mark_differences  # each member keeps its input form
+    assert len(judge.members) == 2
     each = [ModelJudge(plain).pair_probabilities(PAIRS), ModelJudge(marked).pair_probabilities(PAIRS)]
     assert each[0] != pytest.approx(each[1])
     assert judge.pair_probabilities(PAIRS) == pytest.approx(average_logits(each), abs=1e-6)
@@ -123,18 +123,24 @@ def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
     assert not (tmp_path / "e").exists()
 
 
-def test_the_recipes_marks_overlay_changes_only_the_input_form_and_the_folders(capsys, monkeypatch):
-    from tests.test_em_configs import resolved
-
-    plain = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml")
-    marks = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml", "configs/gsm8k_equiv_marks.yaml")
-    assert marks["model"]["mark_differences"] is True
-    assert "mark_differences" not in marks["data"]  # linked from the model: given once
-    assert plain["model"]["mark_differences"] is False
-    assert marks["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_marks"
-    assert "save_dir" not in marks["trainer"]["logger"]["init_args"]  # linked to default_root_dir
-    assert {k for k in marks["model"] if marks["model"][k] != plain["model"][k]} == {"mark_differences"}
-    assert marks["data"] == plain["data"]  # everything else is the recipe's
+def test_an_export_with_a_removed_input_form_is_refused_in_one_line(two_judges, tmp_path):
+    """``mark_differences`` (removed 2026-11) changed what the classifier reads: an export that
+    turns it on, alone or as an ensemble member, is refused naming the file and the field; one
+    that stores it switched off loads as before."""
+    plain, marked = two_judges
+    config = marked / "config.json"
+    raw = json.loads(config.read_text())
+    raw["equiv"]["mark_differences"] = False
+    config.write_text(json.dumps(raw))
+    assert len(ModelJudge(marked).pair_probabilities(PAIRS)) == 2
+    raw["equiv"]["mark_differences"] = True
+    config.write_text(json.dumps(raw))
+    for build in (lambda: ModelJudge(marked), lambda: score_judge_dir(marked, PAIRS),
+                  lambda: ModelJudge(build_ensemble([plain, marked], tmp_path / "ensemble"))):
+        with pytest.raises(InputError) as err:
+            build()
+        assert "\n" not in str(err.value) and "field 'equiv.mark_differences'" in str(err.value)
+        assert "removed in 2026-11" in str(err.value) and "config.json" in str(err.value)
 
 
 def test_search_eval_prunes_with_an_ensemble_unchanged(two_judges, tmp_path, shared_data):

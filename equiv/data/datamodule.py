@@ -56,13 +56,12 @@ class PairCollator:
     (with each sample's question after its second step when ``with_question``)."""
 
     def __init__(
-        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None, mark_differences: bool = False,
+        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None,
         with_question: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
-        self.mark_differences = mark_differences
         self.with_question = with_question
 
     def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -72,7 +71,6 @@ class PairCollator:
                 [(s["sentence1"], s["sentence2"]) for s in samples],
                 max_length=self.max_length,
                 pad_to_multiple_of=self.pad_to_multiple_of,
-                mark_differences=self.mark_differences,
                 questions=[s["question"] for s in samples] if self.with_question else None,
             )
         )
@@ -208,8 +206,6 @@ class MathEquivDataModule(L.LightningDataModule):
         train_fraction: train on the pairs of only this fraction of the training problems
             (:func:`keep_problems`; after the calibration split, which stays whole): a learning
             curve's point -- how much would more labelled data buy? 1 keeps them all.
-        mark_differences: wrap the words the two steps do not share in ``«`` ``»`` before
-            tokenising (:mod:`equiv.text.differences`); linked from the model, which exports it.
         with_question: append each pair's ``question`` to its second step
             (:func:`equiv.data.tokenize.append_question`); linked from the model, which exports it.
             Every training record must then carry a question (checked in ``setup``).
@@ -241,7 +237,6 @@ class MathEquivDataModule(L.LightningDataModule):
         train_more: list[str] | None = None,
         calibration_fraction: float = 0.0,
         train_fraction: float = 1.0,
-        mark_differences: bool = False,
         with_question: bool = False,
     ) -> None:
         super().__init__()
@@ -272,7 +267,6 @@ class MathEquivDataModule(L.LightningDataModule):
         self.train_more = list(train_more or [])
         self.calibration_fraction = float(calibration_fraction)
         self.train_fraction = float(train_fraction)
-        self.mark_differences = bool(mark_differences)
         self.with_question = bool(with_question)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
@@ -314,7 +308,7 @@ class MathEquivDataModule(L.LightningDataModule):
         return self._pad_to_multiple_of
 
     def collator(self) -> PairCollator:
-        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of, self.mark_differences,
+        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of,
                             self.with_question)
 
     # -- loading ---------------------------------------------------------------------------

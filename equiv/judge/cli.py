@@ -169,7 +169,6 @@ class JudgeCLI(LightningCLI):
         parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir")
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.max_length", "data.max_length")
-        parser.link_arguments("model.mark_differences", "data.mark_differences")
         parser.link_arguments("model.with_question", "data.with_question")
         parser.link_arguments("data.batch_size", "model.batch_size")
         parser.link_arguments("data.label_equivalent", "model.label_equivalent")

@@ -1,16 +1,14 @@
 """A judge made of several trained judges: their logits averaged, one threshold chosen for all.
 
-Two fits of the same recipe that read the pairs differently make different mistakes: on the
-calibration split of ``gsm8k_equiv``, the plain classifier and one trained with the differences
-marked (``model.mark_differences``, :mod:`equiv.text.differences`) each reach out-of-fold hybrid
-F1 0.93-0.94, while the average of their logits reaches 0.95 -- more than averaging two seeds of
-the same input (0.944). So an ensemble is a first-class judge here, built from exports that
+Two fits of the same recipe make different mistakes: one fit's precision on sibling steps
+depends on its seed, and the average of two seeds' logits merges a pair only when both lean that
+way (docs/training.md, "The recommended judge: two seeds averaged"). So an ensemble is a first-class judge here, built from exports that
 ``trainer_cli.py fit`` wrote and used by search exactly like one of them:
 
 - on disk it is the first member's exported directory (still a Hugging Face classifier that
   ``from_pretrained`` loads), with the other members copied under ``members/`` and listed in
   ``config.json`` as ``equiv.members``; each member keeps its own settings (``max_length``,
-  ``mark_differences``), so each is fed what it was trained on;
+  ``with_question``), so each is fed what it was trained on;
 - its probability is ``sigmoid(mean of the members' logits)``;
 - its ``decision_threshold`` (and, where the recipe fits one, its hybrid combiner) is chosen on the
   calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's: the recipe's

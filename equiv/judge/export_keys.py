@@ -17,3 +17,9 @@ MEMBERS_KEY = "members"
 """``equiv.members``: an ensemble's other members, relative to the export (:mod:`equiv.judge.ensemble`)."""
 METRICS_FILE = "equiv_metrics.json"
 """The export's validation metrics, beside ``config.json``."""
+REMOVED_SETTINGS = {
+    "mark_differences": "the marked-differences input form",
+}
+"""``equiv`` settings of levers removed in 2026-11 (docs/experiments/2026-11-27-removed-levers.md)
+that change what the classifier reads, so an export that turns one on cannot be scored as trained:
+setting -> what it was. Exports that store one switched off load as before."""

@@ -26,10 +26,9 @@ only scores, so it can be added to a finished run.
 A fold whose export exists is not refitted, so an interrupted run resumes. Fits can run side by
 side (``--workers``), each with its share of the CPU threads.
 
-An ensemble (:mod:`equiv.judge.ensemble`, such as the two views of the recipe) is
+An ensemble (:mod:`equiv.judge.ensemble`, such as the recipe's two seeds) is
 cross-validated from finished runs, with no new fit: ``--members A B`` names two ``--out``
-directories of the same folds (for example the recipe, and the recipe with
-``--overlay configs/gsm8k_equiv_marks.yaml``); each fold's judges are averaged and calibrated on
+directories of the same folds (for example the recipe with two seeds); each fold's judges are averaged and calibrated on
 that fold's calibration split, exactly as ``python -m equiv.judge.ensemble`` does for the shipped
 fits, and scored like any fold judge.
 

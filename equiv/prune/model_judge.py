@@ -73,17 +73,13 @@ class ModelJudge(CachedJudge):
         self.max_length = int(wanted)
         from equiv.judge.members import Member, member_dirs  # torch: only when a model judge is built
 
-        self.members = [Member.from_settings(self.model, tokenizer, settings, self.max_length)]
+        self.members = [Member.from_settings(self.model, tokenizer, settings, self.max_length, source=path)]
         for extra in member_dirs(path)[1:]:
             m_model, m_tokenizer, m_settings = load_classifier(extra)
             limit = min(self.max_length, model_token_limit(m_model, m_tokenizer))
-            self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit))
+            self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit,
+                                                    source=extra))
         self.reads_question = any(m.with_question for m in self.members)
-
-    @property
-    def mark_differences(self) -> bool:
-        """Whether the (first) classifier reads pairs with their differences marked."""
-        return self.members[0].mark_differences
 
     @property
     def prefilter(self) -> float:
