@@ -11,14 +11,7 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
   seed, scored as the plain classifier (:class:`~equiv.prune.model_judge.ModelJudge`) at its own
   calibrated ``decision_threshold``: one fit of the recipe as it ships since 2026-11-26 (no combiner);
 - ``em`` -- the same recipe with ``configs/em.yaml`` (EM refinement of multi-sentence samples),
-  scored the same way;
-- ``hybrid`` -- the ``finetuned`` fit with a combiner (model logit + formula/Levenshtein features,
-  :mod:`equiv.judge.hybrid`), stored by the fit or attached here: the recipe as it shipped until
-  2026-11-25;
-- ``em_hybrid`` -- the ``em`` fit with its combiner.
-
-The hybrid rows reuse the fits of the rows above (one fit per seed serves both); an export made
-before the recipe stored a combiner gets one attached here, exactly as ``fit --hybrid true`` does.
+  scored the same way.
 
 The calibration split is the one the recipe holds out of ``train.jsonl`` + ``train_more.jsonl``
 (``data.calibration_fraction``: whole problems). Every threshold -- the baselines' and the trained
@@ -50,8 +43,6 @@ from equiv.data.datamodule import MathEquivDataModule  # noqa: E402
 from equiv.data.demo import DEMO_DIR  # noqa: E402
 from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
 from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
-from equiv.judge.hybrid import attach_combiner  # noqa: E402
-from equiv.prune.loading import stored_judge_kind  # noqa: E402
 from equiv.prune.yardstick import mean_and_spread, mean_spread_cell  # noqa: E402
 from equiv.prune import CachedJudge, ModelJudge, PrunerConfig, build_judge  # noqa: E402
 
@@ -60,8 +51,8 @@ RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
 # fit -> what `fit` gets on top of the recipe
 FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)]}
-# arm -> the fit it scores (one fit serves the plain row and the hybrid row)
-FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em"}
+# arm -> the fit it scores
+FIT_OF = {"finetuned": "finetuned", "em": "em"}
 TRAINED_ARMS = tuple(FIT_OF)
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
 DEFAULT_ARMS = ALL_ARMS
@@ -94,15 +85,9 @@ def score(strategy: str, pairs: list[tuple[str, str]], labels: list[int], *, mod
     return measure(judge, pairs, labels)
 
 
-def score_trained(arm: str, judge_dir: Path, pairs: list[tuple[str, str]], labels: list[int],
-                  calibration: tuple[list[tuple[str, str]], list[int], list[str]]) -> dict[str, float]:
-    """A trained arm: the plain classifier (``finetuned``/``em``) or its hybrid (``*hybrid``)."""
-    if not arm.endswith("hybrid"):
-        return measure(ModelJudge(judge_dir), pairs, labels)
-    if stored_judge_kind(judge_dir) != "hybrid":
-        fit = attach_combiner(judge_dir, *calibration)
-        print(f"{arm}: attached a combiner to {judge_dir} (out-of-fold calibration F1 {fit.f1:.4f})", flush=True)
-    return score("hybrid", pairs, labels, model=str(judge_dir))
+def score_trained(judge_dir: Path, pairs: list[tuple[str, str]], labels: list[int]) -> dict[str, float]:
+    """A trained arm (``finetuned``/``em``): the exported classifier with its own policy."""
+    return measure(ModelJudge(judge_dir), pairs, labels)
 
 
 def swept_threshold(strategy: str, cal_pairs: list[tuple[str, str]], cal_labels: list[int]) -> float:
@@ -198,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 judge_dir = out / "judge"
                 if not (judge_dir / "config.json").is_file():
                     judge_dir = train_judge(arm, seed, out, quick)
-                rows.append(dict(score_trained(arm, judge_dir, eval_pairs, eval_labels, calibration), seed=seed))
+                rows.append(dict(score_trained(judge_dir, eval_pairs, eval_labels), seed=seed))
         per_seed[arm] = rows
         table[arm] = aggregate(rows)
         print(f"{arm}: " + " ".join(f"{k}={v:.4f}" for k, v in table[arm].items() if k in METRICS), flush=True)

@@ -342,7 +342,7 @@ class MathEquivDataModule(L.LightningDataModule):
 
     def labelled_pairs(self, split: str) -> tuple[list[tuple[str, str]], list[int], list[str]]:
         """``(pairs, labels, problem keys)`` of a set-up split (its records are already labelled):
-        what the calibration steps after ``fit`` (threshold, hybrid combiner) are computed on."""
+        what the calibration steps after ``fit`` (the threshold, the policy's report) are computed on."""
         kept = [(r, y) for r in self.records.get(split) or [] if (y := self.label_mapping.label(r.result)) is not None]
         return [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept], [problem_key(r) for r, _ in kept]
 

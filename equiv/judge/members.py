@@ -2,9 +2,8 @@
 members under ``members/``, each fed the input form it was trained on) and their probabilities
 (one member's, or the sigmoid of the members' mean logit).
 
-The layer under :mod:`equiv.judge.hybrid` (whose combiner reads these probabilities),
-:mod:`equiv.judge.ensemble` (which builds and calibrates ensembles) and the ``model`` pruning
-strategy, so each imports it and none imports the others back.
+The layer under :mod:`equiv.judge.ensemble` (which builds and calibrates ensembles) and the
+``model`` pruning strategy, so each imports it and none imports the others back.
 """
 
 from __future__ import annotations
