@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from equiv.errors import InputError
-from equiv.judge.export_keys import SETTINGS_KEY
 
 ROBERTA_LIKE = ("roberta", "longformer", "xlm-roberta", "camembert", "xlm-roberta-xl")
 
