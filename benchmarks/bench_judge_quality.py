@@ -11,27 +11,7 @@ per strategy, seeds aggregated as mean ± spread (population standard deviation)
   seed, scored as the plain classifier (:class:`~equiv.prune.model_judge.ModelJudge`) at its own
   calibrated ``decision_threshold``: one fit of the recipe as it ships since 2026-11-26 (no combiner);
 - ``em`` -- the same recipe with ``configs/em.yaml`` (EM refinement of multi-sentence samples),
-  scored the same way;
-- ``hybrid`` -- the ``finetuned`` fit with a combiner (model logit + formula/Levenshtein features,
-  :mod:`equiv.judge.hybrid`), stored by the fit or attached here: the recipe as it shipped until
-  2026-11-25;
-- ``em_hybrid`` -- the ``em`` fit with its combiner.
-- ``both`` / ``both_hybrid`` -- the recipe with ``--data.both_orders=true`` (every training pair
-  also served swapped), scored plain and with its combiner: a lever that was measured and is
-  off by default.
-- ``synth`` / ``synth_hybrid`` -- the recipe with ``--data.synthetic_fraction=0.5`` (a one-claim
-  edit and a meaning-preserving rewrite of half the equivalent training pairs,
-  :mod:`equiv.data.synthetic_pairs`; training only), plain and with its combiner: a measured lever.
-- ``marks`` / ``marks_hybrid`` -- the recipe with ``--model.mark_differences=true`` (the words the
-  two steps do not share wrapped in « » before tokenising, :mod:`equiv.text.differences`; in
-  training and in search alike), plain and with its combiner.
-- ``views`` / ``views_hybrid`` -- an ensemble (:mod:`equiv.judge.ensemble`) of the same seed's
-  ``finetuned`` and ``marks`` fits: the mean of their logits, its threshold (and combiner)
-  chosen on the calibration split by ``python -m equiv.judge.ensemble``. ``views_hybrid`` is the
-  recommended GSM8K judge (``docs/training.md``); both rows are in the default arms.
-
-The hybrid rows reuse the fits of the rows above (one fit per seed serves both); an export made
-before the recipe stored a combiner gets one attached here, exactly as ``fit --hybrid true`` does.
+  scored the same way.
 
 The calibration split is the one the recipe holds out of ``train.jsonl`` + ``train_more.jsonl``
 (``data.calibration_fraction``: whole problems). Every threshold -- the baselines' and the trained
@@ -43,7 +23,7 @@ pairs on this machine's CPU (cache cleared, exact-match shortcut as in search).
 Judges already trained under ``--runs DIR`` (``DIR/<arm>-s<seed>/judge``) are loaded, not retrained,
 so a long run can be resumed or the table rebuilt from earlier fits.
 
-    python benchmarks/bench_judge_quality.py                 # 3 seeds x 3 fits (plain, EM, marked): hours on 2 cores
+    python benchmarks/bench_judge_quality.py                 # 3 seeds x 2 fits (plain, EM): hours on 2 cores
     python benchmarks/bench_judge_quality.py --quick         # CI-sized: demo data, tiny model, 1 seed
 """
 
@@ -63,8 +43,6 @@ from equiv.data.datamodule import MathEquivDataModule  # noqa: E402
 from equiv.data.demo import DEMO_DIR  # noqa: E402
 from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
 from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
-from equiv.judge.hybrid import attach_combiner  # noqa: E402
-from equiv.prune.loading import stored_judge_kind  # noqa: E402
 from equiv.prune.yardstick import mean_and_spread, mean_spread_cell  # noqa: E402
 from equiv.prune import CachedJudge, ModelJudge, PrunerConfig, build_judge  # noqa: E402
 
@@ -72,18 +50,12 @@ DATA = SHARED_DATA / "gsm8k_equiv"
 RECIPE = ROOT / "configs" / "gsm8k_equiv.yaml"
 EM_CONFIG = ROOT / "configs" / "em.yaml"
 # fit -> what `fit` gets on top of the recipe
-FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)], "both": ["--data.both_orders=true"],
-            "synth": ["--data.synthetic_fraction=0.5"], "marks": ["--model.mark_differences=true"]}
-# arm -> the fit it scores (one fit serves the plain row and the hybrid row)
-FIT_OF = {"finetuned": "finetuned", "em": "em", "hybrid": "finetuned", "em_hybrid": "em", "both": "both",
-          "both_hybrid": "both", "synth": "synth", "synth_hybrid": "synth", "marks": "marks", "marks_hybrid": "marks",
-          "views": "views", "views_hybrid": "views"}
-# ensemble fit -> the fits it averages (same seed); built by equiv.judge.ensemble, not trained
-ENSEMBLES = {"views": ("finetuned", "marks")}
+FIT_ARGS = {"finetuned": [], "em": ["--config", str(EM_CONFIG)]}
+# arm -> the fit it scores
+FIT_OF = {"finetuned": "finetuned", "em": "em"}
 TRAINED_ARMS = tuple(FIT_OF)
-MEASURED_LEVERS = ("both", "both_hybrid", "synth", "synth_hybrid", "marks", "marks_hybrid")  # run only when named in --arms
 ALL_ARMS = ("formula", "levenshtein", "untuned", *TRAINED_ARMS)
-DEFAULT_ARMS = tuple(a for a in ALL_ARMS if a not in MEASURED_LEVERS)
+DEFAULT_ARMS = ALL_ARMS
 METRICS = ("precision", "recall", "f1", "accuracy")
 
 
@@ -113,15 +85,9 @@ def score(strategy: str, pairs: list[tuple[str, str]], labels: list[int], *, mod
     return measure(judge, pairs, labels)
 
 
-def score_trained(arm: str, judge_dir: Path, pairs: list[tuple[str, str]], labels: list[int],
-                  calibration: tuple[list[tuple[str, str]], list[int], list[str]]) -> dict[str, float]:
-    """A trained arm: the plain classifier (``finetuned``/``em``) or its hybrid (``*hybrid``)."""
-    if not arm.endswith("hybrid"):
-        return measure(ModelJudge(judge_dir), pairs, labels)
-    if stored_judge_kind(judge_dir) != "hybrid":
-        fit = attach_combiner(judge_dir, *calibration)
-        print(f"{arm}: attached a combiner to {judge_dir} (out-of-fold calibration F1 {fit.f1:.4f})", flush=True)
-    return score("hybrid", pairs, labels, model=str(judge_dir))
+def score_trained(judge_dir: Path, pairs: list[tuple[str, str]], labels: list[int]) -> dict[str, float]:
+    """A trained arm (``finetuned``/``em``): the exported classifier with its own policy."""
+    return measure(ModelJudge(judge_dir), pairs, labels)
 
 
 def swept_threshold(strategy: str, cal_pairs: list[tuple[str, str]], cal_labels: list[int]) -> float:
@@ -130,25 +96,6 @@ def swept_threshold(strategy: str, cal_pairs: list[tuple[str, str]], cal_labels:
     assert judge is not None
     points = [p for p in threshold_sweep(judge.pair_scores(cal_pairs), cal_labels) if 0.0 < p.threshold <= 1.0]
     return round(pick_threshold(points).threshold, 6)
-
-
-def build_ensemble_judge(fit: str, seed: int, runs: Path, quick: dict[str, Any] | None,
-                         calibration: tuple[list[tuple[str, str]], list[int], list[str]]) -> Path:
-    """The ensemble ``fit`` of :data:`ENSEMBLES` for ``seed``: its member fits (trained if missing),
-    combined and calibrated exactly as ``python -m equiv.judge.ensemble`` does."""
-    from equiv.judge.ensemble import build_ensemble, calibrate_ensemble
-
-    members = []
-    for member in ENSEMBLES[fit]:
-        judge_dir = runs / f"{member}-s{seed}" / "judge"
-        if not (judge_dir / "config.json").is_file():
-            judge_dir = train_judge(member, seed, runs / f"{member}-s{seed}", quick)
-        members.append(judge_dir)
-    out = build_ensemble(members, runs / f"{fit}-s{seed}" / "judge")
-    metrics = calibrate_ensemble(out, *calibration)
-    print(f"{fit} seed {seed}: ensemble of {', '.join(ENSEMBLES[fit])} at {out} (calibration F1 "
-          f"{metrics['calibration_f1']:.4f}, hybrid out of fold {metrics['hybrid_calibration_f1']:.4f})", flush=True)
-    return out
 
 
 def train_judge(arm: str, seed: int, out: Path, quick: dict[str, Any] | None) -> Path:
@@ -235,11 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                 out = args.runs / f"{FIT_OF[arm]}-s{seed}"
                 judge_dir = out / "judge"
                 if not (judge_dir / "config.json").is_file():
-                    if FIT_OF[arm] in ENSEMBLES:
-                        judge_dir = build_ensemble_judge(FIT_OF[arm], seed, args.runs, quick, calibration)
-                    else:
-                        judge_dir = train_judge(arm, seed, out, quick)
-                rows.append(dict(score_trained(arm, judge_dir, eval_pairs, eval_labels, calibration), seed=seed))
+                    judge_dir = train_judge(arm, seed, out, quick)
+                rows.append(dict(score_trained(judge_dir, eval_pairs, eval_labels), seed=seed))
         per_seed[arm] = rows
         table[arm] = aggregate(rows)
         print(f"{arm}: " + " ".join(f"{k}={v:.4f}" for k, v in table[arm].items() if k in METRICS), flush=True)

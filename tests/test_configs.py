@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 ALL_YAML = sorted(p for p in itertools.chain(CONFIGS.rglob("*.yaml"), CONFIGS.rglob("*.yml")))
 TRAINER_KEYS = {"trainer", "model", "data", "seed_everything", "ckpt_path", "checkpoint", "export_dir",
-                "threshold_from_val", "threshold_target_precision", "threshold_f1_tolerance", "hybrid", "guard",
+                "threshold_from_val", "threshold_target_precision", "threshold_f1_tolerance", "guard",
                 "floor"}
 SWEEPS = {"sweep_mathequiv.yaml"}
 
@@ -34,7 +34,7 @@ def kind_of(path: Path) -> str:
         return "search"
     keys = {k.rstrip("+") for k in data}
     assert keys <= TRAINER_KEYS, f"{path}: unknown top-level keys {sorted(keys - TRAINER_KEYS)}"
-    # an overlay (em.yaml, gsm8k_equiv_marks.yaml, gsm8k_equiv_seed1.yaml) names no training data
+    # an overlay (em.yaml, gsm8k_equiv_seed1.yaml) names no training data
     return "recipe" if "train" in (data.get("data") or {}) else "fragment"
 
 

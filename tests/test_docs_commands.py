@@ -309,9 +309,7 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         assert status == 0, f"{cmd}\n{err[-3000:]}"
         settings = json.loads((out_dir / "config.json").read_text())["equiv"]
         assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "decision_threshold" in settings
-        # a combiner exactly when the recipe fits one (configs/gsm8k_equiv.yaml: hybrid: false)
-        recipe = yaml.safe_load((REPO_ROOT / option(cmd.argv, "--config")).read_text())
-        assert ("hybrid" in settings) == bool(recipe.get("hybrid", True)), cmd
+        assert "hybrid" not in settings, cmd  # the combiner was removed in 2026-11
     elif k == "crossval":
         # k fits of the recipe (minutes each): the command is parsed, its recipe's fit arguments are
         # checked by the trainer, and its pooled data read; tests/test_prune_crossval.py runs it for real.

@@ -31,7 +31,7 @@ def test_the_half_open_range_refuses_one():
 
 
 @pytest.mark.parametrize(("build", "field"), [
-    (lambda: MathEquivDataModule(synthetic_fraction=1.5), "synthetic_fraction"),
+    (lambda: MathEquivDataModule(train_fraction=1.5), "train_fraction"),
     (lambda: MathEquivDataModule(calibration_fraction=1.0), "calibration_fraction"),
     (lambda: sibling_pairs([], prefilter=1.0), "prefilter"),
 ])

@@ -289,29 +289,13 @@ def test_without_threshold_from_val_fit_keeps_its_threshold_and_stores_the_split
     assert metrics["calibration_precision"] == pytest.approx(expected["calibration_precision"])
 
 
-def test_fit_hybrid_stores_a_combiner_that_pairs_uses(tiny_longformer: Path, tmp_path: Path) -> None:
-    """fit --hybrid true fits the combiner on the calibration split; `--strategy model` then is hybrid."""
-    rows = separable_pairs(48, seed=4)
-    for i, row in enumerate(rows):
-        row["id"] = f"toy-{i // 2}-{i % 2}"
-    train = write_jsonl(tmp_path / "train.jsonl", rows)
-    out = tmp_path / "run"
-    assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
-                 f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
-                 "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
-                 "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
-                 f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
-    metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
-    settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-    assert settings["hybrid"]["threshold"] == metrics["hybrid_threshold"]
-    assert settings["decision_threshold"] == metrics["decision_threshold"]  # the raw model's, kept
-    assert metrics["hybrid_calibration_pairs"] == metrics["calibration_pairs"]
-
-    from equiv.prune.cli import build_parser, run_pairs
-
-    args = build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out / "judge")])
-    result = run_pairs(args)
-    assert result["strategy"] == "hybrid" and result["threshold"] == metrics["hybrid_threshold"]
+def test_fit_refuses_the_removed_hybrid_option(tmp_path: Path) -> None:
+    """The hybrid combiner was removed in 2026-11: ``fit --hybrid`` is an error naming the option,
+    before any fitting."""
+    result = trainer_cli("fit", "--config", "configs/demo.yaml", "--hybrid=true",
+                         f"--trainer.default_root_dir={tmp_path / 'run'}")
+    assert result.returncode == 2 and "hybrid" in result.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longformer: Path, tmp_path: Path) -> None:
@@ -338,7 +322,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
                  f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
                  "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
-                 "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
+                 "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true",
                  "--guard=true", "--threshold_target_precision=0.9", "--floor=0.9",
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
@@ -346,7 +330,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     assert settings["decision_threshold"] == metrics["decision_threshold"]
     policy = policy_from_settings(settings)  # the stored policy: every guard rule, the floor, the threshold
     assert policy.guard and policy.floor == 0.9 and policy.threshold == settings["decision_threshold"]
-    assert "guard_calibration_f1" in metrics and "hybrid_threshold" in metrics
+    assert "guard_calibration_f1" in metrics and "hybrid_threshold" not in metrics
 
     # the stored threshold is the best F1 on the plain calibration scores, not on the guarded ones
     _, calibration = split_by_problem(read_pair_records(train)[0], 0.3)
@@ -453,9 +437,8 @@ def test_only_the_named_subcommand_is_built(capsys: pytest.CaptureFixture[str], 
 
 def test_fit_threshold_f1_tolerance_stores_the_highest_threshold_on_the_flat_top(tiny_longformer: Path, tmp_path: Path,
                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """--threshold_f1_tolerance reaches both picks (the plain judge's and the hybrid combiner's): a
-    tolerance wide enough to take the whole curve stores thresholds at least as high as best F1's,
-    one of them higher; a tolerance outside [0, 1) is one line before any fitting."""
+    """--threshold_f1_tolerance reaches the pick: a tolerance wide enough to take the whole curve
+    stores a threshold at least as high as best F1's; a tolerance outside [0, 1) is one line before any fitting."""
     rows = separable_pairs(48, seed=3)
     for i, row in enumerate(rows):
         row["id"] = f"toy-{i // 2}-{i % 2}"
@@ -466,11 +449,11 @@ def test_fit_threshold_f1_tolerance_stores_the_highest_threshold_on_the_flat_top
         assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
                      f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
                      "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
-                     "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true", "--hybrid=true",
+                     "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true",
                      f"--threshold_f1_tolerance={tolerance}", f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
         settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-        stored[tolerance] = (settings["decision_threshold"], settings["hybrid"]["threshold"])
-    assert all(wide >= best for wide, best in zip(stored[0.9], stored[0.0])) and stored[0.9] != stored[0.0]
+        stored[tolerance] = settings["decision_threshold"]
+    assert stored[0.9] >= stored[0.0]
     assert "highest threshold within 0.9 of the best F1" in capsys.readouterr().out
     result = trainer_cli("fit", "--config", "configs/demo.yaml", "--threshold_f1_tolerance=1.5",
                          f"--trainer.default_root_dir={tmp_path / 'bad'}")

@@ -81,23 +81,6 @@ def test_train_loader_changes_with_epoch_and_with_set_train_records(tmp_path: Pa
     assert len(dm.original_train_records) > 10
 
 
-def test_both_orders_serves_every_pair_swapped_too_and_follows_em_rewrites(tmp_path: Path) -> None:
-    dm = make_dm(tmp_path, batch_size=4, both_orders=True)
-    dm.setup("fit")
-    served = list(dm.train_dataloader().dataset)
-    n = len(dm.train_records)
-    assert len(served) == 2 * n
-    forward = {(s["sentence1"], s["sentence2"], s["label"]) for s in served[:n]}
-    assert {(s["sentence2"], s["sentence1"], s["label"]) for s in served[n:]} == forward
-    # every index is drawn once per epoch
-    assert sorted(i for b in dm.train_dataloader() for i in b["index"].tolist()) == list(range(2 * n))
-    # an EM rewrite is served in both orders as well; evaluation data is never doubled
-    dm.set_train_records([r.with_sentences("a.", "b.") for r in dm.original_train_records[:3]])
-    assert [(s["sentence1"], s["sentence2"]) for s in dm.train_dataloader().dataset] == [("a.", "b.")] * 3 + [("b.", "a.")] * 3
-    dm.setup("validate")
-    assert len(dm.val_dataloader().dataset) == len(dm.records["val"])
-
-
 def test_longformer_batches_pad_to_the_attention_window_and_truncate(tmp_path: Path, tiny_longformer: Path) -> None:
     long_pair = {"sentence1": "one two three " * 60, "sentence2": "four " * 5, "result": 0}
     short_pair = {"sentence1": "1 + 1 = 2", "sentence2": "2 = 1 + 1", "result": 4}

@@ -29,7 +29,7 @@ NO_PREFILTER = dict(SETTINGS, prefilter_threshold=0.0)
 @pytest.fixture()
 def two_judges(tmp_path: Path) -> tuple[Path, Path]:
     plain = make_tiny_judge(tmp_path / "plain", settings=NO_PREFILTER, seed=0)
-    marked = make_tiny_judge(tmp_path / "marked", settings=dict(NO_PREFILTER, mark_differences=True), seed=1)
+    marked = make_tiny_judge(tmp_path / "marked", settings=NO_PREFILTER, seed=1)  # another seed: other scores
     return plain, marked
 
 
@@ -45,9 +45,9 @@ def test_model_judge_scores_an_ensemble_as_the_mean_logit_of_its_members(two_jud
     ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
     assert member_dirs(ensemble) == [ensemble, ensemble / "members" / "1"]
     settings = json.loads((ensemble / "config.json").read_text())["equiv"]
-    assert settings["members"] == ["members/1"] and "mark_differences" not in settings  # the first member's
+    assert settings["members"] == ["members/1"]
     judge = ModelJudge(ensemble)
-    assert len(judge.members) == 2 and judge.members[1].mark_differences  # each member keeps its input form
+    assert len(judge.members) == 2
     each = [ModelJudge(plain).pair_probabilities(PAIRS), ModelJudge(marked).pair_probabilities(PAIRS)]
     assert each[0] != pytest.approx(each[1])
     assert judge.pair_probabilities(PAIRS) == pytest.approx(average_logits(each), abs=1e-6)
@@ -96,17 +96,17 @@ def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path,
     argv = ["--members", str(plain), str(marked), "--out", str(out), "--config", str(config)]
     done = invoke(ensemble_main, argv) if how == "in_process" else _run("-m", "equiv.judge.ensemble", *argv)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "ensemble of 2 judges" in done.stdout and "hybrid combiner threshold" in done.stdout
+    assert "ensemble of 2 judges" in done.stdout and "hybrid" not in done.stdout
     settings = json.loads((out / "config.json").read_text())["equiv"]
     metrics = json.loads((out / "equiv_metrics.json").read_text())
     assert settings["decision_threshold"] == metrics["decision_threshold"]
-    assert settings["hybrid"]["threshold"] == metrics["hybrid_threshold"]
+    assert "hybrid" not in settings and "hybrid_threshold" not in metrics
     assert metrics["members"] == 2 and 0 < metrics["calibration_pairs"] < len(rows)
 
     from equiv.prune.cli import build_parser, run_pairs
 
     result = run_pairs(build_parser().parse_args(["--data", str(train), "--strategy", "model", "--model", str(out)]))
-    assert result["strategy"] == "hybrid" and result["threshold"] == metrics["hybrid_threshold"]
+    assert result["strategy"] == "model" and result["threshold"] == metrics["decision_threshold"]
 
 
 def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
@@ -123,18 +123,28 @@ def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
     assert not (tmp_path / "e").exists()
 
 
-def test_the_recipes_marks_overlay_changes_only_the_input_form_and_the_folders(capsys, monkeypatch):
-    from tests.test_em_configs import resolved
-
-    plain = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml")
-    marks = resolved(capsys, monkeypatch, "configs/gsm8k_equiv.yaml", "configs/gsm8k_equiv_marks.yaml")
-    assert marks["model"]["mark_differences"] is True
-    assert "mark_differences" not in marks["data"]  # linked from the model: given once
-    assert plain["model"]["mark_differences"] is False
-    assert marks["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_marks"
-    assert "save_dir" not in marks["trainer"]["logger"]["init_args"]  # linked to default_root_dir
-    assert {k for k in marks["model"] if marks["model"][k] != plain["model"][k]} == {"mark_differences"}
-    assert marks["data"] == plain["data"]  # everything else is the recipe's
+@pytest.mark.parametrize(("key", "value"), [
+    ("mark_differences", True),
+    ("hybrid", {"features": ["model_logit"], "weights": [1.0], "bias": 0.0, "threshold": 0.5}),
+])
+def test_an_export_with_a_removed_lever_is_refused_in_one_line(two_judges, tmp_path, key, value):
+    """``mark_differences`` changed what the classifier reads and ``hybrid`` what its score means
+    (both removed 2026-11): an export that turns one on, alone or as an ensemble member, is
+    refused naming the file and the field; one that stores it switched off loads as before."""
+    plain, marked = two_judges
+    config = marked / "config.json"
+    raw = json.loads(config.read_text())
+    raw["equiv"][key] = False
+    config.write_text(json.dumps(raw))
+    assert len(ModelJudge(marked).pair_probabilities(PAIRS)) == 2
+    raw["equiv"][key] = value
+    config.write_text(json.dumps(raw))
+    for build in (lambda: ModelJudge(marked), lambda: score_judge_dir(marked, PAIRS),
+                  lambda: ModelJudge(build_ensemble([plain, marked], tmp_path / "ensemble"))):
+        with pytest.raises(InputError) as err:
+            build()
+        assert "\n" not in str(err.value) and f"field 'equiv.{key}'" in str(err.value)
+        assert "removed in 2026-11" in str(err.value) and "config.json" in str(err.value)
 
 
 def test_search_eval_prunes_with_an_ensemble_unchanged(two_judges, tmp_path, shared_data):
@@ -165,18 +175,17 @@ def _two_seeds_and_a_recipe(tmp_path: Path, settings: dict, head: str) -> tuple[
 
 
 def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
-    """The recipe's ``hybrid: false`` and ``threshold_f1_tolerance`` decide the ensemble's
+    """The recipe's ``threshold_f1_tolerance`` decides the ensemble's
     threshold (as ``fit`` decides one judge's), and the members' claim guard and statement floor
     stay in force: two seeds of the GSM8K recipe averaged are the recommended judge."""
     from equiv.judge.calibrate import calibration_summary
     from equiv.judge.ensemble import calibration_split
 
     floored = dict(NO_PREFILTER, claim_guard=True, statement_threshold=0.9)
-    seeds, config, _ = _two_seeds_and_a_recipe(tmp_path, floored, "hybrid: false\nthreshold_f1_tolerance: 0.3\n"
+    seeds, config, _ = _two_seeds_and_a_recipe(tmp_path, floored, "threshold_f1_tolerance: 0.3\n"
                                                "model:\n  max_length: 64\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "hybrid combiner" not in done.stdout
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
     assert "hybrid" not in settings and settings["policy"]["guard"] and settings["policy"]["floor"] == 0.9
     pairs, labels, _, _ = calibration_split(config)
@@ -207,7 +216,7 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
     from equiv.judge.ensemble import calibration_split
 
     seeds, config, train = _two_seeds_and_a_recipe(
-        tmp_path, NO_PREFILTER, "threshold_from_val: false\nhybrid: false\nmodel:\n  max_length: 64\n  decision_threshold: 0.37\n")
+        tmp_path, NO_PREFILTER, "threshold_from_val: false\nmodel:\n  max_length: 64\n  decision_threshold: 0.37\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
     assert done.returncode == 0, done.stderr[-2000:]
     assert "decision threshold 0.37, kept from the config (threshold_from_val: false), on" in done.stdout
@@ -227,7 +236,7 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
     assert chosen == calibration_summary(probs, labels, None, 0.0)["decision_threshold"]
 
     # no model.decision_threshold in the recipe: fit's default, 0.5
-    config.write_text(f"threshold_from_val: false\nhybrid: false\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n")
+    config.write_text(f"threshold_from_val: false\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "half", "--config", config])
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((tmp_path / "half" / "config.json").read_text())["equiv"]["decision_threshold"] == 0.5
@@ -256,13 +265,14 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
     assert seed1["model"] == plain["model"]
     assert seed1["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_seed1"
     assert "save_dir" not in seed1["trainer"]["logger"]["init_args"]  # linked to default_root_dir
-    decisions = ("threshold_from_val", "threshold_f1_tolerance", "hybrid", "guard", "floor")
+    decisions = ("threshold_from_val", "threshold_f1_tolerance", "guard", "floor")
     assert {k: seed1[k] for k in decisions} == {k: plain[k] for k in decisions}
 
 
 @pytest.mark.parametrize("line", ["threshold_f1_tolerance: 1.5", "threshold_f1_tolerance: lots",
                                   "threshold_target_precision: 2", "threshold_from_val: maybe",
-                                  "threshold_from_val: false\nmodel:\n  decision_threshold: 2"])
+                                  "threshold_from_val: false\nmodel:\n  decision_threshold: 2",
+                                  "hybrid: true"])  # the combiner, removed in 2026-11
 def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(two_judges, tmp_path, line):
     plain, marked = two_judges
     config = tmp_path / "recipe.yaml"

@@ -115,7 +115,7 @@ def _toy_rows(question: bool) -> list[dict]:
 
 def test_fit_with_question_links_the_flag_and_calibrates_on_questions(tmp_path: Path):
     """`--model.with_question=true` reaches the data module and the export; the threshold, the guard
-    report and the hybrid combiner are calibrated through the export, so with the questions."""
+    report are calibrated through the export, so with the questions."""
     from equiv.judge.cli import main
     from equiv.judge.export import read_checkpoint
     from tests.test_judge_cli import write_jsonl
@@ -124,9 +124,9 @@ def test_fit_with_question_links_the_flag_and_calibrates_on_questions(tmp_path: 
     out = tmp_path / "run"
     tiny = make_tiny_judge(tmp_path / "tiny", settings=None)
     assert main(tiny_fit_argv(tiny, train, out, "--model.max_length=96", "--model.with_question=true",
-                              "--guard=true", "--hybrid=true")) == 0
+                              "--guard=true")) == 0
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-    assert settings["with_question"] is True and "hybrid" in settings
+    assert settings["with_question"] is True
     ckpt = read_checkpoint(next((out / "checkpoints").glob("*.ckpt")))
     assert ckpt["datamodule_hyper_parameters"]["with_question"] is True  # through the CLI link
 

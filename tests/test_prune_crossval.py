@@ -125,7 +125,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     recipe["data"].update(train=str(train), calibration_fraction=0.3)
     recipe["model"]["model_name"] = str(build_tiny_longformer(tmp_path / "tiny", attention_window=8))
     recipe["model"]["max_length"] = 64
-    recipe.update(threshold_from_val=True, hybrid=True, guard=True, threshold_f1_tolerance=0.2)
+    recipe.update(threshold_from_val=True, guard=True, threshold_f1_tolerance=0.2)
     config = tmp_path / "recipe.yaml"
     config.write_text(yaml.safe_dump(recipe))
     siblings = tmp_path / "siblings.jsonl"  # a pooled --data file: scored on its own as well
@@ -192,7 +192,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     assert settings["decision_threshold"] == chosen["decision_threshold"]
     # a recipe that keeps its threshold (threshold_from_val: false): so does each fold's ensemble
     fixed = tmp_path / "fixed.yaml"
-    fixed.write_text(yaml.safe_dump(dict(recipe, threshold_from_val=False, hybrid=False,
+    fixed.write_text(yaml.safe_dump(dict(recipe, threshold_from_val=False,
                                          model=dict(recipe["model"], decision_threshold=0.42))))
     assert main(["--config", str(fixed), "--data", str(siblings), "--folds", "2", "--out", str(tmp_path / "kept"),
                  "--members", str(out), str(out)]) == 0

@@ -31,7 +31,6 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import (DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key,
                                 question_of, require_questions)
-from equiv.data.synthetic_pairs import synthetic_pairs
 from equiv.errors import InputError, check_fraction
 from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
 
@@ -57,13 +56,12 @@ class PairCollator:
     (with each sample's question after its second step when ``with_question``)."""
 
     def __init__(
-        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None, mark_differences: bool = False,
+        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None,
         with_question: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
-        self.mark_differences = mark_differences
         self.with_question = with_question
 
     def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -73,7 +71,6 @@ class PairCollator:
                 [(s["sentence1"], s["sentence2"]) for s in samples],
                 max_length=self.max_length,
                 pad_to_multiple_of=self.pad_to_multiple_of,
-                mark_differences=self.mark_differences,
                 questions=[s["question"] for s in samples] if self.with_question else None,
             )
         )
@@ -201,11 +198,6 @@ class MathEquivDataModule(L.LightningDataModule):
         seed: seed of the length-grouped shuffle (combined with the epoch).
         train_more: further training files (same forms as ``train``), appended to ``train`` --
             e.g. ``train_more.jsonl`` of gsm8k_equiv.
-        both_orders: train on every pair in both orders (``sentence2, sentence1`` as well).
-            Equivalence is symmetric but a cross-encoder reads the two steps as one sequence, so
-            each order is a different input; serving both teaches the symmetry and doubles the
-            samples per epoch. Applied where samples are served, after any EM rewrite; validation,
-            calibration and the exported judge are unchanged (search still scores one order).
         calibration_fraction: hold out this fraction of the training *problems* (records grouped
             by :func:`problem_key`, so no problem is in two splits) as the validation split. The
             best epoch and the judge's decision threshold are then chosen on data the model was
@@ -214,12 +206,6 @@ class MathEquivDataModule(L.LightningDataModule):
         train_fraction: train on the pairs of only this fraction of the training problems
             (:func:`keep_problems`; after the calibration split, which stays whole): a learning
             curve's point -- how much would more labelled data buy? 1 keeps them all.
-        synthetic_fraction: add synthetic pairs made from this fraction of the equivalent
-            training pairs (:mod:`equiv.data.synthetic_pairs`): a one-claim edit of each (a hard
-            negative, level 1) and a meaning-preserving rewrite (level 4). Made from the training
-            records only, after the calibration split, seeded by ``seed``; 0 adds none.
-        mark_differences: wrap the words the two steps do not share in ``«`` ``»`` before
-            tokenising (:mod:`equiv.text.differences`); linked from the model, which exports it.
         with_question: append each pair's ``question`` to its second step
             (:func:`equiv.data.tokenize.append_question`); linked from the model, which exports it.
             Every training record must then carry a question (checked in ``setup``).
@@ -250,17 +236,13 @@ class MathEquivDataModule(L.LightningDataModule):
         seed: int = 0,
         train_more: list[str] | None = None,
         calibration_fraction: float = 0.0,
-        both_orders: bool = False,
-        synthetic_fraction: float = 0.0,
         train_fraction: float = 1.0,
-        mark_differences: bool = False,
         with_question: bool = False,
     ) -> None:
         super().__init__()
         check_fraction(calibration_fraction, "calibration_fraction", closed=False)
         if calibration_fraction > 0 and val is not None:
             raise InputError("give either data.val or data.calibration_fraction, not both", field="calibration_fraction")
-        check_fraction(synthetic_fraction, "synthetic_fraction")
         check_fraction(train_fraction, "train_fraction")
         if train_fraction <= 0:
             raise InputError(f"must be above 0, got {train_fraction}", field="train_fraction")
@@ -284,10 +266,7 @@ class MathEquivDataModule(L.LightningDataModule):
         self.seed = seed
         self.train_more = list(train_more or [])
         self.calibration_fraction = float(calibration_fraction)
-        self.both_orders = bool(both_orders)
-        self.synthetic_fraction = float(synthetic_fraction)
         self.train_fraction = float(train_fraction)
-        self.mark_differences = bool(mark_differences)
         self.with_question = bool(with_question)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
@@ -329,7 +308,7 @@ class MathEquivDataModule(L.LightningDataModule):
         return self._pad_to_multiple_of
 
     def collator(self) -> PairCollator:
-        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of, self.mark_differences,
+        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of,
                             self.with_question)
 
     # -- loading ---------------------------------------------------------------------------
@@ -363,7 +342,7 @@ class MathEquivDataModule(L.LightningDataModule):
 
     def labelled_pairs(self, split: str) -> tuple[list[tuple[str, str]], list[int], list[str]]:
         """``(pairs, labels, problem keys)`` of a set-up split (its records are already labelled):
-        what the calibration steps after ``fit`` (threshold, hybrid combiner) are computed on."""
+        what the calibration steps after ``fit`` (the threshold, the policy's report) are computed on."""
         kept = [(r, y) for r in self.records.get(split) or [] if (y := self.label_mapping.label(r.result)) is not None]
         return [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept], [problem_key(r) for r, _ in kept]
 
@@ -396,7 +375,7 @@ class MathEquivDataModule(L.LightningDataModule):
             for split in wanted:
                 require_questions(self.records[split])
         if "train" in wanted and not self.original_train_records:
-            self.original_train_records = list(self.records["train"]) + self._synthetic_records()
+            self.original_train_records = list(self.records["train"])
             self.train_records = list(self.original_train_records)
 
     def _kept_train(self, records: list[PairRecord]) -> list[PairRecord]:
@@ -406,14 +385,6 @@ class MathEquivDataModule(L.LightningDataModule):
             raise InputError(f"train_fraction {self.train_fraction} keeps none of the {len(records)} training "
                              "records' problems", field="train_fraction")
         return kept
-
-    def _synthetic_records(self) -> list[PairRecord]:
-        """The ``synthetic_fraction`` pairs, made from the (already split) training records."""
-        if self.synthetic_fraction <= 0:
-            return []
-        made = synthetic_pairs(self.records["train"], equivalent_levels=self.label_mapping.equivalent,
-                               fraction=self.synthetic_fraction, seed=self.seed)
-        return [r for r in made if self.label_mapping.label(r.result) is not None]
 
     def _load_more(self) -> list[PairRecord]:
         records: list[PairRecord] = []
@@ -456,11 +427,8 @@ class MathEquivDataModule(L.LightningDataModule):
         return int(trainer.current_epoch) if trainer is not None else 0
 
     def served_train_records(self) -> list[PairRecord]:
-        """The samples an epoch trains on: ``train_records``, plus each swapped when ``both_orders``."""
-        records = list(self.train_records)
-        if self.both_orders:
-            records += [r.with_sentences(r.sentence2, r.sentence1) for r in self.train_records]
-        return records
+        """The samples an epoch trains on: ``train_records`` (EM may have rewritten them)."""
+        return list(self.train_records)
 
     def train_dataloader(self) -> DataLoader:
         if not self.train_records:

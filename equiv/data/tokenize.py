@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from equiv.text.differences import mark_differences as mark_pair
 
 if TYPE_CHECKING:
     import torch
@@ -64,18 +63,13 @@ def tokenize_pairs(
     *,
     max_length: int,
     pad_to_multiple_of: int | None = None,
-    mark_differences: bool = False,
     questions: Sequence[str] | None = None,
 ) -> dict[str, "torch.Tensor"]:
     """Tokenise pairs as one padded batch, truncating the longer side first.
 
-    ``mark_differences`` wraps the words the two steps do not share in markers first
-    (:mod:`equiv.text.differences`); a judge trained that way stores the flag in its export.
     ``questions`` (one per pair, for a judge trained with ``with_question``) are appended to the
-    second step after the marking, so only the steps are compared for differences.
+    second step.
     """
-    if mark_differences:
-        pairs = [mark_pair(a, b) for a, b in pairs]
     if questions is not None:
         pairs = with_questions(tokenizer, pairs, questions)
     return tokenizer(

@@ -37,7 +37,6 @@ from equiv.errors import InputError, check_config_files, check_fraction, exit_on
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.decide import decide
 from equiv.judge.export import export_judge, export_metrics, read_checkpoint, stored_policy, update_policy
-from equiv.judge.hybrid import attach_combiner
 from equiv.judge.members import score_judge_dir
 from equiv.judge.module import METRIC_NAMES, PairClassifier
 from equiv.judge.policy import policy_from_settings
@@ -169,7 +168,6 @@ class JudgeCLI(LightningCLI):
         parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir")
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.max_length", "data.max_length")
-        parser.link_arguments("model.mark_differences", "data.mark_differences")
         parser.link_arguments("model.with_question", "data.with_question")
         parser.link_arguments("data.batch_size", "model.batch_size")
         parser.link_arguments("data.label_equivalent", "model.label_equivalent")
@@ -208,15 +206,8 @@ class JudgeCLI(LightningCLI):
             type=float,
             default=0.0,
             help="with --threshold_from_val and best F1 (no target precision): the highest threshold whose "
-            "calibration F1 is within this of the best, for the plain and the hybrid judge (precision first "
+            "calibration F1 is within this of the best, (precision first "
             "where the F1 curve is flat; docs/training.md)",
-        )
-        parser.add_argument(
-            "--hybrid",
-            type=bool,
-            default=False,
-            help="after fit, fit the hybrid judge's combiner (model logit + formula/Levenshtein features) on the "
-            "validation (calibration) split and store it in the exported judge; `--strategy model` then uses it",
         )
         parser.add_argument(
             "--guard",
@@ -267,9 +258,8 @@ class JudgeCLI(LightningCLI):
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
         out = export_judge(module, export_dir, metrics=metrics)
         guard = bool(self._subcommand_value("guard"))
-        hybrid = bool(self._subcommand_value("hybrid"))
         pairs = self.datamodule.labelled_pairs("val")[0]
-        # the export's calibration-split probabilities, scored once for the report and the combiner
+        # the export's calibration-split probabilities, scored once for the policy's report
         probs = score_judge_dir(out, pairs, questions=self.datamodule.labelled_questions("val")) if pairs else None
         if guard:
             update_policy(out, guard=True)
@@ -278,9 +268,6 @@ class JudgeCLI(LightningCLI):
             attach_statement_floor(out, floor)
         if probs is not None:
             metrics = dict(metrics, **report_policy(out, self.datamodule, probs))
-            export_metrics(out, metrics)
-        if hybrid:
-            metrics = dict(metrics, **attach_hybrid(out, self.datamodule, target, probs, self._f1_tolerance()))
             export_metrics(out, metrics)
         print(f"exported judge from {source}", flush=True)
         print(f"judge directory: {out}", flush=True)
@@ -434,21 +421,6 @@ def attach_statement_floor(judge_dir: Path, floor: float) -> None:
     (docs/results.md)."""
     update_policy(judge_dir, floor=floor)
     print(f"statement floor: pairs of steps that both compute nothing merge at probability >= {floor}", flush=True)
-
-
-def attach_hybrid(judge_dir: Path, datamodule: Any, target_precision: float | None,
-                  probs: Sequence[float] | None = None, f1_tolerance: float = 0.0) -> dict[str, float]:
-    """Fit and store the hybrid combiner on the validation (calibration) split's labelled pairs
-    (its threshold chosen on its own out-of-fold scores, a guard or not: see :func:`report_policy`)."""
-    pairs, labels, problems = datamodule.labelled_pairs("val")
-    if not pairs:
-        print("hybrid: no labelled validation pairs; no combiner stored", flush=True)
-        return {}
-    fit = attach_combiner(judge_dir, pairs, labels, problems, target_precision=target_precision, probs=probs,
-                          f1_tolerance=f1_tolerance, questions=datamodule.labelled_questions("val"))
-    print(f"hybrid combiner fitted on {fit.pairs} validation pairs, threshold {fit.combiner.threshold} "
-          f"(out of fold: precision={fit.precision:.4f} recall={fit.recall:.4f} f1={fit.f1:.4f})", flush=True)
-    return fit.summary()
 
 
 def format_metrics(title: str, metrics: dict[str, float]) -> str:

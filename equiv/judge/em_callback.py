@@ -232,7 +232,6 @@ class EMRefinementCallback(L.Callback):
             batch_size=self.batch_size,
             max_length=int(getattr(pl_module, "max_length", 512)),
             autocast_dtype=autocast_dtype_for(trainer.precision),
-            mark_differences=bool(getattr(pl_module, "mark_differences", False)),
         )
         model, tokenizer = pl_module.model, pl_module.tokenizer
         world, rank = trainer.world_size, trainer.global_rank

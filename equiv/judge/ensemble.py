@@ -1,20 +1,18 @@
 """A judge made of several trained judges: their logits averaged, one threshold chosen for all.
 
-Two fits of the same recipe that read the pairs differently make different mistakes: on the
-calibration split of ``gsm8k_equiv``, the plain classifier and one trained with the differences
-marked (``model.mark_differences``, :mod:`equiv.text.differences`) each reach out-of-fold hybrid
-F1 0.93-0.94, while the average of their logits reaches 0.95 -- more than averaging two seeds of
-the same input (0.944). So an ensemble is a first-class judge here, built from exports that
+Two fits of the same recipe make different mistakes: one fit's precision on sibling steps
+depends on its seed, and the average of two seeds' logits merges a pair only when both lean that
+way (docs/training.md, "The recommended judge: two seeds averaged"). So an ensemble is a first-class judge here, built from exports that
 ``trainer_cli.py fit`` wrote and used by search exactly like one of them:
 
 - on disk it is the first member's exported directory (still a Hugging Face classifier that
   ``from_pretrained`` loads), with the other members copied under ``members/`` and listed in
   ``config.json`` as ``equiv.members``; each member keeps its own settings (``max_length``,
-  ``mark_differences``), so each is fed what it was trained on;
+  ``with_question``), so each is fed what it was trained on;
 - its probability is ``sigmoid(mean of the members' logits)``;
-- its ``decision_threshold`` (and, where the recipe fits one, its hybrid combiner) is chosen on the
+- its ``decision_threshold`` is chosen on the
   calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's: the recipe's
-  ``hybrid``, ``threshold_f1_tolerance`` and ``threshold_target_precision`` apply unless the
+  ``threshold_f1_tolerance`` and ``threshold_target_precision`` apply unless the
   command overrides them, and the members' stored claim guard and statement floor (which must
   agree) stay in force. A recipe that says ``threshold_from_val: false`` keeps its
   ``model.decision_threshold`` (0.5 when it sets none) for the ensemble too, as ``fit`` keeps it
@@ -41,8 +39,7 @@ from typing import Any, Sequence
 from equiv.errors import InputError, check_fraction, exit_on_input_error
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.export import export_metrics, stored_policy, update_settings
-from equiv.judge.export_keys import HYBRID_KEY, MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
-from equiv.judge.hybrid import attach_combiner
+from equiv.judge.export_keys import MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.members import member_dirs, score_judge_dir
 from equiv.judge.policy import policy_from_settings
 
@@ -83,7 +80,7 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         (out / name / METRICS_FILE).unlink(missing_ok=True)
         names.append(name)
     # The first member's combiner belongs to its own logit, not the ensemble's.
-    update_settings(out, {MEMBERS_KEY: names, "ensemble_of": [str(s) for s in sources]}, remove=(HYBRID_KEY,))
+    update_settings(out, {MEMBERS_KEY: names, "ensemble_of": [str(s) for s in sources]})
     (out / METRICS_FILE).unlink(missing_ok=True)
     return out
 
@@ -92,21 +89,19 @@ def calibrate_ensemble(
     judge_dir: str | Path,
     pairs: Sequence[tuple[str, str]],
     labels: Sequence[int],
-    groups: Sequence[str],
     *,
-    hybrid: bool = True,
     target_precision: float | None = None,
     f1_tolerance: float = 0.0,
     questions: Sequence[str] | None = None,
     fixed_threshold: float | None = None,
 ) -> dict[str, float]:
-    """Choose the ensemble's ``decision_threshold`` (and fit its combiner) on a calibration split
+    """Choose the ensemble's ``decision_threshold`` on a calibration split
     as ``fit`` chooses one judge's (``target_precision``, or the highest threshold within
     ``f1_tolerance`` of the best F1; ``questions``: the pairs' questions, for members that read them).
     ``fixed_threshold``: keep this threshold instead (a recipe without ``threshold_from_val``) and
     only measure the split at it."""
     directory = Path(judge_dir)
-    probs = score_judge_dir(directory, pairs, questions=questions)  # once: the threshold and the combiner read them
+    probs = score_judge_dir(directory, pairs, questions=questions)  # once: the threshold and the report read them
     if fixed_threshold is not None:
         summary = fixed_threshold_summary(probs, labels, fixed_threshold)
     else:
@@ -116,9 +111,6 @@ def calibrate_ensemble(
     update_settings(directory, {"decision_threshold": summary["decision_threshold"]})
     metrics = dict(summary, members=float(len(member_dirs(directory))))
     metrics.update(policy_summary(stored_policy(directory), pairs, probs, labels, questions)[0])
-    if hybrid:
-        metrics.update(attach_combiner(directory, pairs, labels, groups, target_precision=target_precision,
-                                       f1_tolerance=f1_tolerance, probs=probs).summary())
     export_metrics(directory, metrics)
     return metrics
 
@@ -138,11 +130,11 @@ def read_recipe(config: str | Path) -> dict[str, Any]:
     return recipe
 
 
-def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *, hybrid: bool | None = None,
+def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *,
                      target_precision: float | None = None, f1_tolerance: float | None = None,
                      from_val: bool | None = None) -> dict[str, Any]:
     """How the recipe's ``fit`` chooses a judge's threshold, for an ensemble of its fits to choose
-    alike: ``hybrid`` (absent: True, this command's historical default), ``threshold_f1_tolerance``
+    alike: ``threshold_f1_tolerance``
     (absent: 0), ``threshold_target_precision`` (absent: None, best F1) and ``threshold_from_val``
     (absent: True, this command's historical default; false: ``fixed_threshold`` is the recipe's
     ``model.decision_threshold``, 0.5 when it sets none, and nothing is chosen). ``recipe``: the
@@ -150,6 +142,9 @@ def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *
     recipe (the command line's); every value passes the same range check, a bad one naming the
     config when it came from there."""
     recipe = read_recipe(config) if recipe is None else recipe
+    if recipe.get("hybrid"):
+        raise InputError("this config fits the hybrid combiner, removed in 2026-11; delete the key (the shipped "
+                         "recipe decides without one)", path=config, field="hybrid")
     if from_val is None:
         from_val = recipe.get("threshold_from_val", True)
     if not isinstance(from_val, bool):
@@ -164,8 +159,7 @@ def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *
 
     tolerance, tolerance_from = pick(f1_tolerance, "threshold_f1_tolerance")
     target, target_from = pick(target_precision, "threshold_target_precision")
-    return {"hybrid": bool(recipe.get("hybrid", True)) if hybrid is None else hybrid,
-            "f1_tolerance": 0.0 if tolerance is None else check_fraction(tolerance, "threshold_f1_tolerance",
+    return {"f1_tolerance": 0.0 if tolerance is None else check_fraction(tolerance, "threshold_f1_tolerance",
                                                                          tolerance_from, closed=False),
             "target_precision": None if target is None else check_fraction(target, "threshold_target_precision",
                                                                            target_from),
@@ -193,9 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="new directory for the ensemble judge")
     parser.add_argument("--config", required=True,
                         help="the training config the members were fitted with; its data block gives the calibration split")
-    parser.add_argument("--hybrid", action=argparse.BooleanOptionalAction, default=None,
-                        help="also fit the hybrid combiner on the ensemble's logit (default: the config's hybrid; on "
-                        "when it has none)")
     parser.add_argument("--target_precision", type=float, default=None,
                         help="the highest-recall threshold reaching this precision (default: the config's "
                         "threshold_target_precision; best F1 when it has none)")
@@ -208,10 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                         "threshold_f1_tolerance, as fit uses it; 0 when it has none)")
     args = parser.parse_args(argv)
     with exit_on_input_error():
-        choice = threshold_choice(args.config, hybrid=args.hybrid, target_precision=args.target_precision,
+        choice = threshold_choice(args.config, target_precision=args.target_precision,
                                   f1_tolerance=args.threshold_f1_tolerance, from_val=args.threshold_from_val)
-        hybrid = choice["hybrid"]
-        pairs, labels, groups, questions = calibration_split(args.config)
+        pairs, labels, _, questions = calibration_split(args.config)
         if not pairs:
             raise InputError("the config has no calibration split (data.calibration_fraction or data.val)",
                              path=args.config, field="data")
@@ -221,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError(f"was calibrated on {stored} pairs, but this config's split has {len(pairs)}: "
                                  "fit every member with the same data settings", path=member, field="members")
         out = build_ensemble(args.members, args.out)
-        metrics = calibrate_ensemble(out, pairs, labels, groups, hybrid=hybrid, target_precision=choice["target_precision"],
+        metrics = calibrate_ensemble(out, pairs, labels, target_precision=choice["target_precision"],
                                      f1_tolerance=choice["f1_tolerance"], questions=questions,
                                      fixed_threshold=choice["fixed_threshold"])
         print(f"ensemble of {len(args.members)} judges: {out}")
@@ -232,10 +222,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"its decision policy (equiv.policy, every stage in force) there: "
               f"precision={metrics['policy_calibration_precision']:.4f} "
               f"recall={metrics['policy_calibration_recall']:.4f} f1={metrics['policy_calibration_f1']:.4f}")
-        if hybrid:
-            print(f"hybrid combiner threshold {metrics['hybrid_threshold']} (out of fold: "
-                  f"precision={metrics['hybrid_calibration_precision']:.4f} recall={metrics['hybrid_calibration_recall']:.4f} "
-                  f"f1={metrics['hybrid_calibration_f1']:.4f})")
     return 0
 
 

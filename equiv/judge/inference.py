@@ -35,15 +35,14 @@ def score_pairs(
     max_length: int = 512,
     positive_index: int = 1,
     autocast_dtype: torch.dtype | None = None,
-    mark_differences: bool = False,
     questions: Sequence[str] | None = None,
 ) -> torch.Tensor:
     """Probability that each pair is equivalent, in the order of ``pairs`` (float32, on CPU).
 
     The model is put in eval mode for the pass and its previous mode is restored afterwards, so
     this is safe to call between training epochs. ``autocast_dtype`` (e.g. ``torch.bfloat16``)
-    runs the forward under autocast on the model's device type. ``mark_differences`` must be
-    what the judge was trained with (its ``equiv`` setting of that name); so must ``questions``:
+    runs the forward under autocast on the model's device type. ``questions`` must be what
+    the judge was trained with:
     one per pair for a judge trained ``with_question``, ``None`` for any other.
     """
     if not pairs:
@@ -71,7 +70,6 @@ def score_pairs(
                     [pairs[i] for i in index],
                     max_length=max_length,
                     pad_to_multiple_of=pad_multiple,
-                    mark_differences=mark_differences,
                     questions=None if questions is None else [questions[i] for i in index],
                 )
                 batch = {k: v.to(device) for k, v in batch.items()}

@@ -2,9 +2,8 @@
 members under ``members/``, each fed the input form it was trained on) and their probabilities
 (one member's, or the sigmoid of the members' mean logit).
 
-The layer under :mod:`equiv.judge.hybrid` (whose combiner reads these probabilities),
-:mod:`equiv.judge.ensemble` (which builds and calibrates ensembles) and the ``model`` pruning
-strategy, so each imports it and none imports the others back.
+The layer under :mod:`equiv.judge.ensemble` (which builds and calibrates ensembles) and the
+``model`` pruning strategy, so each imports it and none imports the others back.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError
 from equiv.judge.export import load_judge
-from equiv.judge.export_keys import MEMBERS_KEY, SETTINGS_KEY
+from equiv.judge.export_keys import MEMBERS_KEY, REMOVED_SETTINGS, SETTINGS_KEY
 from equiv.judge.inference import score_pairs
 
 _LOGIT_CLIP = 1e-6
@@ -57,20 +56,33 @@ def member_dirs(judge_dir: str | Path) -> list[Path]:
     return out
 
 
+def refuse_removed_settings(settings: dict[str, Any], source: str | Path | None = None) -> None:
+    """One clear error for an export that turns on a removed input form (:data:`REMOVED_SETTINGS`):
+    its classifier learned inputs this code no longer builds, so its scores would be off the
+    distribution it was trained and calibrated on. Re-train without it."""
+    for key, what in REMOVED_SETTINGS.items():
+        if settings.get(key):
+            raise InputError(f"this export uses {what} ({key}), removed in 2026-11; re-train it with "
+                             "trainer_cli.py fit", path=None if source is None else Path(source) / "config.json",
+                             field=f"{SETTINGS_KEY}.{key}")
+
+
 class Member(NamedTuple):
     """One classifier of a judge, with the input form it was trained on (its ``equiv`` settings)."""
 
     model: Any
     tokenizer: Any
     positive_index: int
-    mark_differences: bool
     max_length: int
     with_question: bool = False  # reads each pair's question after the second step
 
     @classmethod
-    def from_settings(cls, model: Any, tokenizer: Any, settings: dict[str, Any], max_length: int | None = None) -> "Member":
-        """A loaded classifier and its export's settings; ``max_length`` overrides the stored one."""
-        return cls(model, tokenizer, int(settings.get("positive_index", 1)), bool(settings.get("mark_differences", False)),
+    def from_settings(cls, model: Any, tokenizer: Any, settings: dict[str, Any], max_length: int | None = None,
+                      source: str | Path | None = None) -> "Member":
+        """A loaded classifier and its export's settings; ``max_length`` overrides the stored one.
+        An export trained with a removed input form is refused (``source``: its directory)."""
+        refuse_removed_settings(settings, source)
+        return cls(model, tokenizer, int(settings.get("positive_index", 1)),
                    int(max_length or settings.get("max_length") or 512), bool(settings.get("with_question", False)))
 
 
@@ -95,7 +107,7 @@ def score_members(
     per_member = [
         score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
             m.model, m.tokenizer, list(pairs), batch_size=batch_size, max_length=m.max_length,
-            positive_index=m.positive_index, autocast_dtype=autocast_dtype, mark_differences=m.mark_differences,
+            positive_index=m.positive_index, autocast_dtype=autocast_dtype,
             questions=list(questions) if m.with_question and questions is not None else None,
         ).tolist()
         for m in members
@@ -111,5 +123,5 @@ def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, 
     The model part of what :class:`equiv.prune.model_judge.ModelJudge` computes (no prefilter, no
     free same-step check), on CPU; used to calibrate thresholds and combiners.
     """
-    members = [Member.from_settings(*load_judge(path)) for path in member_dirs(judge_dir)]
+    members = [Member.from_settings(*load_judge(path), source=path) for path in member_dirs(judge_dir)]
     return score_members(members, pairs, batch_size=batch_size, questions=questions)

@@ -97,9 +97,6 @@ class PairClassifier(L.LightningModule):
             equivalent without asking the model; ``None`` disables the prefilter. Exported only.
         decision_threshold: P(equivalent) above which a pair counts as equivalent; used by the
             evaluation metrics and exported for search.
-        mark_differences: read pairs with the words the steps do not share marked
-            (:mod:`equiv.text.differences`); linked to the data module and exported, so search
-            feeds the judge what it was trained on.
         with_question: read each pair with its problem's question after the second step
             (:func:`equiv.data.tokenize.append_question`): in search the question is always known,
             and it says which claim of a step matters (a cost or a count, which day). Linked to the
@@ -123,7 +120,6 @@ class PairClassifier(L.LightningModule):
         label_not_equivalent: list[int] = [0, 1],  # noqa: B006
         prefilter_threshold: float | None = 0.75,
         decision_threshold: float = 0.5,
-        mark_differences: bool = False,
         with_question: bool = False,
         pretrained: bool = True,
         hf_config: dict[str, Any] | None = None,
@@ -143,7 +139,6 @@ class PairClassifier(L.LightningModule):
         self.save_hyperparameters()
         self.model_name = model_name
         self.max_length = int(max_length)
-        self.mark_differences = bool(mark_differences)
         self.with_question = bool(with_question)
         self.label_mapping = LabelMapping(tuple(label_equivalent), tuple(label_not_equivalent))
         self.model = load_backbone(model_name, pretrained=pretrained, hf_config=hf_config)
@@ -167,7 +162,6 @@ class PairClassifier(L.LightningModule):
         return {
             "label_mapping": self.label_mapping.to_dict(),
             "max_length": self.max_length,
-            "mark_differences": self.mark_differences,
             "with_question": self.with_question,
             "prefilter_threshold": None if hp.prefilter_threshold is None else float(hp.prefilter_threshold),
             "decision_threshold": float(hp.decision_threshold),

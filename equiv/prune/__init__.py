@@ -13,7 +13,7 @@ when built.
 from equiv.prune.cached import CachedJudge, JudgeStats, PairVerdict, pair_key
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.grouping import Grouping, group_equivalent, group_siblings, sibling_pairs
-from equiv.prune.model_judge import HybridJudge, ModelJudge
+from equiv.prune.model_judge import ModelJudge
 from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, Strategy, build_judge
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
@@ -26,7 +26,6 @@ __all__ = [
     "Grouping",
     "JudgeStats",
     "LevenshteinJudge",
-    "HybridJudge",
     "ModelJudge",
     "PairVerdict",
     "PrunerConfig",

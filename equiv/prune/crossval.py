@@ -10,7 +10,7 @@ So judge choices are made here instead, over *every* labelled training pair:
    hash (stable across machines, file order and runs; independent of the recipe's own
    calibration split, which is drawn inside each fold's training part);
 2. for each fold the recipe is fitted on the other folds exactly as ``trainer_cli.py fit`` does
-   (a subprocess: its own calibration split, threshold, hybrid combiner and export), and the held-out
+   (a subprocess: its own calibration split, threshold and export), and the held-out
    fold is scored as ``search_cli.py pairs --strategy model`` would;
 3. every pair's out-of-fold scores are written to ``oof.jsonl``, and
    :mod:`equiv.prune.yardstick` turns them into the table: mean +- spread over folds of precision,
@@ -26,10 +26,9 @@ only scores, so it can be added to a finished run.
 A fold whose export exists is not refitted, so an interrupted run resumes. Fits can run side by
 side (``--workers``), each with its share of the CPU threads.
 
-An ensemble (:mod:`equiv.judge.ensemble`, such as the two views of the recipe) is
+An ensemble (:mod:`equiv.judge.ensemble`, such as the recipe's two seeds) is
 cross-validated from finished runs, with no new fit: ``--members A B`` names two ``--out``
-directories of the same folds (for example the recipe, and the recipe with
-``--overlay configs/gsm8k_equiv_marks.yaml``); each fold's judges are averaged and calibrated on
+directories of the same folds (for example the recipe with two seeds); each fold's judges are averaged and calibrated on
 that fold's calibration split, exactly as ``python -m equiv.judge.ensemble`` does for the shipped
 fits, and scored like any fold judge.
 
@@ -197,7 +196,6 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
     shutil.rmtree(partial, ignore_errors=True)
     build_ensemble([member / fold_dir.name / "judge" for member in members], partial)
     calibrate_ensemble(partial, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
-                       [problem_key(r) for r, _ in kept], hybrid=choice["hybrid"],
                        target_precision=choice["target_precision"], f1_tolerance=choice["f1_tolerance"],
                        questions=[question_of(r) for r, _ in kept], fixed_threshold=choice["fixed_threshold"])
     shutil.rmtree(judge, ignore_errors=True)
@@ -208,8 +206,7 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
 
 def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMapping, fold: int,
                part: str = "test") -> list[dict[str, Any]]:
-    """Rows of one fold: the judge as ``--strategy model`` builds it (hybrid when the export has a
-    combiner) and its raw classifier, each with its stored threshold and without the guard (the
+    """Rows of one fold: the judge as ``--strategy model`` builds it and its raw classifier, each with its stored threshold and without the guard (the
     ``+guard`` policies of :mod:`equiv.prune.yardstick` add it), and the export's stored
     ``policy``, which :func:`equiv.prune.yardstick.shipped_policy` decides with. ``part`` says which pairs:
     ``test`` (the held-out fold) or ``calibration`` (the fold fit's own calibration split, on which a

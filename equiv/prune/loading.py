@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from equiv.errors import InputError
-from equiv.judge.export_keys import HYBRID_KEY, SETTINGS_KEY
 
 ROBERTA_LIKE = ("roberta", "longformer", "xlm-roberta", "camembert", "xlm-roberta-xl")
 
@@ -76,23 +75,3 @@ def model_token_limit(model: Any, tokenizer: Any) -> int:
     if limit >= 10**9:
         limit = 512
     return limit
-
-
-def stored_judge_kind(path: str | Path) -> str:
-    """``hybrid`` when an exported directory stores a combiner (``equiv.hybrid``), else ``model``.
-
-    Read from ``config.json`` alone, before any weights load, so ``--strategy model`` builds the
-    judge the export describes. A checkpoint (``.ckpt``) is always a plain ``model`` judge; an
-    unreadable directory is left to :func:`load_classifier` to report.
-    """
-    import json
-
-    config = Path(path) / "config.json"
-    if not config.is_file():
-        return "model"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return "model"
-    block = data.get(SETTINGS_KEY) if isinstance(data, dict) else None
-    return "hybrid" if isinstance(block, dict) and HYBRID_KEY in block else "model"

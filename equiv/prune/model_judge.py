@@ -1,5 +1,4 @@
-"""The learned strategies: ``model`` (the trained pair classifier behind the paper's two-stage
-check) and ``hybrid`` (its logit combined with rule features by the export's stored combiner)."""
+"""The learned strategy ``model``: the trained pair classifier behind the paper's two-stage check."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from typing import Any
 
 from equiv.devices import resolve_autocast_dtype, resolve_device
 from equiv.errors import InputError
-from equiv.judge.export_keys import HYBRID_KEY
 from equiv.judge.policy import DEFAULT_THRESHOLD, policy_from_settings
 from equiv.prune.cached import CachedJudge, Pair, check_threshold
 from equiv.prune.loading import load_classifier, model_token_limit
@@ -73,17 +71,13 @@ class ModelJudge(CachedJudge):
         self.max_length = int(wanted)
         from equiv.judge.members import Member, member_dirs  # torch: only when a model judge is built
 
-        self.members = [Member.from_settings(self.model, tokenizer, settings, self.max_length)]
+        self.members = [Member.from_settings(self.model, tokenizer, settings, self.max_length, source=path)]
         for extra in member_dirs(path)[1:]:
             m_model, m_tokenizer, m_settings = load_classifier(extra)
             limit = min(self.max_length, model_token_limit(m_model, m_tokenizer))
-            self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit))
+            self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit,
+                                                    source=extra))
         self.reads_question = any(m.with_question for m in self.members)
-
-    @property
-    def mark_differences(self) -> bool:
-        """Whether the (first) classifier reads pairs with their differences marked."""
-        return self.members[0].mark_differences
 
     @property
     def prefilter(self) -> float:
@@ -102,49 +96,10 @@ class ModelJudge(CachedJudge):
                                   questions=[questions[i] for i in to_score] if self.reads_question else None)
             self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
-            final = self._final_probabilities(batch, [float(p) for p in probs])
-            for i, p in zip(to_score, final):
+            for i, p in zip(to_score, [float(p) for p in probs]):
                 out[i] = (p, p)
         return [o for o in out if o is not None]
-
-    def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
-        """What the classifier's probabilities become (themselves; the hybrid judge combines them)."""
-        return probs
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length,
                 "members": len(self.members), "with_question": self.reads_question}
-
-
-
-class HybridJudge(ModelJudge):
-    """The classifier's logit and rule features combined by the export's stored combiner.
-
-    Same two-stage check, batching, caching and stats as :class:`ModelJudge`: pairs equal up to
-    formatting are equivalent and a ratio <= ``prefilter`` is not, for free; every other pair costs
-    one classifier forward, and its probability is then replaced by the combiner's
-    (:class:`equiv.judge.hybrid.Combiner`, fitted on the calibration split). ``threshold``
-    defaults to the combiner's own, not the raw model's ``decision_threshold``.
-    """
-
-    name = "hybrid"
-
-    def __init__(self, path: str | Path, *, threshold: float | None = None, **kwargs: Any) -> None:
-        from equiv.judge.hybrid import Combiner
-
-        super().__init__(path, threshold=threshold, **kwargs)
-        if HYBRID_KEY not in self.settings:
-            raise InputError("this judge has no hybrid combiner (equiv.hybrid in config.json)", path=path, field="model")
-        self.combiner = Combiner.from_dict(self.settings[HYBRID_KEY], source=str(Path(path) / "config.json"))
-        self.raw_threshold = float(self.settings.get("decision_threshold") or DEFAULT_MODEL_THRESHOLD)
-        if threshold is None:
-            self.threshold = check_threshold(self.combiner.threshold, self.name)
-
-    def _final_probabilities(self, pairs: list[Pair], probs: list[float]) -> list[float]:
-        from equiv.judge.hybrid import pair_features
-
-        return self.combiner.probabilities([pair_features(a, b, p) for (a, b), p in zip(pairs, probs)])
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "raw_threshold": self.raw_threshold,
-                "combiner": dict(zip(self.combiner.features, self.combiner.weights), bias=self.combiner.bias)}

@@ -6,7 +6,7 @@ prefilter -- and whether a new pair costs a learned model's forward; :func:`buil
 checks a :class:`PrunerConfig` against those flags, so an option a strategy would silently
 ignore is an error. The judges themselves live one job per module: :mod:`.cached` (the shared
 interface: cache, stats, shortcut, claim guard), :mod:`.rules` (``exact``, ``levenshtein``,
-``formula``), :mod:`.embedding`, :mod:`.model_judge` (``model``, ``hybrid``). Adding one is a
+``formula``), :mod:`.embedding`, :mod:`.model_judge` (``model``). Adding one is a
 module with a :class:`~equiv.prune.cached.CachedJudge` subclass and one ``STRATEGIES.add``
 (docs/contributing.md, "Extending equiv").
 """
@@ -20,8 +20,7 @@ from equiv.errors import InputError, check_fraction
 from equiv.judge.policy import guard_setting
 from equiv.prune.cached import CachedJudge, check_statement_floor, check_threshold
 from equiv.prune.embedding import EmbeddingJudge
-from equiv.prune.loading import stored_judge_kind
-from equiv.prune.model_judge import HybridJudge, ModelJudge
+from equiv.prune.model_judge import ModelJudge
 from equiv.prune.remote import RemoteJudge
 from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
 from equiv.registry import Registry
@@ -63,10 +62,8 @@ class PrunerConfig:
 
     Attributes:
         strategy: which judge, a name in :data:`STRATEGIES` (docs/pruning.md lists them);
-            ``none`` turns pruning off. ``model`` uses the judge the export
-            describes: an export with a stored combiner (``fit --hybrid true``) is a ``hybrid``
-            judge, anything else the plain classifier; ``hybrid`` insists on the combiner.
-        model: exported judge directory or Lightning checkpoint (``model``, ``hybrid``), or a
+            ``none`` turns pruning off. ``model`` uses the exported classifier with its policy.
+        model: exported judge directory or Lightning checkpoint (``model``), or a
             sentence-transformers model (``embedding``; default the bundled all-MiniLM-L6-v2).
         threshold: equivalent iff probability >= threshold; None = the strategy's default
             (levenshtein 0.95, embedding 0.9, model: the export's ``decision_threshold`` or 0.5).
@@ -80,10 +77,10 @@ class PrunerConfig:
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
         guard: the guard rules that veto a merge (:mod:`equiv.text.guard`): true = every rule,
             false = none, or a list of rule names; None = the export's policy for
-            ``model``/``hybrid`` (off for the other strategies).
+            ``model`` (off for the other strategies).
         floor: the statement floor: a pair of steps that both compute nothing
             (:func:`equiv.text.claims.below_statement_floor`) merges only at this probability or
-            above; None = the export's policy for ``model``/``hybrid`` (none for
+            above; None = the export's policy for ``model`` (none for
             the other strategies), 0 = no floor.
         url: the judge service's address (``remote``: ``search_cli.py serve``; docs/serving.md).
         judge_fingerprint: ``remote``: the served judge this run is bound to; eval fills it from
@@ -159,17 +156,11 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
 
 
 def _classifier(cfg: PrunerConfig) -> CachedJudge:
-    """``model`` and ``hybrid``: the export's kind decides the class; ``hybrid`` insists on one."""
+    """``model``: the exported (or checkpointed) classifier with its export's policy."""
     if cfg.model is None:
         raise InputError(f"the {cfg.strategy} strategy needs a judge: an exported directory or a .ckpt file",
                          field="model")
-    kind = stored_judge_kind(cfg.model)
-    if cfg.strategy == "hybrid" and kind != "hybrid":
-        raise InputError(
-            "this judge has no hybrid combiner (equiv.hybrid in config.json); train it with --hybrid true "
-            "or use --strategy model", path=cfg.model, field="strategy")
-    judge_class = HybridJudge if kind == "hybrid" else ModelJudge
-    return judge_class(
+    return ModelJudge(
         cfg.model,
         threshold=cfg.threshold,
         prefilter=cfg.prefilter,
@@ -201,8 +192,6 @@ STRATEGIES.add(Strategy(
     "cosine of sentence embeddings >= threshold (default 0.9; the SBERT baseline)", learned=True, model=True))
 STRATEGIES.add(Strategy("formula", lambda cfg: FormulaJudge(), "the same normalised formulas", threshold=False))
 STRATEGIES.add(Strategy("model", _classifier, "the trained judge behind the Levenshtein prefilter (the paper)",
-                        learned=True, model=True, prefilter=True, export_settings=True))
-STRATEGIES.add(Strategy("hybrid", _classifier, "the judge's logit and rule features, the export's combiner",
                         learned=True, model=True, prefilter=True, export_settings=True))
 STRATEGIES.add(Strategy("remote", _remote, "the judge of a running `search_cli.py serve` (its whole policy), over HTTP",
                         learned=True, threshold=False, export_settings=True))

@@ -10,7 +10,7 @@ threshold is the fold export's stored one, a fixed one, or chosen again on the f
 calibration rows by :func:`equiv.judge.calibrate.choose_threshold`:
 
 - ``formula`` / ``levenshtein`` -- the rules (no training; the same pairs, for comparison);
-- ``judge`` -- each fold's export as ``--strategy model`` uses it (hybrid combiner when stored), at
+- ``judge`` -- each fold's export as ``--strategy model`` uses it, at
   its stored threshold; ``raw`` -- its plain classifier at the stored threshold;
 - ``+guard`` -- the same with every guard rule (:mod:`equiv.text.guard`) in force;
 - ``@P`` -- the threshold chosen again on that fold's *calibration* rows (the fit's own calibration
@@ -20,8 +20,7 @@ calibration rows by :func:`equiv.judge.calibrate.choose_threshold`:
   fit did, which applies it after);
 - ``@tT`` -- a fixed threshold ``T`` for every fold, nothing chosen on the calibration rows;
 - ``+floorS`` -- the same with the statement floor ``S``.
-  For ``raw`` this is honest: the classifier never trained on those rows. For ``judge`` (the
-  hybrid) it is slightly optimistic: its combiner was fitted on them.
+  This is honest: the classifier never trained on those rows.
 
 The rows' probabilities already hold the export's same-step shortcut and prefilter (1 and 0); a
 row that stores the export's ``policy`` has those two stages re-applied from it (so the reasons
