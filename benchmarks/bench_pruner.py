@@ -146,6 +146,12 @@ def build_models(workdir: Path) -> dict[str, Path]:
     ml.save_pretrained(ml_dir)
     tok.save_pretrained(ml_dir)
     out["minilm"] = ml_dir
+    from equiv.judge.export import update_settings
+
+    # the settings block a judge export carries (loading refuses a directory without one): each
+    # model's own length limit and the paper's defaults, what these directories were read with before
+    for path, limit in ((lf_dir, REFERENCE_MAX_LENGTH), (ml_dir, int(ml.config.max_position_embeddings))):
+        update_settings(path, {"max_length": limit, "decision_threshold": 0.5, "prefilter_threshold": 0.75})
     return out
 
 
@@ -279,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{psec:>8.2f} {prate:>9.3f} {prate / ref_rate:>7.1f}")
             min_sec = 1.0 if args.quick else 3.0
             for label, prefilter in (("ours, no prefilter", 0.0), (f"ours, prefilter {args.prefilter}", args.prefilter)):
-                judge.prefilter = prefilter
+                judge.policy = judge.policy.with_knobs(prefilter=prefilter)  # 0: off
+                judge.clear_cache()
                 sec, done, stats = time_ours(sets, judge, min_sec)
                 rate = done / sec
                 fwd = stats["forward_batches"] // max(1, done // len(sets))
@@ -294,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                     vs_public.append(rate / prate)
                     resolved = (stats["prefiltered"] + stats["exact"]) / max(1, stats["pairs"])
                     prefiltered = stats["prefiltered"] / max(1, stats["pairs"])
-            judge.prefilter = args.prefilter
+            judge.policy = judge.policy.with_knobs(prefilter=args.prefilter)
             sec = time_ours_cross_set(sets, judge)
             rate = len(sets) / sec
             print(f"{name:<16} {'ours, all sets in one judge call':<34} {'dyn':>7} {'':>8} {len(sets):>5} {sec:>8.2f} "

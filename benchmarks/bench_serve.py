@@ -192,6 +192,12 @@ def build_judge_dir(workdir: Path, tiny: bool) -> Path:
     out = workdir / ("tiny" if tiny else "minilm")
     model.save_pretrained(out)
     tok.save_pretrained(out)
+    from equiv.judge.export import update_settings
+
+    # the settings block a judge export carries (loading refuses a directory without one): the
+    # model's own length limit and the paper's defaults, what such a directory was read with before
+    update_settings(out, {"max_length": int(model.config.max_position_embeddings), "decision_threshold": 0.5,
+                          "prefilter_threshold": 0.75})
     return out
 
 
