@@ -19,20 +19,10 @@ from equiv.rundir import read_records as read_run_records
 from equiv.rundir.io import temporary_name, write_atomic
 from equiv.rundir.lock import LOCK, hold_run_dir
 from equiv.search.cli import eval_main
-from tests.helpers.runs import base_args, read_records
+from tests.helpers.runs import base_args, read_records, refused
 from tests.helpers.scripted import scripted_factory
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _refused(args, capsys) -> str:
-    """The one stderr line of an eval run that must be refused with exit 2."""
-    with pytest.raises(SystemExit) as exc:
-        eval_main(args, engine_factory=scripted_factory)
-    assert exc.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
 
 
 # -- item 3: one writer per run directory -----------------------------------------------------------
@@ -159,7 +149,7 @@ def test_a_resume_with_a_changed_judge_or_local_policy_is_refused(tmp_path, caps
     config = json.loads((judge / "config.json").read_text())
     config["equiv"]["decision_threshold"] = 0.9
     (judge / "config.json").write_text(json.dumps(config))
-    line = _refused(args, capsys)
+    line = refused(args, capsys)
     assert f"{out / 'models.json'}: holds results made with another pruner.model" in line and str(judge.resolve()) in line
     assert json.loads((out / "models.json").read_text()) == bound  # a refused rerun rewrites nothing
 
@@ -167,7 +157,7 @@ def test_a_resume_with_a_changed_judge_or_local_policy_is_refused(tmp_path, caps
     (judge / "config.json").write_text(json.dumps(config))
     assert eval_main(args, engine_factory=scripted_factory) == 0  # restored: the same content again
     (policy / "weights.bin").write_bytes(b"\x01" + b"\x00" * 999)  # same size, other bytes
-    assert "another policy.model" in _refused(args, capsys)
+    assert "another policy.model" in refused(args, capsys)
 
 
 # -- item 6: records and the binding are not trusted blindly -------------------------------------------
@@ -179,7 +169,7 @@ def test_a_duplicate_record_with_another_result_is_refused_naming_its_line(tmp_p
     flipped = dict(records[0], correct=not records[0]["correct"])
     results.write_text(results.read_text() + json.dumps(flipped) + "\n")
     before = results.read_text()
-    line = _refused(args, capsys)
+    line = refused(args, capsys)
     assert f"{results}:4: a second record for id {records[0]['id']!r} seed 0 (the first is on line 1)" in line
     assert results.read_text() == before  # nothing compacted away
     # the same line again (a copy, e.g. after a crash during a shard merge) is not a conflict
@@ -198,7 +188,7 @@ def test_a_hand_edited_config_yaml_is_refused_as_edited(tmp_path, capsys, rerun_
     config = tmp_path / "run" / "config.yaml"
     config.write_text(config.read_text().replace("width: 4", "width: 7"))
     edited = config.read_text()
-    line = _refused(args + ["--search.width", rerun_width], capsys)
+    line = refused(args + ["--search.width", rerun_width], capsys)
     assert f"{config}: was edited after the run wrote it" in line and "binding.sha256" in line
     assert config.read_text() == edited
     config.write_text(edited.replace("width: 7", "width: 4"))  # restored

@@ -18,7 +18,7 @@ from equiv.search.algorithms import ALGORITHMS
 from equiv.search.cli import compare_main, compare_rows, eval_main
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
-from tests.helpers.runs import base_args, read_records, sigint_at_default
+from tests.helpers.runs import base_args, read_records, refused, sigint_at_default
 from tests.helpers.scripted import KeyedReward, RestateJudge, SeededPolicy, problems, scripted_factory, simple_extract, simple_grade
 
 REPO = Path(__file__).resolve().parents[1]
@@ -215,16 +215,6 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
     assert len(recs) == 8 and len({r["id"] for r in recs}) == 8
 
 
-def _refused(args, capsys) -> str:
-    """The one stderr line of an eval run that must be refused with exit 2."""
-    with pytest.raises(SystemExit) as exc:
-        eval_main(args, engine_factory=scripted_factory)
-    assert exc.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
 def _with_data(args, path) -> list[str]:
     args = list(args)
     args[args.index("--data.path") + 1] = str(path)
@@ -243,13 +233,13 @@ def test_a_run_directory_is_bound_to_its_data(tmp_path, capsys):
     other = tmp_path / "other" / "problems.jsonl"  # same file name, so the same ids
     other.parent.mkdir()
     other.write_text("".join(json.dumps({"question": f"other {i}", "answer": "1"}) + "\n" for i in range(3)))
-    line = _refused(_with_data(args, other), capsys)
+    line = refused(_with_data(args, other), capsys)
     assert f"{out / 'config.yaml'}: holds results made with other settings" in line and "data.path" in line
     assert (out / "config.yaml").read_text() == config_before  # a refused rerun rewrites nothing
     assert json.loads((out / "data.json").read_text()) == bound
     # the same path with other content (an edited or replaced file)
     (tmp_path / "problems.jsonl").write_text(other.read_text())
-    assert "data.sha256" in _refused(args, capsys)
+    assert "data.sha256" in refused(args, capsys)
     assert len(read_records(out)) == 3
 
 
@@ -261,10 +251,10 @@ def test_a_malformed_record_stops_a_rerun_before_anything_is_rewritten(tmp_path,
     good = results.read_text()
     results.write_text("{not json\n" + good)
     config_before = (out / "config.yaml").read_text()
-    assert "results.jsonl:1: malformed JSON" in _refused(args + ["--search.width", "5"], capsys)
+    assert "results.jsonl:1: malformed JSON" in refused(args + ["--search.width", "5"], capsys)
     assert (out / "config.yaml").read_text() == config_before
     results.write_text(good)  # the user fixes the line: the width-4 records still bind the directory
-    assert "search.width: 4 -> 5" in _refused(args + ["--search.width", "5"], capsys)
+    assert "search.width: 4 -> 5" in refused(args + ["--search.width", "5"], capsys)
 
 
 @pytest.mark.parametrize("damage", ["search: [width: 4\n", None, "- just\n- a list\n", b"\xff\xfe"])
@@ -278,7 +268,7 @@ def test_an_unreadable_or_missing_config_yaml_is_an_error_not_a_skipped_check(tm
         config.write_bytes(damage)
     else:
         config.write_text(damage)
-    line = _refused(args + ["--search.width", "5"], capsys)
+    line = refused(args + ["--search.width", "5"], capsys)
     assert line.startswith(f"error: {config}") and "use another --out" in line
 
 

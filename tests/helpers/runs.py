@@ -142,3 +142,18 @@ def sigint_at_default() -> None:
 def read_records(out: Path) -> list[dict]:
     """The records of a run directory's results.jsonl, in file order."""
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def refused(args: list[str], capsys: Any) -> str:
+    """The one stderr line of an eval run (scripted engines) that must be refused with exit 2."""
+    import pytest
+
+    from equiv.search.cli import eval_main
+    from tests.helpers.scripted import scripted_factory
+
+    with pytest.raises(SystemExit) as exc:
+        eval_main(args, engine_factory=scripted_factory)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
