@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 ALL_YAML = sorted(p for p in itertools.chain(CONFIGS.rglob("*.yaml"), CONFIGS.rglob("*.yml")))
 TRAINER_KEYS = {"trainer", "model", "data", "seed_everything", "ckpt_path", "checkpoint", "export_dir",
-                "threshold_from_val", "threshold_target_precision", "threshold_f1_tolerance", "guard",
+                "threshold_from_val", "guard",
                 "floor"}
 SWEEPS = {"sweep_mathequiv.yaml"}
 

@@ -323,7 +323,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
                  f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
                  "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
                  "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true",
-                 "--guard=true", "--threshold_target_precision=0.9", "--floor=0.9",
+                 "--guard=true", "--floor=0.9",
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
@@ -338,8 +338,8 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     labels = [int(r.result >= 3) for r in cal]
     probs = score_judge_dir(out / "judge", [(r.sentence1, r.sentence2) for r in cal])  # no prefilter, as fit scores
     vetoes = [guard_veto(r.sentence1, r.sentence2, r.extra["question"]) is not None for r in cal]
-    plain = calibration_summary(probs, labels, 0.9)  # the fit's --threshold_target_precision
-    guarded = calibration_summary([0.0 if v else p for p, v in zip(probs, vetoes)], labels, 0.9)
+    plain = calibration_summary(probs, labels)
+    guarded = calibration_summary([0.0 if v else p for p, v in zip(probs, vetoes)], labels)
     assert plain is not None and guarded is not None
     assert settings["decision_threshold"] == pytest.approx(plain["decision_threshold"], abs=1e-5)
     assert plain["decision_threshold"] != pytest.approx(guarded["decision_threshold"], abs=1e-5)  # the test can tell
@@ -368,7 +368,6 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
         ("--model.learning_rate=-0.001", "error: field 'learning_rate': must be >= 0, got -0.001"),
         ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
         ("--floor=1.5", "error: field 'floor': must be in [0, 1], got 1.5"),
-        ("--threshold_target_precision=1.5", "error: field 'threshold_target_precision': must be in [0, 1], got 1.5"),
     ],
 )
 def test_fit_settings_that_train_nothing_or_diverge_are_one_line(tmp_path: Path, option: str, expected: str) -> None:
@@ -435,28 +434,10 @@ def test_only_the_named_subcommand_is_built(capsys: pytest.CaptureFixture[str], 
     assert result.returncode == 2 and "invalid choice: 'fitt' (choose from 'fit', 'validate', 'test', 'predict')" in result.stderr
 
 
-def test_fit_threshold_f1_tolerance_stores_the_highest_threshold_on_the_flat_top(tiny_longformer: Path, tmp_path: Path,
-                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """--threshold_f1_tolerance reaches the pick: a tolerance wide enough to take the whole curve
-    stores a threshold at least as high as best F1's; a tolerance outside [0, 1) is one line before any fitting."""
-    rows = separable_pairs(48, seed=3)
-    for i, row in enumerate(rows):
-        row["id"] = f"toy-{i // 2}-{i % 2}"
-    train = write_jsonl(tmp_path / "train.jsonl", rows)
-    stored = {}
-    for tolerance in (0.0, 0.9):
-        out = tmp_path / f"run{tolerance}"
-        assert main(["fit", "--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={out}",
-                     f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
-                     "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
-                     "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true",
-                     f"--threshold_f1_tolerance={tolerance}", f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
-        settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-        stored[tolerance] = settings["decision_threshold"]
-    assert stored[0.9] >= stored[0.0]
-    assert "highest threshold within 0.9 of the best F1" in capsys.readouterr().out
-    result = trainer_cli("fit", "--config", "configs/demo.yaml", "--threshold_f1_tolerance=1.5",
-                         f"--trainer.default_root_dir={tmp_path / 'bad'}")
-    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == (
-        "error: field 'threshold_f1_tolerance': must be in [0, 1), got 1.5")
-    assert not (tmp_path / "bad").exists()
+@pytest.mark.parametrize("option", ["--threshold_f1_tolerance=0.005", "--threshold_target_precision=0.95"])
+def test_fit_refuses_the_removed_threshold_picks(tmp_path: Path, option: str) -> None:
+    """The f1-tolerance and target-precision picks were removed in 2026-11 (issue #45): the option
+    is an error naming it, before any fitting; best F1 (``--threshold_from_val``) is the one pick."""
+    result = trainer_cli("fit", "--config", "configs/demo.yaml", option, f"--trainer.default_root_dir={tmp_path / 'run'}")
+    assert result.returncode == 2 and option.split("=")[0].lstrip("-") in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()

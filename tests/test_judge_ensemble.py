@@ -175,36 +175,27 @@ def _two_seeds_and_a_recipe(tmp_path: Path, settings: dict, head: str) -> tuple[
 
 
 def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
-    """The recipe's ``threshold_f1_tolerance`` decides the ensemble's
-    threshold (as ``fit`` decides one judge's), and the members' claim guard and statement floor
-    stay in force: two seeds of the GSM8K recipe averaged are the recommended judge."""
+    """A recipe with ``threshold_from_val`` (absent means on, for this command): the ensemble's
+    threshold is the best F1 on the calibration split (as ``fit`` decides one judge's), and the
+    members' claim guard and statement floor stay in force: two seeds of the GSM8K recipe averaged
+    are the recommended judge. The removed picks are refused on the command line."""
     from equiv.judge.calibrate import calibration_summary
     from equiv.judge.ensemble import calibration_split
 
     floored = dict(NO_PREFILTER, claim_guard=True, statement_threshold=0.9)
-    seeds, config, _ = _two_seeds_and_a_recipe(tmp_path, floored, "threshold_f1_tolerance: 0.3\n"
-                                               "model:\n  max_length: 64\n")
+    seeds, config, _ = _two_seeds_and_a_recipe(tmp_path, floored, "model:\n  max_length: 64\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
     assert done.returncode == 0, done.stderr[-2000:]
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
     assert "hybrid" not in settings and settings["policy"]["guard"] and settings["policy"]["floor"] == 0.9
     pairs, labels, _, _ = calibration_split(config)
     probs = score_judge_dir(tmp_path / "e", pairs)
-    assert settings["decision_threshold"] == calibration_summary(probs, labels, None, 0.3)["decision_threshold"]
+    assert settings["decision_threshold"] == calibration_summary(probs, labels)["decision_threshold"]
     judge = ModelJudge(tmp_path / "e")
     assert judge.policy.floor == 0.9 and judge.policy.guard
-
-    # the command line still overrides the recipe
-    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e0", "--config", config,
-                                  "--threshold_f1_tolerance", "0"])
-    assert done.returncode == 0, done.stderr[-2000:]
-    best = json.loads((tmp_path / "e0" / "config.json").read_text())["equiv"]["decision_threshold"]
-    assert best == calibration_summary(probs, labels, None, 0.0)["decision_threshold"] != settings["decision_threshold"]
-    for option, value in (("--threshold_f1_tolerance", "1.5"), ("--target_precision", "1.5")):
-        done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "bad", "--config", config, option, value])
-        field = option.lstrip("-").replace("target_precision", "threshold_target_precision")
-        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
-            f"error: field '{field}': must be in [0, 1{')' if 'tolerance' in field else ']'}, got 1.5")
+    for option in ("--threshold_f1_tolerance", "--target_precision"):
+        done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "bad", "--config", config, option, "0.9"])
+        assert done.returncode == 2 and "unrecognized arguments" in done.stderr and option in done.stderr
         assert not (tmp_path / "bad").exists()
 
 
@@ -233,7 +224,7 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
                                   "--threshold_from_val"])
     assert done.returncode == 0, done.stderr[-2000:]
     chosen = json.loads((tmp_path / "chosen" / "config.json").read_text())["equiv"]["decision_threshold"]
-    assert chosen == calibration_summary(probs, labels, None, 0.0)["decision_threshold"]
+    assert chosen == calibration_summary(probs, labels)["decision_threshold"]
 
     # no model.decision_threshold in the recipe: fit's default, 0.5
     config.write_text(f"threshold_from_val: false\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n")
@@ -265,12 +256,12 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
     assert seed1["model"] == plain["model"]
     assert seed1["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_seed1"
     assert "save_dir" not in seed1["trainer"]["logger"]["init_args"]  # linked to default_root_dir
-    decisions = ("threshold_from_val", "threshold_f1_tolerance", "guard", "floor")
+    decisions = ("threshold_from_val", "guard", "floor")
     assert {k: seed1[k] for k in decisions} == {k: plain[k] for k in decisions}
 
 
-@pytest.mark.parametrize("line", ["threshold_f1_tolerance: 1.5", "threshold_f1_tolerance: lots",
-                                  "threshold_target_precision: 2", "threshold_from_val: maybe",
+@pytest.mark.parametrize("line", ["threshold_f1_tolerance: 0.005",  # the picks removed in 2026-11 (issue #45)
+                                  "threshold_target_precision: 0.95", "threshold_from_val: maybe",
                                   "threshold_from_val: false\nmodel:\n  decision_threshold: 2",
                                   "hybrid: true"])  # the combiner, removed in 2026-11
 def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(two_judges, tmp_path, line):

@@ -29,18 +29,20 @@ def test_candidates_are_midpoints_so_strictness_never_matters():
     assert candidate_thresholds([]) == []
 
 
-def test_pick_best_f1_and_target_precision():
+def test_pick_best_f1_ties_to_the_higher_threshold():
     scores = [0.95, 0.9, 0.85, 0.8, 0.75, 0.6, 0.5]
     labels = [1, 1, 0, 1, 1, 0, 0]
     points = threshold_sweep(scores, labels)
     best = pick_threshold(points)
     assert 0.6 < best.threshold < 0.75 and best.metrics.f1 == pytest.approx(8 / 9)
-    precise = pick_threshold(points, target_precision=1.0)
-    assert 0.85 < precise.threshold < 0.9 and precise.metrics.recall == 0.5
-    unreachable = pick_threshold(threshold_sweep([0.9, 0.1], [0, 1]), target_precision=1.0)
-    assert unreachable.metrics.precision < 1.0  # reported, not hidden: the CLI warns
+    # F1 2/3 both above 0.8 (one merge, right) and below 0.6 (four merges, two wrong): the higher
+    # threshold, fewer merges, is taken
+    tied = pick_threshold(threshold_sweep([0.9, 0.8, 0.7, 0.6], [1, 0, 0, 1]))
+    assert tied.metrics.f1 == pytest.approx(2 / 3) and 0.8 < tied.threshold < 0.9 and tied.metrics.fp == 0
     with pytest.raises(ValueError, match="empty"):
         pick_threshold([])
+    with pytest.raises(TypeError):  # the target-precision and f1-tolerance picks were removed (#45)
+        pick_threshold(points, target_precision=1.0)  # type: ignore[call-arg]
 
 
 def test_prefilter_sweep_rejects_low_ratio_pairs_unseen():
@@ -61,32 +63,3 @@ def test_calibration_summary_is_the_best_f1_threshold_and_its_figures():
     assert summary == {"decision_threshold": 0.5, "calibration_f1": 1.0, "calibration_precision": 1.0,
                        "calibration_recall": 1.0, "calibration_pairs": 4.0}
     assert calibration_summary([], []) is None  # no pairs: no threshold to choose
-
-
-def test_an_f1_tolerance_takes_the_highest_threshold_on_the_flat_top():
-    """Where the F1 curve is flat, the argmax is decided by a pair or two; within the tolerance the
-    highest threshold (fewest merges) is taken, and a zero tolerance keeps the plain best F1."""
-    scores = [0.95, 0.9, 0.85, 0.8, 0.75, 0.6, 0.5]
-    labels = [1, 1, 0, 1, 1, 0, 0]
-    points = threshold_sweep(scores, labels)  # F1 8/9 at 0.675, 0.75 at 0.775, 0.571 at 0.825, 0.667 at 0.875
-    assert pick_threshold(points, f1_tolerance=0.0).threshold == pick_threshold(points).threshold
-    flat = pick_threshold(points, f1_tolerance=0.15)
-    assert 0.75 < flat.threshold < 0.8 and flat.metrics.f1 == pytest.approx(0.75)
-    assert 0.85 < pick_threshold(points, f1_tolerance=0.25).threshold < 0.9  # the highest within, not the next
-    assert pick_threshold(points, f1_tolerance=0.1).threshold == pick_threshold(points).threshold  # 0.75 < 8/9 - 0.1
-    assert pick_threshold(points, target_precision=1.0, f1_tolerance=0.5).metrics.recall == 0.5  # a target ignores it
-    with pytest.raises(ValueError, match="f1_tolerance"):
-        pick_threshold(points, f1_tolerance=1.0)
-
-
-def test_average_precision_by_hand_with_ties_and_no_positive():
-    from equiv.judge.calibrate import average_precision
-
-    # ranked 1 0 1 0: precision 1 at the first positive, 2/3 at the second
-    assert average_precision([0.9, 0.8, 0.7, 0.6], [1, 0, 1, 0]) == pytest.approx((1 + 2 / 3) / 2)
-    assert average_precision([0.1, 0.2, 0.3], [0, 1, 1]) == 1.0
-    # tied scores enter together: one threshold merges both, precision 1/2
-    assert average_precision([0.5, 0.5], [1, 0]) == 0.5
-    assert average_precision([0.5, 0.4], [0, 0]) == 0.0
-    with pytest.raises(ValueError):
-        average_precision([0.5], [1, 0])

@@ -61,8 +61,7 @@ def test_formula_on_crafted_pairs_is_exact(crafted, capsys):
     assert last["accuracy"] == last["f1"] == 1.0
 
 
-def test_sweep_picks_best_f1_and_target_precision(tmp_path, capsys):
-    # scores (ratios) chosen so that best F1 and precision 1.0 need different thresholds
+def test_sweep_picks_best_f1_on_data_or_on_sweep_data(tmp_path, capsys):
     base = "abcdefghijklmnopqrst"
     def variant(k):  # k substitutions -> ratio 1 - k/20
         return base[: 20 - k] + "X" * k
@@ -73,14 +72,13 @@ def test_sweep_picks_best_f1_and_target_precision(tmp_path, capsys):
     best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert best["recall"] == 1.0 and best["precision"] == 0.8  # threshold between 0.6 and 0.75
     assert 0.6 < best["threshold"] < 0.75 and "best F1" in best["threshold_source"]
-    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep", "--target_precision", "1.0"]) == 0
-    prec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert prec["precision"] == 1.0 and prec["recall"] == 0.5 and 0.85 < prec["threshold"] < 0.9
     # the threshold chosen on another file is applied to --data
-    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep",
-                       "--sweep_data", str(data), "--target_precision", "1.0"]) == 0
+    other = write_pairs(tmp_path / "other.jsonl", [{"sentence1": base, "sentence2": variant(k), "result": r}
+                                                   for k, r in [(1, 4), (2, 4), (3, 0), (4, 0)]])
+    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep", "--sweep_data", str(other)]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert again["threshold"] == prec["threshold"] and str(data) in again["threshold_source"]
+    assert 0.85 < again["threshold"] < 0.9 and str(other) in again["threshold_source"]
+    assert again["precision"] == 1.0 and again["recall"] == 0.5  # on --data, at other's threshold
 
 
 def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
@@ -111,7 +109,7 @@ def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
         (["--strategy", "model", "--model", "/no/judge"], "judge not found"),
         (["--strategy", "model"], "needs a judge"),
         (["--strategy", "exact", "--threshold", "0.3"], "takes no threshold"),
-        (["--strategy", "levenshtein", "--target_precision", "0.9"], "needs --sweep"),
+        (["--strategy", "levenshtein", "--sweep_data", "x.jsonl"], "needs --sweep"),
         (["--strategy", "levenshtein", "--threshold", "2"], "must be in (0, 1]"),
     ],
 )

@@ -59,14 +59,14 @@ def test_the_table_scores_each_fold_and_repicks_only_on_calibration_rows():
     judge = per_fold(rows, policies()["judge"])
     assert [f["fp"] for f in judge] == [1, 0] and [f["tp"] for f in judge] == [1, 2]
     assert judge[0]["false_merge_rate"] == 0.5
-    # fold 0's calibration rows need a threshold above 0.8 for precision 1: the 0.7 false merge goes
-    repicked = per_fold(rows, policies((0.95,))["judge@0.95"])
+    # fold 0's calibration rows have their best F1 above 0.8: the 0.7 false merge goes
+    repicked = per_fold(rows, policies()["judge@f1"])
     assert repicked[0]["fp"] == 0
     table = yardstick_table(rows)
     assert table["judge"]["folds"] == 2 and table["judge"]["fp"] == 1
-    assert "judge+guard@0.95" in table and "formula" in format_table(table)
+    assert "judge+guard@f1" in table and "formula" in format_table(table)
     # without calibration rows the re-picked policies are left out, not silently scored
-    assert "judge@0.95" not in yardstick_table([r for r in rows if r["part"] == "test"])
+    assert "judge@f1" not in yardstick_table([r for r in rows if r["part"] == "test"])
 
 
 def test_the_pooled_table_decides_each_fold_apart_and_spreads_by_problem():
@@ -80,9 +80,9 @@ def test_the_pooled_table_decides_each_fold_apart_and_spreads_by_problem():
     table = pooled_table(rows)
     assert table["judge"]["problems"] == 2
     assert (table["judge"]["tp"], table["judge"]["fp"]) == (3, 1) and table["judge"]["precision"] == 0.75
-    assert table["judge@0.95"]["fp"] == 0  # fold 0's calibration rows lift its threshold over 0.8
+    assert table["judge@f1"]["fp"] == 0  # fold 0's calibration rows lift its threshold over 0.8
     assert table["judge"]["precision_spread"] > 0  # the false merge is all in problem p0
-    assert table["judge@0.95"]["precision_spread"] == 0.0
+    assert table["judge@f1"]["precision_spread"] == 0.0
     assert "problems" in format_table(table, count="problems")
 
 def test_pooled_files_are_also_scored_one_distribution_at_a_time(tmp_path):
@@ -125,7 +125,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     recipe["data"].update(train=str(train), calibration_fraction=0.3)
     recipe["model"]["model_name"] = str(build_tiny_longformer(tmp_path / "tiny", attention_window=8))
     recipe["model"]["max_length"] = 64
-    recipe.update(threshold_from_val=True, guard=True, threshold_f1_tolerance=0.2)
+    recipe.update(threshold_from_val=True, guard=True)
     config = tmp_path / "recipe.yaml"
     config.write_text(yaml.safe_dump(recipe))
     siblings = tmp_path / "siblings.jsonl"  # a pooled --data file: scored on its own as well
@@ -253,28 +253,29 @@ def test_an_ensemble_takes_only_runs_fitted_on_the_same_folds(tmp_path, capsys):
     assert not (tmp_path / "cv" / "fold0" / "judge").exists()
 
 
-def test_the_flat_top_policy_repicks_the_highest_threshold_within_the_tolerance():
-    """`@f1-T`: on each fold's calibration rows, the highest threshold within T of the best F1."""
+def test_the_best_f1_policy_repicks_on_each_folds_calibration_rows():
+    """`@f1`: on each fold's calibration rows, the best-F1 threshold (as fit --threshold_from_val)."""
     # calibration: best F1 (1.0) at a threshold of 0.35, F1 0.8 at 0.5, 0.5 at 0.75
     calibration = _rows(0, "calibration", [(0.9, 1), (0.6, 1), (0.4, 1), (0.3, 0), (0.1, 0)])
     test = _rows(0, "test", [(0.45, 0), (0.95, 1)])
     rows = test + calibration
-    assert [f["fp"] for f in per_fold(rows, policies((), (0.0,))["judge+guard@f1-0"])] == [1]
-    assert [f["fp"] for f in per_fold(rows, policies((), (0.25,))["judge+guard@f1-0.25"])] == [0]
-    assert "judge+guard@f1-0.005" in yardstick_table(rows) and "raw+guard@f1-0.005" in yardstick_table(rows)
+    assert [f["fp"] for f in per_fold(rows, policies()["judge+guard@f1"])] == [1]
+    moved = test + _rows(0, "calibration", [(0.9, 1), (0.6, 1), (0.5, 0), (0.1, 0)])  # best F1 now above 0.5
+    assert [f["fp"] for f in per_fold(moved, policies()["judge+guard@f1"])] == [0]
+    assert "judge+guard@f1" in yardstick_table(rows) and "raw+guard@f1" in yardstick_table(rows)
 
 
 def test_the_floor_policy_holds_back_only_statement_pairs_below_the_floor():
-    """`+floorS`: after the flat-top pick, two steps that both compute nothing merge only at S."""
+    """`+floorS`: after the best-F1 pick, two steps that both compute nothing merge only at S."""
     calibration = _rows(0, "calibration", [(0.9, 1), (0.6, 1), (0.1, 0)])
     test = _rows(0, "test", [(0.7, 0), (0.95, 1), (0.7, 1)])
     test[2]["sentence1"] = test[2]["sentence2"] = "x is 3 + 4 = 7"  # this pair computes: no floor for it
     rows = test + calibration
-    plain = per_fold(rows, policies((), (0.0,), (0.9,))["raw+guard@f1-0"])
-    floored = per_fold(rows, policies((), (0.0,), (0.9,))["raw+guard+floor0.9@f1-0"])
+    plain = per_fold(rows, policies((0.9,))["raw+guard@f1"])
+    floored = per_fold(rows, policies((0.9,))["raw+guard+floor0.9@f1"])
     assert (plain[0]["tp"], plain[0]["fp"]) == (2, 1)
     assert (floored[0]["tp"], floored[0]["fp"]) == (2, 0)
-    assert "raw+guard+floor0.9@f1-0.005" in yardstick_table(rows)
+    assert "raw+guard+floor0.9@f1" in yardstick_table(rows)
 
 
 def test_the_fixed_threshold_policy_ignores_the_calibration_rows_and_the_stored_threshold():
@@ -286,11 +287,11 @@ def test_the_fixed_threshold_policy_ignores_the_calibration_rows_and_the_stored_
     rows[0]["sentence1"] = rows[0]["sentence2"] = "x is 3 + 4 = 7"  # computes: no statement floor
     rows[2]["sentence1"], rows[2]["sentence2"] = "x is 3", "x is 4"  # the guard vetoes this one
     # rows[3] is two statements: the floor holds it back below the floor, not above
-    floored = per_fold(rows, policies((), (), (0.9,), (0.5,))["raw+guard+floor0.9@t0.5"])
+    floored = per_fold(rows, policies((0.9,), (0.5,))["raw+guard+floor0.9@t0.5"])
     assert (floored[0]["tp"], floored[0]["fp"], floored[0]["fn"]) == (1, 0, 1)
-    low_floor = per_fold(rows, policies((), (), (0.6,), (0.5,))["raw+guard+floor0.6@t0.5"])
+    low_floor = per_fold(rows, policies((0.6,), (0.5,))["raw+guard+floor0.6@t0.5"])
     assert (low_floor[0]["tp"], low_floor[0]["fp"], low_floor[0]["fn"]) == (2, 0, 0)
-    assert per_fold(rows, policies((), (), (0.6,), (0.6,))["raw+guard+floor0.6@t0.6"])[0]["tp"] == 1
+    assert per_fold(rows, policies((0.6,), (0.6,))["raw+guard+floor0.6@t0.6"])[0]["tp"] == 1
     assert "raw+guard+floor0.9@t0.5" in yardstick_table(rows)
 
 

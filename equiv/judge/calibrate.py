@@ -1,9 +1,9 @@
 """Binary metrics and threshold sweeps for equivalence judges (pure functions).
 
-In search a false merge throws away a distinct step, which can cost the right answer; a missed
-merge only costs compute. So thresholds are picked for a target *precision* (the highest recall
-among thresholds that reach it), with best-F1 as the alternative the quality table uses for
-baselines. Candidate thresholds are midpoints between consecutive distinct scores, so whether a
+A threshold is chosen one way: the best F1 on labelled pairs, ties going to the higher threshold
+(fewer merges: a false merge can cut the only correct path, a missed one only costs compute).
+Precision is reported beside it rather than targeted: the target-precision and f1-tolerance picks
+were measured and not adopted (docs/experiments/2026-11-27-removed-levers.md). Candidate thresholds are midpoints between consecutive distinct scores, so whether a
 strategy compares with ``>`` (Levenshtein, as in the paper) or ``>=`` never changes the result.
 """
 
@@ -126,41 +126,21 @@ def average_precision(scores: Sequence[float], labels: Sequence[int]) -> float:
     return total
 
 
-def pick_threshold(points: Sequence[SweepPoint], target_precision: float | None = None,
-                   f1_tolerance: float = 0.0) -> SweepPoint:
-    """Best-F1 point, or with ``target_precision`` the highest-recall point reaching it.
-
-    Ties go to the higher threshold (fewer merges). ``f1_tolerance`` widens "a tie" for best F1:
-    the highest threshold whose F1 is within it of the best. A judge's F1 curve on a calibration
-    split of a few hundred pairs is flat over a wide range of thresholds (0.09 to 0.69 for the five
-    fold fits of the GSM8K recipe), so the exact argmax is chosen by a pair or two; pairs whose
-    scores sit inside that range, such as sibling steps from search, then merge or not by chance.
-    Inside the tolerance the higher threshold costs almost nothing on the split and is the
-    precision-first choice. When no threshold reaches ``target_precision``, the point with the
-    highest precision is returned (the caller reports that the target was missed).
-    """
+def pick_threshold(points: Sequence[SweepPoint]) -> SweepPoint:
+    """The best-F1 point; ties go to the higher threshold (fewer merges)."""
     if not points:
         raise ValueError("no thresholds to choose from (empty data)")
-    if not 0.0 <= f1_tolerance < 1.0:
-        raise ValueError(f"f1_tolerance must be in [0, 1), got {f1_tolerance}")
-    if target_precision is None:
-        best = max(p.metrics.f1 for p in points)
-        return max((p for p in points if p.metrics.f1 >= best - f1_tolerance), key=lambda p: (p.threshold, p.metrics.f1))
-    reaching = [p for p in points if p.metrics.precision >= target_precision and p.metrics.tp > 0]
-    if not reaching:
-        return max(points, key=lambda p: (p.metrics.precision, p.metrics.recall, p.threshold))
-    return max(reaching, key=lambda p: (p.metrics.recall, p.metrics.f1, p.threshold))
+    best = max(p.metrics.f1 for p in points)
+    return max((p for p in points if p.metrics.f1 >= best), key=lambda p: p.threshold)
 
 
-def calibration_summary(
-    probs: Sequence[float], labels: Sequence[int], target_precision: float | None = None, f1_tolerance: float = 0.0
-) -> dict[str, float] | None:
+def calibration_summary(probs: Sequence[float], labels: Sequence[int]) -> dict[str, float] | None:
     """The decision threshold chosen on a calibration split, with its figures, as a judge stores
     them (``equiv_metrics.json``); None when no threshold strictly inside (0, 1) separates any pairs."""
     points = [p for p in threshold_sweep(probs, labels) if 0.0 < p.threshold < 1.0]
     if not points:
         return None
-    chosen = pick_threshold(points, target_precision, f1_tolerance)
+    chosen = pick_threshold(points)
     return _stored_summary(round(float(chosen.threshold), 6), chosen.metrics, len(labels))
 
 
@@ -201,12 +181,11 @@ def policy_summary(policy: Any, pairs: Sequence[tuple[str, str]], probs: Sequenc
     return out, counts
 
 
-def choose_threshold(policy: Any, pairs: Sequence[tuple[str, str]], verdicts: Sequence[Any], labels: Sequence[int],
-                     target_precision: float | None = None, f1_tolerance: float = 0.0) -> SweepPoint:
-    """The one calibration step: the threshold for ``policy`` on labelled pairs it has decided
-    (``verdicts``: :func:`equiv.judge.decide.decide`'s, at any threshold), best F1 (within
-    ``f1_tolerance``, the highest) or the highest recall at ``target_precision``
-    (:func:`pick_threshold`), with every other stage of the policy in force. Returns the chosen
+def choose_threshold(policy: Any, pairs: Sequence[tuple[str, str]], verdicts: Sequence[Any],
+                     labels: Sequence[int]) -> SweepPoint:
+    """The one calibration step: the best-F1 threshold for ``policy`` on labelled pairs it has
+    decided (``verdicts``: :func:`equiv.judge.decide.decide`'s, at any threshold;
+    :func:`pick_threshold`), with every other stage of the policy in force. Returns the chosen
     sweep point (``threshold`` and its metrics); use ``policy.with_knobs(threshold=...)``."""
     from equiv.judge.decide import sweep_scores
 
@@ -215,7 +194,7 @@ def choose_threshold(policy: Any, pairs: Sequence[tuple[str, str]], verdicts: Se
     points = [p for p in threshold_sweep(scores, labels) if 0.0 < p.threshold <= 1.0]
     if not points:
         raise ValueError("no threshold in (0, 1] separates these pairs")
-    return pick_threshold(points, target_precision, f1_tolerance)
+    return pick_threshold(points)
 
 
 def _stored_summary(threshold: float, metrics: BinaryMetrics, pairs: int) -> dict[str, float]:
@@ -243,8 +222,6 @@ def prefilter_sweep(
     probs: Sequence[float],
     labels: Sequence[int],
     prefilters: Sequence[float],
-    *,
-    target_precision: float | None = None,
 ) -> list[PrefilterPoint]:
     """For each prefilter, the threshold :func:`pick_threshold` picks on the remaining pairs.
 
@@ -259,7 +236,7 @@ def prefilter_sweep(
         points = [p for p in threshold_sweep(scores, labels) if 0.0 < p.threshold <= 1.0]
         if not points:
             continue
-        best = pick_threshold(points, target_precision)
+        best = pick_threshold(points)
         resolved = sum(r <= pf for r in ratios) / len(ratios) if ratios else 0.0
         out.append(PrefilterPoint(pf, best.threshold, best.metrics, resolved))
     return out

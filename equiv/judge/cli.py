@@ -106,9 +106,7 @@ class JudgeCLI(LightningCLI):
         self._logger_follows_root_dir()
         if self.subcommand != "fit":
             return
-        self._f1_tolerance()  # a tolerance out of range is refused before hours of fitting, not after
-        self._target_precision()
-        self._statement_floor()
+        self._statement_floor()  # a floor out of range is refused before hours of fitting, not after
         trainer = self.config["fit"].get("trainer") or {}
         epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
         if trainer.get("fast_dev_run"):
@@ -196,20 +194,6 @@ class JudgeCLI(LightningCLI):
             "best weights and store it in the exported judge",
         )
         parser.add_argument(
-            "--threshold_target_precision",
-            type=float | None,
-            default=None,
-            help="with --threshold_from_val: the highest-recall threshold reaching this precision (default: best F1)",
-        )
-        parser.add_argument(
-            "--threshold_f1_tolerance",
-            type=float,
-            default=0.0,
-            help="with --threshold_from_val and best F1 (no target precision): the highest threshold whose "
-            "calibration F1 is within this of the best, (precision first "
-            "where the F1 curve is flat; docs/training.md)",
-        )
-        parser.add_argument(
             "--guard",
             type=bool,
             default=False,
@@ -250,9 +234,8 @@ class JudgeCLI(LightningCLI):
             metrics = dict(checkpoint.get("equiv_val_metrics") or metrics)
         else:
             source = "the final weights (no checkpoint was saved: fast_dev_run or checkpointing off)"
-        target = self._target_precision()
         if self._subcommand_value("threshold_from_val"):
-            metrics = dict(metrics, **calibrate_threshold(module, self.datamodule, target, self._f1_tolerance()))
+            metrics = dict(metrics, **calibrate_threshold(module, self.datamodule))
         else:
             metrics = dict(metrics, **measure_fixed_threshold(module, self.datamodule))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
@@ -316,44 +299,25 @@ class JudgeCLI(LightningCLI):
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         return config.get(key) if config is not None else None
 
-    def _f1_tolerance(self) -> float:
-        """``--threshold_f1_tolerance``, checked: one line naming the field when out of [0, 1)."""
-        return check_fraction(float(self._subcommand_value("threshold_f1_tolerance") or 0.0),
-                              "threshold_f1_tolerance", closed=False)
-
-    def _target_precision(self) -> float | None:
-        """``--threshold_target_precision``, checked: one line naming the field when out of [0, 1]
-        (a precision no threshold can reach would silently fall back to the most precise one)."""
-        target = self._subcommand_value("threshold_target_precision")
-        return None if target is None else check_fraction(float(target), "threshold_target_precision")
-
     def _statement_floor(self) -> float | None:
         """``--floor``, checked: one line naming the field when out of [0, 1]."""
         floor = self._subcommand_value("floor")
         return None if floor is None else check_fraction(float(floor), "floor")
 
 
-def _rule(target_precision: float | None, f1_tolerance: float) -> str:
-    """How a threshold was picked, for the log line."""
-    if target_precision is not None:
-        return f"target precision {target_precision}"
-    return "best F1" if not f1_tolerance else f"highest threshold within {f1_tolerance} of the best F1"
-
-
-def calibrate_threshold(module: PairClassifier, datamodule: Any, target_precision: float | None,
-                        f1_tolerance: float = 0.0) -> dict[str, float]:
-    """Set ``module``'s decision threshold from a sweep over the validation split; returns a summary.
+def calibrate_threshold(module: PairClassifier, datamodule: Any) -> dict[str, float]:
+    """Set ``module``'s decision threshold to the best-F1 one on the validation split; returns a summary.
 
     The validation split should be a calibration split (``data.calibration_fraction``): data the
     weights were not trained on, and not the file the judge is finally reported on.
     """
     probs, labels = _validation_scores(module, datamodule)
-    summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
+    summary = calibration_summary(probs, labels)
     if summary is None:
         return {}
     module.hparams.decision_threshold = summary["decision_threshold"]
     print(f"decision threshold {summary['decision_threshold']} chosen on {len(labels)} validation pairs "
-          f"({_rule(target_precision, f1_tolerance)}): "
+          "(best F1): "
           f"precision={summary['calibration_precision']:.4f} recall={summary['calibration_recall']:.4f} "
           f"f1={summary['calibration_f1']:.4f}", flush=True)
     return summary

@@ -11,10 +11,8 @@ way (docs/training.md, "The recommended judge: two seeds averaged"). So an ensem
   ``with_question``), so each is fed what it was trained on;
 - its probability is ``sigmoid(mean of the members' logits)``;
 - its ``decision_threshold`` is chosen on the
-  calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's: the recipe's
-  ``threshold_f1_tolerance`` and ``threshold_target_precision`` apply unless the
-  command overrides them, and the members' stored claim guard and statement floor (which must
-  agree) stay in force. A recipe that says ``threshold_from_val: false`` keeps its
+  calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's (best F1),
+  and the members' stored claim guard and statement floor (which must agree) stay in force. A recipe that says ``threshold_from_val: false`` keeps its
   ``model.decision_threshold`` (0.5 when it sets none) for the ensemble too, as ``fit`` keeps it
   for each member; the calibration split then only reports the figures at that threshold.
 
@@ -90,14 +88,11 @@ def calibrate_ensemble(
     pairs: Sequence[tuple[str, str]],
     labels: Sequence[int],
     *,
-    target_precision: float | None = None,
-    f1_tolerance: float = 0.0,
     questions: Sequence[str] | None = None,
     fixed_threshold: float | None = None,
 ) -> dict[str, float]:
     """Choose the ensemble's ``decision_threshold`` on a calibration split
-    as ``fit`` chooses one judge's (``target_precision``, or the highest threshold within
-    ``f1_tolerance`` of the best F1; ``questions``: the pairs' questions, for members that read them).
+    as ``fit`` chooses one judge's (best F1; ``questions``: the pairs' questions, for members that read them).
     ``fixed_threshold``: keep this threshold instead (a recipe without ``threshold_from_val``) and
     only measure the split at it."""
     directory = Path(judge_dir)
@@ -105,7 +100,7 @@ def calibrate_ensemble(
     if fixed_threshold is not None:
         summary = fixed_threshold_summary(probs, labels, fixed_threshold)
     else:
-        summary = calibration_summary(probs, labels, target_precision, f1_tolerance)
+        summary = calibration_summary(probs, labels)
     if summary is None:
         raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
     update_settings(directory, {"decision_threshold": summary["decision_threshold"]})
@@ -130,21 +125,28 @@ def read_recipe(config: str | Path) -> dict[str, Any]:
     return recipe
 
 
+#: recipe keys of threshold picks measured and not adopted (docs/experiments/2026-11-27-removed-levers.md)
+REMOVED_RECIPE_KEYS = {
+    "hybrid": "fits the hybrid combiner",
+    "threshold_f1_tolerance": "sets the f1-tolerance threshold pick",
+    "threshold_target_precision": "sets the target-precision threshold pick",
+}
+
+
 def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *,
-                     target_precision: float | None = None, f1_tolerance: float | None = None,
                      from_val: bool | None = None) -> dict[str, Any]:
     """How the recipe's ``fit`` chooses a judge's threshold, for an ensemble of its fits to choose
-    alike: ``threshold_f1_tolerance``
-    (absent: 0), ``threshold_target_precision`` (absent: None, best F1) and ``threshold_from_val``
-    (absent: True, this command's historical default; false: ``fixed_threshold`` is the recipe's
-    ``model.decision_threshold``, 0.5 when it sets none, and nothing is chosen). ``recipe``: the
-    config already read (:func:`read_recipe`). The keyword arguments, when given, override the
-    recipe (the command line's); every value passes the same range check, a bad one naming the
-    config when it came from there."""
+    alike: ``threshold_from_val`` (absent: True, this command's historical default: best F1 on the
+    calibration split; false: ``fixed_threshold`` is the recipe's ``model.decision_threshold``, 0.5
+    when it sets none, and nothing is chosen). ``recipe``: the config already read
+    (:func:`read_recipe`); ``from_val``, when given, overrides the recipe (the command line's). A
+    recipe that still sets a removed lever is refused in one line naming the key (``hybrid: false``
+    changes nothing and is accepted)."""
     recipe = read_recipe(config) if recipe is None else recipe
-    if recipe.get("hybrid"):
-        raise InputError("this config fits the hybrid combiner, removed in 2026-11; delete the key (the shipped "
-                         "recipe decides without one)", path=config, field="hybrid")
+    for key, what in REMOVED_RECIPE_KEYS.items():
+        if key in recipe and not (key == "hybrid" and recipe[key] is False):
+            raise InputError(f"this config {what}, removed in 2026-11; delete the key (the shipped recipe decides "
+                             "without it)", path=config, field=key)
     if from_val is None:
         from_val = recipe.get("threshold_from_val", True)
     if not isinstance(from_val, bool):
@@ -153,17 +155,7 @@ def threshold_choice(config: str | Path, recipe: dict[str, Any] | None = None, *
     if not from_val:
         model = recipe.get("model") if isinstance(recipe.get("model"), dict) else {}
         fixed = check_fraction(model.get("decision_threshold", 0.5), "model.decision_threshold", config)
-
-    def pick(override: Any, key: str) -> tuple[Any, str | Path | None]:
-        return (recipe.get(key), config) if override is None else (override, None)
-
-    tolerance, tolerance_from = pick(f1_tolerance, "threshold_f1_tolerance")
-    target, target_from = pick(target_precision, "threshold_target_precision")
-    return {"f1_tolerance": 0.0 if tolerance is None else check_fraction(tolerance, "threshold_f1_tolerance",
-                                                                         tolerance_from, closed=False),
-            "target_precision": None if target is None else check_fraction(target, "threshold_target_precision",
-                                                                           target_from),
-            "fixed_threshold": fixed}
+    return {"fixed_threshold": fixed}
 
 
 def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[int], list[str], list[str]]:
@@ -187,20 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="new directory for the ensemble judge")
     parser.add_argument("--config", required=True,
                         help="the training config the members were fitted with; its data block gives the calibration split")
-    parser.add_argument("--target_precision", type=float, default=None,
-                        help="the highest-recall threshold reaching this precision (default: the config's "
-                        "threshold_target_precision; best F1 when it has none)")
     parser.add_argument("--threshold_from_val", action=argparse.BooleanOptionalAction, default=None,
                         help="choose the threshold on the calibration split (default: the config's "
                         "threshold_from_val; on when it has none); --no-threshold_from_val keeps the config's "
                         "model.decision_threshold (0.5 when it sets none), as fit does")
-    parser.add_argument("--threshold_f1_tolerance", type=float, default=None,
-                        help="with best F1: the highest threshold within this of the best (default: the config's "
-                        "threshold_f1_tolerance, as fit uses it; 0 when it has none)")
     args = parser.parse_args(argv)
     with exit_on_input_error():
-        choice = threshold_choice(args.config, target_precision=args.target_precision,
-                                  f1_tolerance=args.threshold_f1_tolerance, from_val=args.threshold_from_val)
+        choice = threshold_choice(args.config, from_val=args.threshold_from_val)
         pairs, labels, _, questions = calibration_split(args.config)
         if not pairs:
             raise InputError("the config has no calibration split (data.calibration_fraction or data.val)",
@@ -211,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError(f"was calibrated on {stored} pairs, but this config's split has {len(pairs)}: "
                                  "fit every member with the same data settings", path=member, field="members")
         out = build_ensemble(args.members, args.out)
-        metrics = calibrate_ensemble(out, pairs, labels, target_precision=choice["target_precision"],
-                                     f1_tolerance=choice["f1_tolerance"], questions=questions,
+        metrics = calibrate_ensemble(out, pairs, labels, questions=questions,
                                      fixed_threshold=choice["fixed_threshold"])
         print(f"ensemble of {len(args.members)} judges: {out}")
         how = ", kept from the config (threshold_from_val: false)," if choice["fixed_threshold"] is not None else ""

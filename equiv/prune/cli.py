@@ -2,9 +2,9 @@
 
 Prints accuracy, precision, recall and F1 (plus how the pairs were decided) and, as the LAST
 line, one JSON object with at least ``accuracy``, ``precision``, ``recall``, ``f1``, ``n`` (also
-written to ``--output`` together with the sweep). ``--sweep`` picks the threshold: best F1, or
-with ``--target_precision P`` the highest recall at precision >= P (false merges cost accuracy
-in search, so precision matters most). ``--sweep_data FILE`` picks it on another file (e.g.
+written to ``--output`` together with the sweep). ``--sweep`` picks the threshold by best F1
+(the one calibration step, :func:`equiv.judge.calibrate.choose_threshold`; precision and the
+false-merge rate are printed beside it). ``--sweep_data FILE`` picks it on another file (e.g.
 train) and reports on ``--data``; without it the threshold is chosen on ``--data`` itself, the
 optimistic setting. Level 2 ("cannot judge") pairs are dropped per the label mapping (the
 judge's own, for the model strategy; otherwise the paper's 3-4 vs 0-1).
@@ -60,9 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pruner.max_length", "--max_length", "--max-length", dest="max_length", type=int)
     p.add_argument("--pruner.device", "--device", dest="device", default="auto")
     p.add_argument("--pruner.dtype", "--dtype", dest="dtype", default="auto")
-    p.add_argument("--sweep", action="store_true", help="choose the threshold by a sweep (best F1, or see --target_precision)")
-    p.add_argument("--target_precision", "--target-precision", type=float,
-                   help="with --sweep: highest recall among thresholds reaching this precision")
+    p.add_argument("--sweep", action="store_true", help="choose the threshold by a sweep (best F1)")
     p.add_argument("--sweep_data", "--sweep-data", help="with --sweep: choose the threshold on this file, report on --data")
     p.add_argument("--sweep_prefilter", "--sweep-prefilter", action="store_true",
                    help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
@@ -153,16 +151,12 @@ def _verdicts(judge: Any, data: Labelled) -> list[Verdict]:
 
 def check_pairs_args(args: argparse.Namespace) -> None:
     """Option combinations that would mean nothing, refused before any model loads."""
-    if args.target_precision is not None and not (args.sweep or args.sweep_prefilter):
-        raise InputError("--target_precision needs --sweep", field="target_precision")
     if args.sweep_data and not (args.sweep or args.sweep_prefilter):
         raise InputError("--sweep_data needs --sweep", field="sweep_data")
     if args.sweep and args.threshold is not None:
         raise InputError("give either --threshold or --sweep, not both", field="threshold")
     if args.sweep and not STRATEGIES.get(args.strategy).threshold:
         raise InputError(f"strategy {args.strategy!r} is a 0/1 rule; there is no threshold to sweep", field="sweep")
-    if args.target_precision is not None and not 0.0 < args.target_precision <= 1.0:
-        raise InputError(f"must be in (0, 1], got {args.target_precision}", field="target_precision")
     if args.sweep_prefilter and args.strategy != "model":
         raise InputError("--sweep_prefilter is for the model strategy", field="sweep_prefilter")
     if not Path(args.data).exists():
@@ -182,24 +176,17 @@ class ThresholdChoice(NamedTuple):
 
 def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, verdicts: list[Verdict],
                      data: Labelled) -> ThresholdChoice:
-    """The policy's threshold chosen by :func:`equiv.judge.calibrate.choose_threshold` (best F1, or
-    the highest recall at ``--target_precision``) on ``--data``, or on ``--sweep_data`` when given."""
+    """The policy's threshold chosen by :func:`equiv.judge.calibrate.choose_threshold` (best F1) on
+    ``--data``, or on ``--sweep_data`` when given."""
     if args.sweep_data:
         sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid, judge)
         s_verdicts, s_pairs, s_labels = _verdicts(judge, sweep_on), sweep_on.pairs, sweep_on.labels
     else:
         s_verdicts, s_pairs, s_labels = verdicts, data.pairs, data.labels
-    chosen = choose_threshold(judge.policy, s_pairs, s_verdicts, s_labels, args.target_precision)
+    chosen = choose_threshold(judge.policy, s_pairs, s_verdicts, s_labels)
     points = [p for p in threshold_sweep(sweep_scores(s_pairs, s_verdicts, judge.policy), s_labels)
               if 0.0 < p.threshold <= 1.0]
-    source = f"sweep on {args.sweep_data or args.data}"
-    if args.target_precision is not None:
-        source += f" (target precision {args.target_precision})"
-        if chosen.metrics.precision < args.target_precision:
-            print(f"warning: no threshold reaches precision {args.target_precision}; "
-                  f"using the most precise ({chosen.metrics.precision:.4f})", file=sys.stderr)
-    else:
-        source += " (best F1)"
+    source = f"sweep on {args.sweep_data or args.data} (best F1)"
     table = [{"threshold": p.threshold, **{k: getattr(p.metrics, k) for k in ("precision", "recall", "f1")}}
              for p in points]
     return ThresholdChoice(round(chosen.threshold, 6), source, chosen.threshold, table)
@@ -246,7 +233,7 @@ def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: L
         judge.policy = saved
         judge.clear_cache()
     grid = [0.0] + [round(0.5 + 0.05 * k, 2) for k in range(10)]
-    rows = prefilter_sweep(ratios, probs, labels, grid, target_precision=args.target_precision)
+    rows = prefilter_sweep(ratios, probs, labels, grid)
     return [{"prefilter": r.prefilter, "threshold": round(r.threshold, 6), "resolved": r.resolved,
              "precision": r.metrics.precision, "recall": r.metrics.recall, "f1": r.metrics.f1} for r in rows]
 
@@ -292,8 +279,7 @@ def pairs_main(argv: list[str]) -> int:
         prefilter_table = out.pop("_prefilter_sweep", None)
         if prefilter_table:
             on = args.sweep_data or args.data
-            goal = f"precision >= {args.target_precision}" if args.target_precision is not None else "best F1"
-            print(f"prefilter sweep on {on} ({goal} threshold per prefilter):")
+            print(f"prefilter sweep on {on} (best-F1 threshold per prefilter):")
             print(f"  {'prefilter':>9} {'resolved':>8} {'threshold':>9} {'precision':>9} {'recall':>7} {'f1':>7}")
             for r in prefilter_table:
                 print(f"  {r['prefilter']:>9.2f} {r['resolved']:>8.1%} {r['threshold']:>9.4f} {r['precision']:>9.4f} "

@@ -196,7 +196,6 @@ def ensemble_fold(members: Sequence[Path], fold_dir: Path, calibration: Sequence
     shutil.rmtree(partial, ignore_errors=True)
     build_ensemble([member / fold_dir.name / "judge" for member in members], partial)
     calibrate_ensemble(partial, [(r.sentence1, r.sentence2) for r, _ in kept], [int(y) for _, y in kept],
-                       target_precision=choice["target_precision"], f1_tolerance=choice["f1_tolerance"],
                        questions=[question_of(r) for r, _ in kept], fixed_threshold=choice["fixed_threshold"])
     shutil.rmtree(judge, ignore_errors=True)
     partial.rename(judge)
@@ -256,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "so --overlay and the fit arguments are not used")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("fit_args", nargs=argparse.REMAINDER, help="after --: extra trainer_cli.py fit arguments, "
-                   "e.g. -- --trainer.max_epochs=2 --threshold_target_precision=0.95")
+                   "e.g. -- --trainer.max_epochs=2 --threshold_from_val=true")
     return p
 
 

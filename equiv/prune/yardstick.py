@@ -13,11 +13,9 @@ calibration rows by :func:`equiv.judge.calibrate.choose_threshold`:
 - ``judge`` -- each fold's export as ``--strategy model`` uses it, at
   its stored threshold; ``raw`` -- its plain classifier at the stored threshold;
 - ``+guard`` -- the same with every guard rule (:mod:`equiv.text.guard`) in force;
-- ``@P`` -- the threshold chosen again on that fold's *calibration* rows (the fit's own calibration
-  split, never the held-out fold) as the highest-recall threshold reaching precision ``P``, the
-  guard in force while choosing; ``@f1-T`` -- likewise, the highest threshold whose F1 there is
-  within ``T`` of the best (``fit --threshold_f1_tolerance T``; chosen without the guard, as the
-  fit did, which applies it after);
+- ``@f1`` -- the threshold chosen again on that fold's *calibration* rows (the fit's own
+  calibration split, never the held-out fold) by best F1, as ``fit --threshold_from_val true``
+  chooses it (without the guard and floor, which apply after);
 - ``@tT`` -- a fixed threshold ``T`` for every fold, nothing chosen on the calibration rows;
 - ``+floorS`` -- the same with the statement floor ``S``.
   This is honest: the classifier never trained on those rows.
@@ -47,8 +45,6 @@ from equiv.text.guard import guard_veto, rule_names
 from equiv.text.levenshtein import levenshtein_ratio
 
 METRICS = ("precision", "recall", "f1", "false_merge_rate")
-DEFAULT_TARGETS = (0.95,)
-DEFAULT_F1_TOLERANCES = (0.005,)
 DEFAULT_STATEMENT_FLOORS = (0.9,)  # the recipe's floor (configs/gsm8k_equiv.yaml)
 DEFAULT_FIXED_THRESHOLDS = (0.5,)  # the classifier's own boundary: fit's threshold without threshold_from_val
 Row = dict[str, Any]
@@ -97,15 +93,13 @@ def row_score(row: Row, score: str) -> float:
 class YardstickPolicy:
     """One policy of the table: ``policy`` over the rows' ``score`` (``prob``, ``raw_prob``,
     ``formula`` or ``levenshtein``), its threshold taken from ``threshold_from``: ``policy`` (its
-    own), ``stored`` (the fold export's, per fold) or ``repick`` (chosen on the fold's calibration
-    rows at ``target_precision`` or best F1 within ``f1_tolerance``; ``sweep_guarded`` False
-    chooses with the guard and floor off and applies them after, as ``fit`` does)."""
+    own), ``stored`` (the fold export's, per fold) or ``repick`` (best F1 on the fold's calibration
+    rows; ``sweep_guarded`` False chooses with the guard and floor off and applies them after, as
+    ``fit`` does)."""
 
     policy: DecisionPolicy
     score: str = "raw_prob"
     threshold_from: str = "policy"
-    target_precision: float | None = None
-    f1_tolerance: float = 0.0
     sweep_guarded: bool = True
 
     def fold_policy(self, test: list[Row], calibration: list[Row]) -> DecisionPolicy:
@@ -122,8 +116,7 @@ class YardstickPolicy:
                 raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
             sweep = policy if self.sweep_guarded else replace(policy, guard=(), floor=None)
             verdicts = self.decide(calibration, sweep)
-            chosen = choose_threshold(sweep, _pairs(calibration), verdicts, [int(r["label"]) for r in calibration],
-                                      self.target_precision, self.f1_tolerance)
+            chosen = choose_threshold(sweep, _pairs(calibration), verdicts, [int(r["label"]) for r in calibration])
             policy = policy.with_knobs(threshold=chosen.threshold)
         return policy
 
@@ -143,9 +136,7 @@ def _pairs(rows: Sequence[Row]) -> list[tuple[str, str]]:
     return [(r["sentence1"], r["sentence2"]) for r in rows]
 
 
-def policies(targets: Sequence[float] = DEFAULT_TARGETS,
-             tolerances: Sequence[float] = DEFAULT_F1_TOLERANCES,
-             floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS,
+def policies(floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS,
              fixed: Sequence[float] = DEFAULT_FIXED_THRESHOLDS) -> dict[str, YardstickPolicy]:
     """Name -> policy; each is called as ``(test rows, calibration rows) -> merge or not``."""
     guarded = replace(BARE, guard=rule_names())
@@ -158,16 +149,12 @@ def policies(targets: Sequence[float] = DEFAULT_TARGETS,
         "raw": YardstickPolicy(BARE, "raw_prob", "stored"),
         "raw+guard": YardstickPolicy(guarded, "raw_prob", "stored"),
     }
-    for target in targets:
-        out[f"raw+guard@{target:g}"] = YardstickPolicy(guarded, "raw_prob", "repick", target)
-        out[f"judge+guard@{target:g}"] = YardstickPolicy(guarded, "prob", "repick", target)
-        out[f"judge@{target:g}"] = YardstickPolicy(BARE, "prob", "repick", target)
-    for tolerance in tolerances:
-        out[f"raw+guard@f1-{tolerance:g}"] = YardstickPolicy(guarded, "raw_prob", "repick", None, tolerance, False)
-        out[f"judge+guard@f1-{tolerance:g}"] = YardstickPolicy(guarded, "prob", "repick", None, tolerance, False)
-        for floor in floors:
-            out[f"raw+guard+floor{floor:g}@f1-{tolerance:g}"] = YardstickPolicy(
-                replace(guarded, floor=floor), "raw_prob", "repick", None, tolerance, False)
+    out["raw+guard@f1"] = YardstickPolicy(guarded, "raw_prob", "repick", sweep_guarded=False)
+    out["judge+guard@f1"] = YardstickPolicy(guarded, "prob", "repick", sweep_guarded=False)
+    out["judge@f1"] = YardstickPolicy(BARE, "prob", "repick")
+    for floor in floors:
+        out[f"raw+guard+floor{floor:g}@f1"] = YardstickPolicy(
+            replace(guarded, floor=floor), "raw_prob", "repick", sweep_guarded=False)
     for threshold in fixed:
         for floor in floors:
             out[f"raw+guard+floor{floor:g}@t{threshold:g}"] = YardstickPolicy(
@@ -225,18 +212,18 @@ def split_by_source(rows: list[Row], files: Sequence[str | Path]) -> dict[str, l
     return {name: group + calibration for name, group in groups.items() if group}
 
 
-def _applicable(rows: list[Row], targets: Sequence[float]) -> Iterator[tuple[str, YardstickPolicy]]:
+def _applicable(rows: list[Row]) -> Iterator[tuple[str, YardstickPolicy]]:
     """The policies these rows can score: a re-picked (``@``) one needs calibration rows, so
     without them it is left out rather than silently scored."""
     has_calibration = any(r.get("part") == "calibration" for r in rows)
-    return ((name, policy) for name, policy in policies(targets).items()
+    return ((name, policy) for name, policy in policies().items()
             if policy.threshold_from != "repick" or has_calibration)
 
 
-def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, dict[str, Any]]:
+def yardstick_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
     """Policy -> mean and population spread over folds of :data:`METRICS`, plus pooled counts."""
     table: dict[str, dict[str, Any]] = {}
-    for name, decide in _applicable(rows, targets):
+    for name, decide in _applicable(rows):
         folds = per_fold(rows, decide)
         agg: dict[str, Any] = {"folds": len(folds)}
         for key in METRICS:
@@ -247,7 +234,7 @@ def yardstick_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS)
     return table
 
 
-def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) -> dict[str, dict[str, Any]]:
+def pooled_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
     """Policy -> the held-out rows' figures pooled over folds (each fold decided with its own
     calibration rows), ± the spread of a bootstrap over whole problems.
 
@@ -256,7 +243,7 @@ def pooled_table(rows: list[Row], targets: Sequence[float] = DEFAULT_TARGETS) ->
     noise; the pooled figure is the estimate, and how far it moves when other problems are drawn
     is its honest spread (one problem's template can make several false merges at once)."""
     table: dict[str, dict[str, Any]] = {}
-    for name, decide in _applicable(rows, targets):
+    for name, decide in _applicable(rows):
         decided = _decided(rows, decide)
         held_out = [r for test, _ in decided for r in test]
         predictions = [verdict for _, verdicts in decided for verdict in verdicts]
