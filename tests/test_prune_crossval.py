@@ -50,7 +50,7 @@ def test_the_fit_command_is_the_recipe_on_the_folds_training_part(tmp_path):
 
 def _rows(fold: int, part: str, probs_labels: list[tuple[float, int]]) -> list[dict]:
     return [{"fold": fold, "part": part, "label": y, "prob": p, "threshold": 0.5, "raw_prob": p, "raw_threshold": 0.5,
-             "sentence1": f"x is {i}", "sentence2": f"x is {i}", "question": ""} for i, (p, y) in enumerate(probs_labels)]
+             "sentence1": f"x is {i}", "sentence2": f"x makes {i}", "question": ""} for i, (p, y) in enumerate(probs_labels)]
 
 
 def test_the_table_scores_each_fold_and_repicks_only_on_calibration_rows():

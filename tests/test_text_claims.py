@@ -152,6 +152,8 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
                          "--floor", "0.99")
     assert floored.returncode == 0, floored.stderr
     m_floor = json.loads(floored.stdout.splitlines()[-1])
-    # every pair here computes nothing: below 0.99 only the exact-after-rewording one would merge
-    assert m_floor["floor"] == 0.99 and m_floor["tp"] + m_floor["fp"] == 0
+    # every pair here computes nothing: below 0.99 only "So Mia scored 90." / "Thus Mia scored 90."
+    # merges, as a restatement (the same words once "so" and "thus" are set aside)
+    assert m_floor["floor"] == 0.99 and (m_floor["tp"], m_floor["fp"]) == (1, 0)
+    assert m_floor["reasons"]["restated"] == 1 and m_floor["judge_stats"]["restated"] == 1
     assert "statement floor held back" in floored.stdout

@@ -14,9 +14,13 @@ The stages, in order (the first that decides gives the reason; docs/pruning.md):
    model runs.
 3. the model's probability (``scores``: the members' combined probability).
 4. ``guard:<rule>`` -- a guard rule (``policy.guard``, :mod:`equiv.text.guard`) vetoes: kept apart.
-5. ``below_threshold`` -- the probability is below ``policy.threshold``: kept apart.
-6. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``: kept apart.
-7. ``threshold`` -- merged.
+5. ``restated`` -- with the statement floor on, two steps that compute nothing and restate each
+   other (:func:`equiv.text.restate.restatement`: the same words, or the same final answer) merge,
+   whatever the probability: the floor distrusts the model on such pairs, and these the words
+   settle.
+6. ``below_threshold`` -- the probability is below ``policy.threshold``: kept apart.
+7. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``: kept apart.
+8. ``threshold`` -- merged.
 
 No torch; pure apart from calling ``scores``.
 """
@@ -30,6 +34,7 @@ from equiv.judge.policy import DecisionPolicy
 from equiv.text.formatting import format_key
 from equiv.text.guard import computes_nothing, guard_veto
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
+from equiv.text.restate import restatement
 
 Pair = tuple[str, str]
 Scorer = Callable[[list[Pair], list[str]], Sequence[float]]
@@ -37,10 +42,11 @@ Scorer = Callable[[list[Pair], list[str]], Sequence[float]]
 IDENTICAL = "identical"
 PREFILTERED = "prefiltered"
 GUARD_PREFIX = "guard:"
+RESTATED = "restated"
 BELOW_THRESHOLD = "below_threshold"
 FLOOR = "floor"
 THRESHOLD = "threshold"
-REASONS = (IDENTICAL, PREFILTERED, GUARD_PREFIX + "<rule>", BELOW_THRESHOLD, FLOOR, THRESHOLD)
+REASONS = (IDENTICAL, PREFILTERED, GUARD_PREFIX + "<rule>", RESTATED, BELOW_THRESHOLD, FLOOR, THRESHOLD)
 """Every reason a verdict can give, in stage order (``guard:<rule>`` names the vetoing rule)."""
 FREE_REASONS = (IDENTICAL, PREFILTERED)
 """Reasons decided before any model runs."""
@@ -54,7 +60,8 @@ class Verdict:
 
     ``probability`` is the model's (1.0 for ``identical``, 0.0 for ``prefiltered``); a guard veto
     or the floor keeps it, so a reader sees how sure the model was of a merge the policy refused.
-    ``detail`` is the guard rule's short reason ("12 vs 15"), empty otherwise.
+    ``detail`` is the guard rule's short reason ("12 vs 15") or the kind of restatement ("same
+    words", "same answer"), empty otherwise.
     """
 
     probability: float
@@ -92,11 +99,15 @@ def needs_score(policy: DecisionPolicy, a: str, b: str) -> bool:
 
 
 def after_score(policy: DecisionPolicy, a: str, b: str, probability: float, question: str = "") -> Verdict:
-    """Stages 4-7 for a pair the model scored."""
+    """Stages 4-8 for a pair the model scored."""
     for rule in policy.guard:
         veto = guard_veto(a, b, question, rules=(rule,))
         if veto is not None:
             return Verdict(probability, False, GUARD_PREFIX + veto.rule, veto.detail)
+    if policy.floor is not None:
+        kind = restatement(a, b)
+        if kind is not None:
+            return Verdict(probability, True, RESTATED, kind)
     at_threshold = probability > policy.threshold if policy.compare == ">" else probability >= policy.threshold
     if not at_threshold:
         return Verdict(probability, False, BELOW_THRESHOLD)
@@ -153,13 +164,13 @@ def reason_counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
 
 def sweep_scores(pairs: Sequence[Pair], verdicts: Sequence[Verdict], policy: DecisionPolicy) -> list[float]:
     """Per pair, the score a threshold sweep reads so that any threshold ``t`` merges exactly the
-    pairs :func:`decide` would merge with ``policy`` at ``t``: 1 for ``identical``; 0 where a
+    pairs :func:`decide` would merge with ``policy`` at ``t``: 1 for ``identical`` and ``restated``; 0 where a
     stage that does not depend on the threshold keeps the pair apart (prefilter, guard, and the
     floor, whose cut-off is the policy's); else the probability. What
     :func:`equiv.judge.calibrate.choose_threshold` sweeps."""
     out = []
     for (a, b), v in zip(pairs, verdicts):
-        if v.reason == IDENTICAL:
+        if v.reason in (IDENTICAL, RESTATED):
             out.append(1.0)
         elif v.reason == PREFILTERED or v.reason.startswith(GUARD_PREFIX) or v.reason == FLOOR:
             out.append(0.0)

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError, check_fraction
-from equiv.judge.decide import FLOOR, GUARD_PREFIX, IDENTICAL, PREFILTERED, decide
+from equiv.judge.decide import FLOOR, GUARD_PREFIX, IDENTICAL, PREFILTERED, RESTATED, decide
 from equiv.judge.policy import DecisionPolicy
 
 Pair = tuple[str, str]
@@ -58,6 +58,7 @@ class JudgeStats:
     forward_batches: int = 0
     guarded: int = 0  # pairs asked whose merge a guard rule vetoed (repeats included)
     floored: int = 0  # pairs asked, neither step computing, at the threshold but short of the statement floor
+    restated: int = 0  # pairs asked, neither step computing, merged as restatements of each other (floor on)
     seconds: float = 0.0
 
     def reset(self) -> None:
@@ -206,6 +207,7 @@ class CachedJudge:
                     self.stats.prefiltered += verdict.reason == PREFILTERED
             self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
             self.stats.floored += verdict.reason == FLOOR
+            self.stats.restated += verdict.reason == RESTATED
         self.stats.seconds += time.perf_counter() - start
         return [PairVerdict(v.probability, v.scored and self.needs_model(a, b), v.merged, v.reason, v.detail)
                 for (a, b), v in zip(asked, verdicts)]

@@ -256,7 +256,7 @@ def _print_report(out: dict[str, Any]) -> None:
     print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
           f"cache hits {st['cache_hits']}, claim guard vetoed {st['guarded']}"
           f"{'' if out['guard'] else ' (off)'}, statement floor held back {st['floored']}"
-          f"{'' if out['floor'] else ' (off)'}, {st['seconds']:.2f}s")
+          f"{'' if out['floor'] else ' (off)'}, restated {st['restated']}, {st['seconds']:.2f}s")
     print("reasons       " + ", ".join(f"{reason} {count}" for reason, count in out["reasons"].items()))
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from equiv.errors import InputError, ServiceError
-from equiv.judge.decide import FLOOR, GUARD_PREFIX
+from equiv.judge.decide import FLOOR, GUARD_PREFIX, RESTATED
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import CachedJudge, Pair, PairVerdict, pair_key
 
@@ -154,6 +154,7 @@ class RemoteJudge(CachedJudge):
         for verdict in out:  # as a local judge counts them: every ask, repeats included
             self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
             self.stats.floored += verdict.reason == FLOOR
+            self.stats.restated += verdict.reason == RESTATED
         self.stats.seconds += time.perf_counter() - start
         return out
 

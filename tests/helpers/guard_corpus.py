@@ -1,5 +1,7 @@
 """The claim guard's price on every shipped labelled file: each rule's vetoes on equivalent (3-4)
-and on non-equivalent (0-1) pairs, pinned in ``tests/data/guard_corpus.json``.
+and on non-equivalent (0-1) pairs, pinned in ``tests/data/guard_corpus.json``; and the
+restatement rule's merges there (:mod:`equiv.text.restate`, on pairs no guard rule vetoes, as
+:func:`equiv.judge.decide.decide` applies it), each pair by id.
 
 Changing a rule changes these counts, so the change shows its price in the snapshot's diff. To
 regenerate the snapshot after a deliberate change (with ``../shared/data`` present, or
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import equiv.text.guard as guard_module
 from equiv.text.guard import GUARD_RULES, guard_veto
+from equiv.text.restate import restatement
 from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
 SNAPSHOT = REPO_ROOT / "tests" / "data" / "guard_corpus.json"
@@ -45,12 +48,15 @@ def _is_labelled_pairs(path: Path) -> bool:
 
 def file_price(path: Path) -> dict[str, object]:
     """One file's counts: pairs per side, each rule's vetoes alone per side, the guard's (first rule)
-    vetoes per side, and every equivalent pair the guard vetoes (id -> ``rule: detail``)."""
+    vetoes per side, every equivalent pair the guard vetoes (id -> ``rule: detail``), and the pairs
+    the guard lets through that the restatement rule merges, per side and by id (-> ``kind: side``)."""
     sides = {"equivalent": (3, 4), "not_equivalent": (0, 1)}
     pairs = {side: 0 for side in sides}
     alone = {rule.name: {side: 0 for side in sides} for rule in GUARD_RULES}
     guard = {side: 0 for side in sides}
     equivalent_vetoed: dict[str, str] = {}
+    restated = {side: 0 for side in sides}
+    restated_pairs: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         side = next((s for s, levels in sides.items() if row["result"] in levels), None)
@@ -66,7 +72,11 @@ def file_price(path: Path) -> dict[str, object]:
             guard[side] += 1
             if side == "equivalent":
                 equivalent_vetoed[row["id"]] = f"{veto.rule}: {veto.detail}"
-    return {"pairs": pairs, "guard": guard, "rule_alone": alone, "equivalent_vetoed": equivalent_vetoed}
+        elif (kind := restatement(a, b)) is not None:
+            restated[side] += 1
+            restated_pairs[row["id"]] = f"{kind}: {side}"
+    return {"pairs": pairs, "guard": guard, "rule_alone": alone, "equivalent_vetoed": equivalent_vetoed,
+            "restated": restated, "restated_pairs": restated_pairs}
 
 
 def corpus_price(files: dict[str, Path]) -> dict[str, object]:

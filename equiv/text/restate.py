@@ -1,0 +1,94 @@
+"""The restatement rule: two steps that compute nothing and say the same thing in other words.
+
+The statement floor (:func:`equiv.text.guard.computes_nothing`) holds back a merge of two steps
+that both compute nothing unless the judge is very sure, because the judge learned equivalence
+from steps that compute. Its price is recall on sibling steps from search, where the commonest
+equivalent pairs a small policy samples are plain rewordings of a statement ("There was 40 people
+in the hall." / "There were 40 people in the hall.") or the final answer with and without its
+unit ("The answer is 21." / "The answer is 21 gallons."). This rule finds those two kinds by
+reading the words, so the floor can let them through without trusting the model's score:
+
+- ``same words``: the steps state the same content words and numbers in the same order once
+  function words are set aside (RUBRIC.md: "Wording, word order, filler words ("So", "Thus"), and
+  formatting do not matter"). Words that carry a claim of their own are never set aside, though
+  :data:`equiv.text.normalize.FUNCTION_WORDS` lists them: negation ("not", "no"), comparison
+  ("than", "more", "less"), quantifiers ("each", "every", "all", "both", "per", "only"), order
+  ("before", "after") and the connectives ("and", "or") that join two claims. Numbers keep their
+  order, so "18 votes for A and 20 for B" and "20 votes for A and 18 for B" differ.
+- ``same answer``: both steps state the final answer ("The answer is ...") as one and the same
+  number, and the words besides it on one side are among the other's (RUBRIC.md, level 3: "one
+  names the unit or restates a given fact in passing"): "The answer is 4200." / "The answer is 4200
+  miles.", not "The answer is 15 apples." / "The answer is 15 dollars.".
+
+Both kinds are symmetric by construction (an equality of keys; a subset test tried both ways) and
+only read steps that compute nothing: a computation's operator is not a word, so two computations
+with the same numbers could differ in it. The guard's veto rules run before this rule in
+:func:`equiv.judge.decide.decide`; a pair one of them vetoes is never restated.
+
+Measured on every shipped labelled file before it was adopted
+(docs/experiments/2026-11-27-restated-statements-pass-the-floor.md): among the pairs no guard rule
+vetoes it merges 49, every one labelled equivalent; the corpus snapshot
+(``tests/data/guard_corpus.json``) pins them per file, so a change to the rule shows its price.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from equiv.text.guard import computes_nothing
+from equiv.text.normalize import NUMBER, TOKEN, is_function_word, number_value, stem, strip_notes
+
+SAME_WORDS = "same words"
+SAME_ANSWER = "same answer"
+
+CLAIM_WORDS = frozenset("""
+not no nor than more less fewer each every all both per only before after and or
+""".split())
+"""Function words that carry a claim: never set aside when two steps' words are compared."""
+
+_ANSWER = re.compile(r"^\W*(?:(?:so|thus|therefore|hence)\s*,?\s+)?(?:the\s+)?(?:final\s+)?answer\s+"
+                     r"(?:is|was|will be|would be|=|:)\s*(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def content_key(step: str) -> tuple[str, ...]:
+    """The step's content words (stemmed) and numbers (as values), in order, function words that
+    carry no claim set aside: what two rewordings of one statement share."""
+    out: list[str] = []
+    for token in TOKEN.findall(strip_notes(step)):
+        if token[0].isdigit():
+            value = number_value(token.rstrip(".,"))
+            out.append(token if value is None else format(value, "f"))
+        else:
+            word = token.lower()
+            if word in CLAIM_WORDS or not is_function_word(word):
+                out.append(stem(word))
+    return tuple(out)
+
+
+def stated_answer(step: str) -> tuple[Decimal, frozenset[str]] | None:
+    """The final answer a step states ("The answer is 21 gallons." -> 21, {"gallon"}), when it
+    states one as a single number; None otherwise."""
+    match = _ANSWER.match(step.strip())
+    if match is None:
+        return None
+    rest = match.group(1)
+    values = {value for digits, _ in NUMBER.findall(strip_notes(rest)) if (value := number_value(digits)) is not None}
+    if len(values) != 1:
+        return None
+    words = frozenset(token for token in content_key(rest) if not token[0].isdigit())
+    return values.pop(), words
+
+
+def restatement(a: str, b: str) -> str | None:
+    """Which kind of restatement two steps are (:data:`SAME_WORDS`, :data:`SAME_ANSWER`), or None.
+    Only two steps that both compute nothing can be one."""
+    if not (computes_nothing(a) and computes_nothing(b)):
+        return None
+    if content_key(a) == content_key(b):
+        return SAME_WORDS
+    first, second = stated_answer(a), stated_answer(b)
+    if first is not None and second is not None and first[0] == second[0] and (
+            first[1] <= second[1] or second[1] <= first[1]):
+        return SAME_ANSWER
+    return None
