@@ -38,6 +38,8 @@ def test_rewordings_and_an_answer_with_or_without_its_unit_are_restatements(a, b
     ("Debora has 12 more dresses than Melissa.", "Debora has 12 dresses than Melissa."),
     ("Elida has 2 less than twice the letters.", "Elida has 2 less than or twice the letters."),
     ("Each stamp costs 55 cents.", "No stamp costs 55 cents."),
+    ("He has 5 apples.", "She has 5 apples."),  # a pronoun names a person
+    ("His sister has 5 apples.", "Her sister has 5 apples."),
     # numbers keep their order
     ("There are 18 votes for A and 20 votes for B.", "There are 20 votes for A and 18 votes for B."),
     # a word on one side only
