@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from equiv.data.records import LabelMapping, PairRecord, load_pair_records, read_pair_records
+from equiv.data.records import LabelMapping, PairRecord, load_pair_records, problem_key, read_pair_records
 from equiv.errors import InputError
 
 GOOD = {"sentence1": "2 + 3 = 5", "sentence2": "3 + 2 = 5", "result": 4, "reasoning_step": 1, "source_id": "x"}
@@ -99,3 +99,16 @@ def test_label_mapping_binary_pairs_keeps_order_and_drops_unmapped_levels() -> N
     records = [PairRecord("a", "b", 4), PairRecord("c", "d", 2), PairRecord("e", "f", 1), PairRecord("g", "h", 3)]
     assert LabelMapping().binary_pairs(records) == ([("a", "b"), ("e", "f"), ("g", "h")], [1, 0, 1])
     assert LabelMapping((4,), (0, 1, 2, 3)).binary_pairs(records) == ([("a", "b"), ("c", "d"), ("e", "f"), ("g", "h")], [1, 0, 0, 0])
+
+
+def test_the_problem_key_is_the_problem_field_else_the_id_less_its_pair_part(tmp_path):
+    """Sibling pairs of two runs carry the run's tag in the id and the problem in ``problem``: the
+    same problem's pairs of both runs must share a key (one fold in cross-validation by problem)."""
+    rows = [{"id": "mcts_base:gsm8k-7-s0n1c2c3", "problem": "gsm8k-7", "sentence1": "a", "sentence2": "b", "result": 4},
+            {"id": "mcts_pruned:gsm8k-7-s0n1c2c3", "problem": "gsm8k-7", "sentence1": "a", "sentence2": "c", "result": 0},
+            {"id": "gsm8k-test-12-m40", "sentence1": "a", "sentence2": "d", "result": 0},
+            {"question": "How many?", "sentence1": "a", "sentence2": "e", "result": 0}]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    records, _ = read_pair_records(path)
+    assert [problem_key(r) for r in records] == ["gsm8k-7", "gsm8k-7", "gsm8k-test-12", "How many?"]

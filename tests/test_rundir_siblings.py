@@ -62,6 +62,12 @@ def test_cli_writes_a_pair_file_the_project_reads_once_labelled(tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert summary["pairs"] == len(rows) > 0
     assert "trees" in result.stderr and "pairs written" in result.stderr
+    # two runs of the same problems: every id is unique, tagged with its run's directory name
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert {r["id"].split(":", 1)[0] for r in rows} == {Path(base).name, Path(pruned).name}
+    assert all(r["id"].split(":", 1)[1].startswith(r["problem"]) for r in rows)
+    alone = search_cli("siblings", base, "--out", tmp_path / "alone.jsonl", "--prefilter", "0.3")
+    assert alone.returncode == 0 and ":" not in json.loads((tmp_path / "alone.jsonl").read_text().splitlines()[0])["id"]
     # ids group by problem, as cross-validation by problem needs
     labelled = tmp_path / "labelled.jsonl"
     labelled.write_text("".join(json.dumps({**r, "result": 0}) + "\n" for r in rows))

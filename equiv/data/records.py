@@ -49,11 +49,17 @@ class PairRecord:
 
 
 def problem_key(record: PairRecord) -> str:
-    """The problem a pair belongs to: its ``id`` without the last ``-<pair>`` part.
+    """The problem a pair belongs to: its ``problem`` field when it has one, else its ``id``
+    without the last ``-<pair>`` part.
 
-    ``gsm8k-test-12-3`` and ``gsm8k-test-12-m40`` both belong to ``gsm8k-test-12``. Records
-    without an ``id`` fall back to their ``question`` text, then to their source line.
+    ``gsm8k-test-12-3`` and ``gsm8k-test-12-m40`` both belong to ``gsm8k-test-12``. Sibling pairs
+    of several runs carry their run's tag in the id (``mcts_base:gsm8k-test-12-s0n3c4c5``) and the
+    problem in ``problem``, so the same problem's pairs of two runs stay in one fold. Records
+    without either fall back to their ``question`` text, then to their source line.
     """
+    problem = record.extra.get("problem")
+    if isinstance(problem, str) and problem:
+        return problem
     rid = record.extra.get("id")
     if isinstance(rid, str) and "-" in rid:
         return rid.rsplit("-", 1)[0]

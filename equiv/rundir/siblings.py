@@ -153,17 +153,30 @@ def sibling_pairs(
     run_dirs: Sequence[str | Path], *, prefilter: float = DEFAULT_PREFILTER, holdout: Sequence[str | Path] = ()
 ) -> tuple[list[dict[str, Any]], SiblingCounts]:
     """Sibling pairs of every tree in ``run_dirs``; a tree whose question a ``holdout`` file holds
-    is an error naming both, never a silent skip."""
+    is an error naming both, never a silent skip.
+
+    A pair's ``id`` names its tree, seed, parent and the two nodes. Two run directories of the same
+    problems (a pruned and an unpruned run, two policies) hold trees with the same ids, so with
+    several run directories each id starts with its run's tag (the directory's name, or ``runK``
+    when two names are alike): a labeller resuming by id, or an agreement joining two labellings,
+    must never take one run's pair for another's."""
     check_fraction(prefilter, "prefilter", closed=False)
     held = holdout_questions(holdout)
     counts = SiblingCounts()
     out: list[dict[str, Any]] = []
-    for run_dir in map(Path, run_dirs):
+    dirs = [Path(d) for d in run_dirs]
+    names = [d.resolve().name for d in dirs]
+    tags = names if len(set(names)) == len(names) else [f"run{k}" for k in range(len(dirs))]
+    for run_dir, tag in zip(dirs, tags):
         for file in _tree_files(run_dir):
             tree = read_tree(file)
             where = held.get(" ".join(tree.question.split()))
             if where is not None:
                 raise InputError(f"problem {tree.id!r} is a held-out problem ({where}); "
                                  "build training pairs from other problems", path=file, field="question")
-            out.extend(tree_sibling_pairs(tree, prefilter=prefilter, run=str(run_dir), counts=counts))
+            pairs = tree_sibling_pairs(tree, prefilter=prefilter, run=str(run_dir), counts=counts)
+            if len(dirs) > 1:
+                for pair in pairs:
+                    pair["id"] = f"{tag}:{pair['id']}"
+            out.extend(pairs)
     return out, counts
