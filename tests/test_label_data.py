@@ -289,3 +289,30 @@ def test_label_a_request_the_server_refuses_is_a_failed_try_of_its_pair_not_the_
     for code in (401, 403, 404, 429, 500):
         assert pair_error(status(code)) is None
     assert pair_error(openai.APIConnectionError(request=request)) is None and pair_error(ValueError("x")) is None
+
+
+def test_a_second_labelling_into_the_same_out_is_refused_in_one_line_before_any_request(tmp_path):
+    """Two labellings into one --out would both read it as it stands, label the same pairs twice
+    and interleave their lines: the second is refused, naming the file and who holds it."""
+    import os
+    import subprocess
+    import sys
+
+    from equiv.labelling.run import lock_path
+    from equiv.rundir.lock import hold_lock
+    from tests.helpers.paths import REPO_ROOT
+
+    pairs = _write(tmp_path / "pairs.jsonl", [{"id": "p-1", "sentence1": "a", "sentence2": "b"}])
+    out = tmp_path / "labels.jsonl"
+    with hold_lock(lock_path(out), out, "busy {holder}"):  # this process is the first labelling
+        result = subprocess.run([sys.executable, str(REPO_ROOT / "search_cli.py"), "label", str(pairs), "--out", str(out),
+                                 "--model", "m", "--base_url", "http://127.0.0.1:9/v1", "--timeout", "5"],
+                                capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(out) in lines[0] and "another labelling" in lines[0]
+    assert f"pid {os.getpid()}" in lines[0] and not out.exists()
+    # once the first is done the lock is free: the same command goes on to the (unreachable) server
+    again = search_cli("label", pairs, "--out", out, "--model", "m", "--base_url", "http://127.0.0.1:9/v1",
+                       "--timeout", "5")
+    assert again.returncode == 2 and "field 'base_url'" in again.stderr

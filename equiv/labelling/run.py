@@ -34,6 +34,7 @@ from equiv.labelling.client import Reply, ask, request_options
 from equiv.labelling.parse import MalformedAnswer, parse_answer
 from equiv.labelling.prompt import Example, build_messages
 from equiv.rundir.io import append_jsonl, read_json_lines, write_jsonl_atomic
+from equiv.rundir.lock import hold_lock
 
 LABEL_FIELDS = ("result", "label_reasoning", "label_model", "label_raw", "label_tries", "label_usage",
                 "label_prompt", "label_thinking")
@@ -224,10 +225,26 @@ async def label_pair(client: Any, pair: dict[str, Any], examples: Sequence[Examp
 
 async def run_labelling(client: Any, pairs: Sequence[dict[str, Any]], out: str | Path, examples: Sequence[Example],
                         settings: LabelSettings, *, limit: int | None = None) -> RunStats:
-    """Label every pair of ``pairs`` not yet in ``out`` (at most ``limit`` this run), appending as answers arrive."""
+    """Label every pair of ``pairs`` not yet in ``out`` (at most ``limit`` this run), appending as answers arrive.
+
+    One labelling per ``out`` at a time (:func:`equiv.rundir.lock.hold_lock` on ``<out>.lock``): two
+    runs would both read ``out`` as it stands, label the same pairs twice and interleave their lines."""
     settings.validate()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    with hold_lock(lock_path(out), out, "is being written by another labelling ({holder}); wait for it to "
+                   "finish, or give another --out"):
+        return await _run_locked(client, pairs, out, examples, settings, limit)
+
+
+def lock_path(out: str | Path) -> Path:
+    """The writer lock of a labelling's ``--out``: ``labels.jsonl`` -> ``labels.jsonl.lock``."""
+    out = Path(out)
+    return out.with_name(out.name + ".lock")
+
+
+async def _run_locked(client: Any, pairs: Sequence[dict[str, Any]], out: Path, examples: Sequence[Example],
+                      settings: LabelSettings, limit: int | None) -> RunStats:
     done = load_done(out)
     stats = RunStats(pairs=len(pairs))
     pending = [p for p in pairs if pair_key(p) not in done]

@@ -53,7 +53,18 @@ def hold_run_dir(out_dir: str | Path) -> Iterator[Path]:
 
     Never waits: a second writer is a mistake to report (two runs would mix their records), not
     a turn to queue for."""
-    path = (Path(out_dir) / LOCK).resolve()
+    with hold_lock(Path(out_dir) / LOCK, Path(out_dir),
+                   "run directory is in use by {holder}; wait for that run to finish, or use another --out") as path:
+        yield path
+
+
+@contextmanager
+def hold_lock(lock_file: str | Path, names: str | Path, refusal: str) -> Iterator[Path]:
+    """Hold the writer lock ``lock_file`` for the block (re-entrant within a process); when another
+    process holds it, refuse in one line naming ``names``: ``refusal`` with ``{holder}`` replaced
+    by who holds it. The one lock of every equiv writer that appends where another could (a run
+    directory, a labelling's ``--out``)."""
+    path = Path(lock_file).resolve()
     key = str(path)
     if key in _HELD:
         fd, depth = _HELD[key]
@@ -69,10 +80,7 @@ def hold_run_dir(out_dir: str | Path) -> Iterator[Path]:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise InputError(
-            f"run directory is in use by {holder_text(path)}; wait for that run to finish, or use another --out",
-            path=path.parent,
-        ) from None
+        raise InputError(refusal.format(holder=holder_text(path)), path=names) from None
     except BaseException:
         os.close(fd)
         raise
