@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from equiv.cache import cache_root
+from equiv.cache import build_once, cache_root
 from equiv.errors import InputError
 
 BUNDLED_MINILM = "bundled:all-MiniLM-L6-v2"
@@ -91,12 +89,9 @@ def bundled_mpnet_dir() -> Path:
     parts = _mpnet_part_files()
     stamp = {"parts": [[package, version, path.stat().st_size] for package, version, path in parts]}
     target = cache_root() / "backbones" / "all-mpnet-base-v2"
-    if _assembled(target, stamp):
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        joined = tmp / "joined.zip"
+
+    def assemble(model_dir: Path, scratch: Path) -> None:
+        joined = scratch / "joined.zip"
         with joined.open("wb") as out:
             for _, _, path in parts:
                 with path.open("rb") as part:
@@ -105,7 +100,6 @@ def bundled_mpnet_dir() -> Path:
             archive = zipfile.ZipFile(joined)
         except zipfile.BadZipFile:
             raise InputError(f"the five {BUNDLED_MPNET} parts do not join into a zip (a damaged install?)", field="model") from None
-        model_dir = tmp / "model"
         with archive:
             for info in archive.infolist():
                 name = PurePosixPath(info.filename)
@@ -122,17 +116,8 @@ def bundled_mpnet_dir() -> Path:
         if missing:
             raise InputError(f"the joined {BUNDLED_MPNET} archive lacks {', '.join(missing)}", field="model")
         (model_dir / _STAMP).write_text(json.dumps(stamp) + "\n", encoding="utf-8")
-        model_dir.chmod(0o755)
-        if target.exists():  # stale or incomplete
-            shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.replace(model_dir, target)
-        except OSError:
-            if not _assembled(target, stamp):  # not a concurrent process that finished first
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+
+    return build_once(target, lambda path: _assembled(path, stamp), assemble)
 
 
 def resolve_model_name(name: str | Path) -> str:

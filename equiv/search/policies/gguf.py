@@ -28,14 +28,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from equiv.cache import cache_root
+from equiv.cache import build_once, cache_root
 from equiv.errors import InputError
 
 GGUF_PREFIX = "gguf:"
@@ -191,12 +188,11 @@ def _complete(target: Path, sha: str) -> bool:
 
 def _write_dequantized(path: Path, target: Path, sha: str, arch: str) -> None:
     """Dequantize ``path`` with transformers and save model + tokenizer to ``target`` atomically."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    def dequantize(out: Path, scratch: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         # transformers' GGUF tokenizer conversion ignores the file's add_bos/add_eos flags; Gemma
         # without its <bos> writes noticeably worse text, so carry them over.
@@ -210,19 +206,10 @@ def _write_dequantized(path: Path, target: Path, sha: str, arch: str) -> None:
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+        model.save_pretrained(str(out))
+        tokenizer.save_pretrained(str(out))
         stamp = {"version": STAMP_VERSION, "source": str(path.resolve()), "sha256": sha, "architecture": arch}
-        (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
-        if target.exists():  # an incomplete or stale directory
-            shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if not _complete(target, sha):  # not a concurrent run that finished first
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        (out / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+
+    build_once(target, lambda built: _complete(built, sha), dequantize)
+
