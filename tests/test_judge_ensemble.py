@@ -126,10 +126,11 @@ def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
 @pytest.mark.parametrize(("key", "value"), [
     ("mark_differences", True),
     ("hybrid", {"features": ["model_logit"], "weights": [1.0], "bias": 0.0, "threshold": 0.5}),
+    ("with_question", True),
 ])
 def test_an_export_with_a_removed_lever_is_refused_in_one_line(two_judges, tmp_path, key, value):
-    """``mark_differences`` changed what the classifier reads and ``hybrid`` what its score means
-    (both removed 2026-11): an export that turns one on, alone or as an ensemble member, is
+    """``mark_differences`` and ``with_question`` changed what the classifier reads and ``hybrid``
+    what its score means (all removed 2026-11): an export that turns one on, alone or as an ensemble member, is
     refused naming the file and the field; one that stores it switched off loads as before."""
     plain, marked = two_judges
     config = marked / "config.json"

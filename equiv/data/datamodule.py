@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import (DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key,
-                                question_of, require_questions)
+                                question_of)
 from equiv.errors import InputError, check_fraction
 from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
 
@@ -47,22 +47,16 @@ class PairDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         rec = self.records[index]
-        return {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2,
-                "question": question_of(rec), "label": self.labels[index]}
+        return {"index": index, "sentence1": rec.sentence1, "sentence2": rec.sentence2, "label": self.labels[index]}
 
 
 class PairCollator:
-    """Tokenise a list of samples as one batch: longer side truncated first, padded per batch
-    (with each sample's question after its second step when ``with_question``)."""
+    """Tokenise a list of samples as one batch: longer side truncated first, padded per batch."""
 
-    def __init__(
-        self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None,
-        with_question: bool = False,
-    ) -> None:
+    def __init__(self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None) -> None:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
-        self.with_question = with_question
 
     def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = dict(
@@ -71,7 +65,6 @@ class PairCollator:
                 [(s["sentence1"], s["sentence2"]) for s in samples],
                 max_length=self.max_length,
                 pad_to_multiple_of=self.pad_to_multiple_of,
-                questions=[s["question"] for s in samples] if self.with_question else None,
             )
         )
         batch["index"] = torch.tensor([s["index"] for s in samples], dtype=torch.long)
@@ -206,9 +199,6 @@ class MathEquivDataModule(L.LightningDataModule):
         train_fraction: train on the pairs of only this fraction of the training problems
             (:func:`keep_problems`; after the calibration split, which stays whole): a learning
             curve's point -- how much would more labelled data buy? 1 keeps them all.
-        with_question: append each pair's ``question`` to its second step
-            (:func:`equiv.data.tokenize.append_question`); linked from the model, which exports it.
-            Every training record must then carry a question (checked in ``setup``).
     """
 
     def __init__(
@@ -237,7 +227,6 @@ class MathEquivDataModule(L.LightningDataModule):
         train_more: list[str] | None = None,
         calibration_fraction: float = 0.0,
         train_fraction: float = 1.0,
-        with_question: bool = False,
     ) -> None:
         super().__init__()
         check_fraction(calibration_fraction, "calibration_fraction", closed=False)
@@ -267,7 +256,6 @@ class MathEquivDataModule(L.LightningDataModule):
         self.train_more = list(train_more or [])
         self.calibration_fraction = float(calibration_fraction)
         self.train_fraction = float(train_fraction)
-        self.with_question = bool(with_question)
         self._pad_to_multiple_of = pad_to_multiple_of
         self._tokenizer: Any = None
         self._pad_resolved = False
@@ -308,8 +296,7 @@ class MathEquivDataModule(L.LightningDataModule):
         return self._pad_to_multiple_of
 
     def collator(self) -> PairCollator:
-        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of,
-                            self.with_question)
+        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of)
 
     # -- loading ---------------------------------------------------------------------------
     def load_split(self, split: str) -> list[PairRecord]:
@@ -371,9 +358,6 @@ class MathEquivDataModule(L.LightningDataModule):
             self.records[split] = records if split == "predict" else self.labelled(split, records)
         if "train" in wanted and self.train_fraction < 1.0 and not self.original_train_records:
             self.records["train"] = self._kept_train(self.records["train"])
-        if self.with_question:
-            for split in wanted:
-                require_questions(self.records[split])
         if "train" in wanted and not self.original_train_records:
             self.original_train_records = list(self.records["train"])
             self.train_records = list(self.original_train_records)

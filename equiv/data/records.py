@@ -346,16 +346,6 @@ def load_pair_records(
 
 
 def question_of(record: PairRecord) -> str:
-    """The record's ``question`` ("" when it has none): the claim guard, a ``with_question`` judge
-    and synthetic edits read it."""
+    """The record's ``question`` ("" when it has none): the claim guard reads it (restated givens,
+    the problem's entities); the classifier never does."""
     return str(record.extra.get("question") or "")
-
-
-def require_questions(records: Sequence[PairRecord]) -> None:
-    """Refuse a record without a ``question``, naming its file and line: a judge trained
-    ``with_question`` reads each pair with it, and scoring or training it on a pair without one
-    would silently feed it an input it never saw."""
-    for record in records:
-        if not question_of(record).strip():
-            raise InputError("has no question, and this judge reads each pair's question (with_question)",
-                             path=record.source or None, field="question")

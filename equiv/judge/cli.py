@@ -166,7 +166,6 @@ class JudgeCLI(LightningCLI):
         parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir")
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.max_length", "data.max_length")
-        parser.link_arguments("model.with_question", "data.with_question")
         parser.link_arguments("data.batch_size", "model.batch_size")
         parser.link_arguments("data.label_equivalent", "model.label_equivalent")
         parser.link_arguments("data.label_not_equivalent", "model.label_not_equivalent")
@@ -243,7 +242,7 @@ class JudgeCLI(LightningCLI):
         guard = bool(self._subcommand_value("guard"))
         pairs = self.datamodule.labelled_pairs("val")[0]
         # the export's calibration-split probabilities, scored once for the policy's report
-        probs = score_judge_dir(out, pairs, questions=self.datamodule.labelled_questions("val")) if pairs else None
+        probs = score_judge_dir(out, pairs) if pairs else None
         if guard:
             update_policy(out, guard=True)
         floor = self._statement_floor()

@@ -37,7 +37,7 @@ from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 from equiv.text.restate import restatement
 
 Pair = tuple[str, str]
-Scorer = Callable[[list[Pair], list[str]], Sequence[float]]
+Scorer = Callable[[list[Pair]], Sequence[float]]
 
 IDENTICAL = "identical"
 PREFILTERED = "prefiltered"
@@ -120,10 +120,10 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
            questions: Sequence[str] | None = None) -> list[Verdict]:
     """One :class:`Verdict` per pair, in order.
 
-    ``scores``: either a function called once with the pairs that need the model (as asked) and
-    their questions, returning one probability each; or one probability per pair already computed
-    (entries of pairs that stages 1-2 decide are not read and may be None). ``questions``: each
-    pair's problem text ("" when unknown), which the guard reads for restated givens.
+    ``scores``: either a function called once with the pairs that need the model (as asked),
+    returning one probability each; or one probability per pair already computed (entries of
+    pairs that stages 1-2 decide are not read and may be None). ``questions``: each pair's problem
+    text ("" when unknown), which the guard reads for restated givens; the model never does.
     """
     if questions is not None and len(questions) != len(pairs):
         raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
@@ -139,7 +139,7 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
             todo.append(i)
     if todo:
         if callable(scores):
-            got = list(scores([(pairs[i][0], pairs[i][1]) for i in todo], [asked[i] for i in todo]))
+            got = list(scores([(pairs[i][0], pairs[i][1]) for i in todo]))
             if len(got) != len(todo):
                 raise ValueError(f"the scorer returned {len(got)} scores for {len(todo)} pairs")
         else:

@@ -286,22 +286,11 @@ def e_step(
     scorer: Scorer,
     settings: EMConfig,
     split: Splitter | None = None,
-    questions: Sequence[str] | None = None,
 ) -> EStepResult:
-    """Refine ``pairs`` (binary ``labels``) with one batched ``scorer`` call over all sub-pairs.
-
-    ``questions`` (one per sample, for a judge that reads them) are handed to the scorer as its
-    second argument, each sub-pair with its sample's question: ``scorer(sub_pairs, sub_questions)``.
-    """
+    """Refine ``pairs`` (binary ``labels``) with one batched ``scorer`` call over all sub-pairs."""
     plans = plan_samples(pairs, labels, settings, split)
     texts = subpair_texts(plans)
-    if not texts:
-        probabilities: list[float] = []
-    elif questions is None:
-        probabilities = [float(p) for p in scorer(texts)]
-    else:
-        owners = [questions[p.index] for p in plans for _ in p.cells]
-        probabilities = [float(p) for p in scorer(texts, owners)]  # type: ignore[call-arg]
+    probabilities = [float(p) for p in scorer(texts)] if texts else []
     outcomes = apply_scores(plans, pairs, probabilities, settings)
     return EStepResult(outcomes, probabilities, summarise(outcomes, probabilities, settings.threshold))
 

@@ -35,7 +35,6 @@ import torch
 from jsonargparse.typing import NonNegativeInt, PositiveInt, restricted_number_type
 from lightning.pytorch.utilities import rank_zero_info
 
-from equiv.data.records import question_of
 from equiv.errors import InputError
 from equiv.judge import em
 from equiv.judge.em import EMConfig
@@ -224,10 +223,8 @@ class EMRefinementCallback(L.Callback):
             self.refine(trainer, pl_module)
 
     # -- the E-step ----------------------------------------------------------------------
-    def score(self, trainer: L.Trainer, pl_module: L.LightningModule, pairs: Sequence[em.Pair],
-              questions: Sequence[str] | None = None) -> list[float]:
-        """P(equivalent) per sub-pair with the current weights; identical on every rank
-        (``questions``: each sub-pair's, for a model trained ``with_question``)."""
+    def score(self, trainer: L.Trainer, pl_module: L.LightningModule, pairs: Sequence[em.Pair]) -> list[float]:
+        """P(equivalent) per sub-pair with the current weights; identical on every rank."""
         kwargs = dict(
             batch_size=self.batch_size,
             max_length=int(getattr(pl_module, "max_length", 512)),
@@ -236,14 +233,13 @@ class EMRefinementCallback(L.Callback):
         model, tokenizer = pl_module.model, pl_module.tokenizer
         world, rank = trainer.world_size, trainer.global_rank
         if world <= 1 or not self.shard_scoring:
-            return score_pairs(model, tokenizer, list(pairs), questions=questions, **kwargs).tolist()
+            return score_pairs(model, tokenizer, list(pairs), **kwargs).tolist()
         # Strided shards balance long and short sub-pairs; pad to equal length for all_gather.
         mine = list(pairs[rank::world])
         width = -(-len(pairs) // world)
         local = torch.zeros(width, dtype=torch.float32)
         if mine:
-            local[: len(mine)] = score_pairs(model, tokenizer, mine, **kwargs,
-                                             questions=None if questions is None else list(questions[rank::world]))
+            local[: len(mine)] = score_pairs(model, tokenizer, mine, **kwargs)
         gathered = pl_module.all_gather(local.to(pl_module.device)).reshape(world, width).cpu()
         out = torch.empty(len(pairs), dtype=torch.float32)
         for r in range(world):
@@ -262,10 +258,7 @@ class EMRefinementCallback(L.Callback):
         else:
             indices, pairs = list(range(len(originals))), [(r.sentence1, r.sentence2) for r in originals]
         labels = [mapping.label(originals[i].result) for i in indices]
-        questions = ([question_of(originals[i]) for i in indices]
-                     if getattr(pl_module, "with_question", False) else None)
-        result = em.e_step(pairs, labels, lambda sub, *qs: self.score(trainer, pl_module, sub, *qs), self.settings,
-                           questions=questions)
+        result = em.e_step(pairs, labels, lambda sub: self.score(trainer, pl_module, sub), self.settings)
         overrides = em.merge_outcomes(originals, self.overrides, indices, result.outcomes, self.cumulative)
         refined = em.apply_overrides(originals, overrides)
         if not refined:

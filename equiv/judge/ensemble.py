@@ -7,8 +7,8 @@ way (docs/training.md, "The recommended judge: two seeds averaged"). So an ensem
 
 - on disk it is the first member's exported directory (still a Hugging Face classifier that
   ``from_pretrained`` loads), with the other members copied under ``members/`` and listed in
-  ``config.json`` as ``equiv.members``; each member keeps its own settings (``max_length``,
-  ``with_question``), so each is fed what it was trained on;
+  ``config.json`` as ``equiv.members``; each member keeps its own settings (``max_length``), so
+  each is fed what it was trained on;
 - its probability is ``sigmoid(mean of the members' logits)``;
 - its ``decision_threshold`` is chosen on the
   calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's (best F1),
@@ -92,11 +92,11 @@ def calibrate_ensemble(
     fixed_threshold: float | None = None,
 ) -> dict[str, float]:
     """Choose the ensemble's ``decision_threshold`` on a calibration split
-    as ``fit`` chooses one judge's (best F1; ``questions``: the pairs' questions, for members that read them).
+    as ``fit`` chooses one judge's (best F1; ``questions``: the pairs' questions, for the claim guard's report).
     ``fixed_threshold``: keep this threshold instead (a recipe without ``threshold_from_val``) and
     only measure the split at it."""
     directory = Path(judge_dir)
-    probs = score_judge_dir(directory, pairs, questions=questions)  # once: the threshold and the report read them
+    probs = score_judge_dir(directory, pairs)  # once: the threshold and the report read them
     if fixed_threshold is not None:
         summary = fixed_threshold_summary(probs, labels, fixed_threshold)
     else:

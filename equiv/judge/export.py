@@ -24,13 +24,27 @@ from typing import Any
 import torch
 
 from equiv.errors import InputError
-from equiv.judge.export_keys import METRICS_FILE, SETTINGS_KEY
+from equiv.judge.export_keys import METRICS_FILE, REMOVED_SETTINGS, SETTINGS_KEY
 from equiv.judge.policy import POLICY_KEY, policy_from_settings
 
 _POLICY_KNOBS = {"decision_threshold": "threshold", "prefilter_threshold": "prefilter", "claim_guard": "guard",
                  "statement_threshold": "floor"}
 """The scattered export settings and the policy knob each one sets."""
 
+
+
+def refuse_removed_settings(settings: dict[str, Any], source: str | Path | None = None, *,
+                            block: str = SETTINGS_KEY, what: str = "export") -> None:
+    """One clear error for a judge that turns on a removed lever (:data:`REMOVED_SETTINGS`): its
+    classifier learned inputs this code no longer builds (or decided through a combiner it no
+    longer has), so its scores would be off the distribution it was trained and calibrated on.
+    Re-train without it. ``source`` is the file that stores ``settings`` (an export's
+    ``config.json``, or a checkpoint whose ``block`` is ``hyper_parameters``)."""
+    for key, lever in REMOVED_SETTINGS.items():
+        if settings.get(key):
+            raise InputError(f"this {what} uses {lever} ({key}), removed in 2026-11; re-train it with "
+                             "trainer_cli.py fit", path=None if source is None else Path(source),
+                             field=f"{block}.{key}")
 
 
 def with_policy(settings: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +172,8 @@ def module_from_checkpoint(path: str | Path) -> Any:
         raise InputError("not a Lightning checkpoint of a PairClassifier (no state_dict/hyper_parameters)", path=p)
     if "equiv_hf_config" not in checkpoint:
         raise InputError("not a PairClassifier checkpoint (no equiv_hf_config)", path=p)
+    # A removed constructor argument would be dropped below and the judge built without it.
+    refuse_removed_settings(checkpoint["hyper_parameters"], p, block="hyper_parameters", what="checkpoint")
     import inspect
 
     accepted = set(inspect.signature(PairClassifier.__init__).parameters) - {"self"}

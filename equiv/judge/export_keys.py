@@ -17,6 +17,7 @@ METRICS_FILE = "equiv_metrics.json"
 REMOVED_SETTINGS = {
     "mark_differences": "the marked-differences input form",
     "hybrid": "the hybrid combiner",
+    "with_question": "the question as judge input",
 }
 """``equiv`` settings of levers removed in 2026-11 (docs/experiments/2026-11-27-removed-levers.md)
 that change what the judge's scores are (its input form, or a combiner over the classifier's

@@ -35,28 +35,22 @@ def score_pairs(
     max_length: int = 512,
     positive_index: int = 1,
     autocast_dtype: torch.dtype | None = None,
-    questions: Sequence[str] | None = None,
 ) -> torch.Tensor:
     """Probability that each pair is equivalent, in the order of ``pairs`` (float32, on CPU).
 
     The model is put in eval mode for the pass and its previous mode is restored afterwards, so
     this is safe to call between training epochs. ``autocast_dtype`` (e.g. ``torch.bfloat16``)
-    runs the forward under autocast on the model's device type. ``questions`` must be what
-    the judge was trained with:
-    one per pair for a judge trained ``with_question``, ``None`` for any other.
+    runs the forward under autocast on the model's device type.
     """
     if not pairs:
         return torch.empty(0)
-    if questions is not None and len(questions) != len(pairs):
-        raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
     cap = max_length * CHARS_PER_TOKEN_CAP
     pairs = [(a[:cap], b[:cap]) for a, b in pairs]
-    questions = None if questions is None else [q[:cap] for q in questions]
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     pad_multiple = pad_multiple_for(model.config)
-    order = length_order(tokenizer, pairs, questions)
+    order = length_order(tokenizer, pairs)
     probs = torch.empty(len(pairs))
     autocast = (
         torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
@@ -70,7 +64,6 @@ def score_pairs(
                     [pairs[i] for i in index],
                     max_length=max_length,
                     pad_to_multiple_of=pad_multiple,
-                    questions=None if questions is None else [questions[i] for i in index],
                 )
                 batch = {k: v.to(device) for k, v in batch.items()}
                 logits = model(**batch).logits.float()

@@ -1,5 +1,5 @@
 """What a judge export is made of and how it scores: its classifiers (one, or an ensemble's
-members under ``members/``, each fed the input form it was trained on) and their probabilities
+members under ``members/``, each at the length it was trained with) and their probabilities
 (one member's, or the sigmoid of the members' mean logit).
 
 The layer under :mod:`equiv.judge.ensemble` (which builds and calibrates ensembles) and the
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from equiv.errors import InputError
-from equiv.judge.export import load_judge
-from equiv.judge.export_keys import MEMBERS_KEY, REMOVED_SETTINGS, SETTINGS_KEY
+from equiv.judge.export import load_judge, refuse_removed_settings
+from equiv.judge.export_keys import MEMBERS_KEY, SETTINGS_KEY
 from equiv.judge.inference import score_pairs
 
 _LOGIT_CLIP = 1e-6
@@ -56,34 +56,22 @@ def member_dirs(judge_dir: str | Path) -> list[Path]:
     return out
 
 
-def refuse_removed_settings(settings: dict[str, Any], source: str | Path | None = None) -> None:
-    """One clear error for an export that turns on a removed input form (:data:`REMOVED_SETTINGS`):
-    its classifier learned inputs this code no longer builds, so its scores would be off the
-    distribution it was trained and calibrated on. Re-train without it."""
-    for key, what in REMOVED_SETTINGS.items():
-        if settings.get(key):
-            raise InputError(f"this export uses {what} ({key}), removed in 2026-11; re-train it with "
-                             "trainer_cli.py fit", path=None if source is None else Path(source) / "config.json",
-                             field=f"{SETTINGS_KEY}.{key}")
-
-
 class Member(NamedTuple):
-    """One classifier of a judge, with the input form it was trained on (its ``equiv`` settings)."""
+    """One classifier of a judge, with what it was trained with (its ``equiv`` settings)."""
 
     model: Any
     tokenizer: Any
     positive_index: int
     max_length: int
-    with_question: bool = False  # reads each pair's question after the second step
 
     @classmethod
     def from_settings(cls, model: Any, tokenizer: Any, settings: dict[str, Any], max_length: int | None = None,
                       source: str | Path | None = None) -> "Member":
         """A loaded classifier and its export's settings; ``max_length`` overrides the stored one.
-        An export trained with a removed input form is refused (``source``: its directory)."""
-        refuse_removed_settings(settings, source)
+        An export trained with a removed lever is refused (``source``: its directory)."""
+        refuse_removed_settings(settings, None if source is None else Path(source) / "config.json")
         return cls(model, tokenizer, int(settings.get("positive_index", 1)),
-                   int(max_length or settings.get("max_length") or 512), bool(settings.get("with_question", False)))
+                   int(max_length or settings.get("max_length") or 512))
 
 
 def score_members(
@@ -92,36 +80,24 @@ def score_members(
     *,
     batch_size: int = 64,
     autocast_dtype: Any = None,
-    questions: Sequence[str] | None = None,
 ) -> list[float]:
-    """P(equivalent) per pair: each member scores the pairs in its own input form, and with more
-    than one member the result is the sigmoid of their mean logit (:func:`average_logits`).
-
-    ``questions`` (one per pair) reach the members trained ``with_question``; such a member asked
-    without them is an error, never a silent read of the steps alone (its scores would be off the
-    distribution it was trained and calibrated on).
-    """
-    if questions is None and any(m.with_question for m in members):
-        raise InputError("this judge reads each pair's question (equiv.with_question); "
-                         "give the pairs' questions", field="questions")
+    """P(equivalent) per pair: each member scores the pairs at its own length, and with more than
+    one member the result is the sigmoid of their mean logit (:func:`average_logits`)."""
     per_member = [
         score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
             m.model, m.tokenizer, list(pairs), batch_size=batch_size, max_length=m.max_length,
             positive_index=m.positive_index, autocast_dtype=autocast_dtype,
-            questions=list(questions) if m.with_question and questions is not None else None,
         ).tolist()
         for m in members
     ]
     return per_member[0] if len(per_member) == 1 else average_logits(per_member)
 
 
-def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64,
-                    questions: Sequence[str] | None = None) -> list[float]:
-    """P(equivalent) of each pair by the exported judge, every member fed its own input form
-    (``questions``: one per pair; needed when a member reads them).
+def score_judge_dir(judge_dir: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64) -> list[float]:
+    """P(equivalent) of each pair by the exported judge, every member at its own length.
 
     The model part of what :class:`equiv.prune.model_judge.ModelJudge` computes (no prefilter, no
     free same-step check), on CPU; used to calibrate thresholds and combiners.
     """
     members = [Member.from_settings(*load_judge(path), source=path) for path in member_dirs(judge_dir)]
-    return score_members(members, pairs, batch_size=batch_size, questions=questions)
+    return score_members(members, pairs, batch_size=batch_size)

@@ -97,10 +97,6 @@ class PairClassifier(L.LightningModule):
             equivalent without asking the model; ``None`` disables the prefilter. Exported only.
         decision_threshold: P(equivalent) above which a pair counts as equivalent; used by the
             evaluation metrics and exported for search.
-        with_question: read each pair with its problem's question after the second step
-            (:func:`equiv.data.tokenize.append_question`): in search the question is always known,
-            and it says which claim of a step matters (a cost or a count, which day). Linked to the
-            data module and exported; search then passes every pair's question.
         pretrained: load pretrained weights (``False``: random init from the model's config).
         hf_config: build the backbone from this config dict (used when reloading a checkpoint
             without the original weights at hand).
@@ -120,7 +116,6 @@ class PairClassifier(L.LightningModule):
         label_not_equivalent: list[int] = [0, 1],  # noqa: B006
         prefilter_threshold: float | None = 0.75,
         decision_threshold: float = 0.5,
-        with_question: bool = False,
         pretrained: bool = True,
         hf_config: dict[str, Any] | None = None,
     ) -> None:
@@ -139,7 +134,6 @@ class PairClassifier(L.LightningModule):
         self.save_hyperparameters()
         self.model_name = model_name
         self.max_length = int(max_length)
-        self.with_question = bool(with_question)
         self.label_mapping = LabelMapping(tuple(label_equivalent), tuple(label_not_equivalent))
         self.model = load_backbone(model_name, pretrained=pretrained, hf_config=hf_config)
         # from_pretrained returns the model in eval mode; Lightning keeps module modes as found,
@@ -162,7 +156,6 @@ class PairClassifier(L.LightningModule):
         return {
             "label_mapping": self.label_mapping.to_dict(),
             "max_length": self.max_length,
-            "with_question": self.with_question,
             "prefilter_threshold": None if hp.prefilter_threshold is None else float(hp.prefilter_threshold),
             "decision_threshold": float(hp.decision_threshold),
             "model_name": str(self.model_name),

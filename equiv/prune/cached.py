@@ -16,9 +16,9 @@ because search collects the sibling pairs of many problems and asks once. Each j
   so search can report judge work apart from PRM work.
 
 Every judge caches per pair with an order-insensitive key, so within a search a pair of step
-texts is judged once however often and in whichever order it is asked (a judge that reads the
-problem's question, ``reads_question``, keys on the question too: the same two steps may be
-equivalent for one problem and not for another). The model strategy is
+texts is scored once however often and in whichever order it is asked: the score reads the two
+steps only, and the claim guard, which also reads each pair's question, is applied to the cached
+score on every ask. The model strategy is
 the paper's two-stage check: identical steps are equivalent (free), a Levenshtein ratio <=
 ``prefilter`` is not equivalent (free), and only the rest go to the classifier in one batched,
 length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU). "Identical" means equal
@@ -115,15 +115,12 @@ class CachedJudge:
     # The policy a rule strategy decides with: whitespace-equal steps are the same step, no
     # prefilter, no guard or floor unless the config asks; threshold 0.5 reads a 0/1 rule right.
     default_policy = DecisionPolicy(threshold=0.5, prefilter=None, same_step="whitespace")
-    # True: the score of a pair depends on its problem's question (a model trained with_question);
-    # the question then joins the cache key and reaches _judge_new.
-    reads_question: bool = False
 
     def __init__(self) -> None:
         self.stats = JudgeStats()
         self.policy: DecisionPolicy = self.default_policy
-        self._cache: dict[tuple[str, ...], tuple[float, float]] = {}
-        self._decided: set[tuple[str, ...]] = set()  # keys the shortcut or the prefilter decided (stats)
+        self._cache: dict[Pair, tuple[float, float]] = {}
+        self._decided: set[Pair] = set()  # keys the shortcut or the prefilter decided (stats)
 
     # The knobs, read and set on the policy (what ``describe``, the CLIs and older callers use).
     @property
@@ -134,10 +131,6 @@ class CachedJudge:
     def threshold(self, value: float) -> None:
         self.policy = replace(self.policy, threshold=check_threshold(value, self.name))
 
-    def _key(self, a: str, b: str, question: str) -> tuple[str, ...]:
-        """The cache key: :func:`pair_key`, and the question when the score depends on it."""
-        return (*pair_key(a, b), question) if self.reads_question else pair_key(a, b)
-
     def clear_cache(self) -> None:
         """Forget judged pairs (benchmarks; a new search over unrelated problems)."""
         self._cache.clear()
@@ -147,32 +140,26 @@ class CachedJudge:
         """``(probability, score)`` of pairs not judged before: what a strategy implements."""
         raise NotImplementedError
 
-    def _judge_new_asked(self, pairs: list[Pair], questions: list[str]) -> list[tuple[float, float]]:
-        """:meth:`_judge_new` with each pair's question ("" when unknown): a judge whose score
-        depends on the question (``reads_question``) overrides this instead."""
-        return self._judge_new(pairs)
-
     def needs_model(self, a: str, b: str) -> bool:
         """Whether a pair the policy sent to be scored costs a learned model's forward: every one
         for a learned judge, unless a subclass decides some inside :meth:`_judge_new` for free."""
         return self.learned
 
-    def _scores(self, pairs: list[Pair], questions: list[str]) -> list[float]:
+    def _scores(self, pairs: list[Pair]) -> list[float]:
         """The probability of each pair the policy sends to the model: cached ones from the cache,
-        new ones in one :meth:`_judge_new_asked` call (the scorer :func:`decide` calls)."""
-        keys = [self._key(a, b, q) for (a, b), q in zip(pairs, questions)]
-        new, asked, new_questions = [], [], []
-        seen: set[tuple[str, ...]] = set()
-        for key, pair, question in zip(keys, pairs, questions):
+        new ones in one :meth:`_judge_new` call (the scorer :func:`decide` calls)."""
+        keys = [pair_key(a, b) for a, b in pairs]
+        new, asked = [], []
+        seen: set[Pair] = set()
+        for key, pair in zip(keys, pairs):
             if key in self._cache or key in seen:
                 self.stats.cache_hits += 1
                 continue
             seen.add(key)
             new.append(key)
             asked.append(pair)
-            new_questions.append(question)
         if new:
-            for key, result in zip(new, self._judge_new_asked(asked, new_questions)):
+            for key, result in zip(new, self._judge_new(asked)):
                 self._cache[key] = result
         return [self._cache[key][0] for key in keys]
 
@@ -185,9 +172,6 @@ class CachedJudge:
         """
         if questions is not None and len(questions) != len(pairs):
             raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
-        if questions is None and self.reads_question:
-            raise InputError(f"the {self.name} judge reads each pair's question; give the pairs' questions",
-                             field="questions")
         start = time.perf_counter()
         asked_questions = list(questions) if questions is not None else [""] * len(pairs)
         for i, pair in enumerate(pairs):
@@ -196,9 +180,9 @@ class CachedJudge:
         asked = [(a, b) for a, b in pairs]
         verdicts = decide(asked, self.policy, self._scores, asked_questions)
         self.stats.pairs += len(asked)
-        for (a, b), question, verdict in zip(asked, asked_questions, verdicts):
+        for (a, b), verdict in zip(asked, verdicts):
             if verdict.reason in (IDENTICAL, PREFILTERED):
-                key = self._key(a, b, question)
+                key = pair_key(a, b)
                 if key in self._decided:
                     self.stats.cache_hits += 1
                 else:
@@ -220,9 +204,8 @@ class CachedJudge:
         """The continuous score a threshold is swept over (the cached ``score`` of each scored
         pair: the Levenshtein ratio, the cosine, the model's probability), per pair, in order."""
         verdicts = self.pair_verdicts(pairs, questions)
-        asked = list(questions) if questions is not None else [""] * len(pairs)
-        return [v.probability if v.reason in (IDENTICAL, PREFILTERED) else self._cache[self._key(a, b, q)][1]
-                for (a, b), q, v in zip(pairs, asked, verdicts)]
+        return [v.probability if v.reason in (IDENTICAL, PREFILTERED) else self._cache[pair_key(a, b)][1]
+                for (a, b), v in zip(pairs, verdicts)]
 
     def describe(self) -> dict[str, Any]:
         """Settings to record beside results (what exactly judged the pairs)."""

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
-from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records, require_questions
+from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records
 from equiv.errors import InputError, exit_on_input_error, writable_file
 from equiv.judge.calibrate import choose_threshold
 from equiv.judge.decide import Verdict, decide, reason_counts, sweep_scores
@@ -89,13 +89,11 @@ class Labelled(NamedTuple):
     sources: list[str]  # each pair's "path:line" in the file
 
 
-def _read_labelled(path: str, mapping: Any, skip_invalid: bool, judge: Any = None) -> Labelled:
+def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> Labelled:
     records, report = read_pair_records(path, skip_invalid=skip_invalid)
     if report.total:
         print(report.summary(path), file=sys.stderr)
     kept = [r for r in records if mapping.label(r.result) is not None]
-    if getattr(judge, "reads_question", False):  # every pair gets its question, or a line names the one without
-        require_questions(kept)
     pairs, labels = mapping.binary_pairs(kept)
     dropped = len(records) - len(pairs)
     if not pairs:
@@ -121,7 +119,7 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     settings = getattr(judge, "settings", {}) or {}
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
 
-    data = _read_labelled(args.data, mapping, args.skip_invalid, judge)
+    data = _read_labelled(args.data, mapping, args.skip_invalid)
     verdicts = _verdicts(judge, data)
     if args.sweep:
         choice = _sweep_threshold(judge, args, mapping, verdicts, data)
@@ -179,7 +177,7 @@ def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, verdict
     """The policy's threshold chosen by :func:`equiv.judge.calibrate.choose_threshold` (best F1) on
     ``--data``, or on ``--sweep_data`` when given."""
     if args.sweep_data:
-        sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid, judge)
+        sweep_on = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
         s_verdicts, s_pairs, s_labels = _verdicts(judge, sweep_on), sweep_on.pairs, sweep_on.labels
     else:
         s_verdicts, s_pairs, s_labels = verdicts, data.pairs, data.labels
@@ -222,7 +220,7 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
 def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: Labelled) -> list[dict[str, float]]:
     """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
     if args.sweep_data:
-        data = _read_labelled(args.sweep_data, mapping, args.skip_invalid, judge)
+        data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
     labels, ratios = data.labels, data.ratios
     saved = judge.policy
     judge.policy = replace(saved, prefilter=None, guard=(), floor=None)  # score every pair once

@@ -221,9 +221,8 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     stored = policy_from_settings(raw.settings, source=Path(judge_dir) / "config.json")
     floor = stored.floor
     assert judge is not None
-    questions = [question_of(r) for r, _ in kept]  # read by a with_question judge
-    probs = judge.pair_probabilities(pairs, questions)
-    raw_probs = raw.pair_probabilities(pairs, questions)
+    probs = judge.pair_probabilities(pairs)
+    raw_probs = raw.pair_probabilities(pairs)
     return [{
         "id": r.extra.get("id"), "problem": problem_key(r), "fold": fold, "label": y, "result": r.result,
         "sentence1": r.sentence1, "sentence2": r.sentence2, "question": r.extra.get("question", ""),

@@ -175,8 +175,7 @@ def group_siblings(
 ) -> Grouping:
     """Group one set of sibling step texts with a judge (one batched judge call).
 
-    ``question`` is the siblings' problem (the guard and a judge trained ``with_question`` read
-    it). For many sets at once (search), collect :func:`sibling_pairs` of each, call
+    ``question`` is the siblings' problem (the claim guard reads it). For many sets at once (search), collect :func:`sibling_pairs` of each, call
     ``judge.pair_verdicts`` once, and use :func:`group_equivalent` per set instead.
     """
     pairs = sibling_pairs(len(texts))

@@ -26,8 +26,8 @@ class ModelJudge(CachedJudge):
     ``max_length`` (else the model's limit); a ``max_length`` beyond what the model's position
     embeddings allow is lowered to that limit with a warning, never run into an index error.
     An ensemble export (:mod:`equiv.judge.ensemble`: ``equiv.members``) loads every member and
-    scores each pair with each, feeding each its own input form; the probability is the sigmoid
-    of their mean logit, and one forward batch per member is counted.
+    scores each pair with each, at its own length; the probability is the sigmoid of their mean
+    logit, and one forward batch per member is counted.
     """
 
     name = "model"
@@ -77,14 +77,13 @@ class ModelJudge(CachedJudge):
             limit = min(self.max_length, model_token_limit(m_model, m_tokenizer))
             self.members.append(Member.from_settings(m_model.to(self.device).eval(), m_tokenizer, m_settings, limit,
                                                     source=extra))
-        self.reads_question = any(m.with_question for m in self.members)
 
     @property
     def prefilter(self) -> float:
         """The Levenshtein prefilter (``policy.prefilter``; 0 when off)."""
         return self.policy.prefilter or 0.0
 
-    def _judge_new_asked(self, pairs: list[Pair], questions: list[str]) -> list[tuple[float, float]]:
+    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         """The members' combined probability of pairs the policy sent to the model."""
         out: list[tuple[float, float] | None] = [None] * len(pairs)
         to_score = list(range(len(pairs)))
@@ -92,8 +91,7 @@ class ModelJudge(CachedJudge):
             batch = [pairs[i] for i in to_score]
             from equiv.judge.members import score_members
 
-            probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype,
-                                  questions=[questions[i] for i in to_score] if self.reads_question else None)
+            probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
             self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
             for i, p in zip(to_score, [float(p) for p in probs]):
@@ -102,4 +100,4 @@ class ModelJudge(CachedJudge):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length,
-                "members": len(self.members), "with_question": self.reads_question}
+                "members": len(self.members)}
