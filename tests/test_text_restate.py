@@ -40,7 +40,9 @@ def test_rewordings_and_an_answer_with_or_without_its_unit_are_restatements(a, b
     ("Each stamp costs 55 cents.", "No stamp costs 55 cents."),
     ("He has 5 apples.", "She has 5 apples."),  # a pronoun names a person
     ("His sister has 5 apples.", "Her sister has 5 apples."),
-    # numbers keep their order
+    # numbers keep their sign and percent sign, and their order
+    ("The temperature is -5 degrees.", "The temperature is 5 degrees."),
+    ("20% of the cars are red.", "20 of the cars are red."),
     ("There are 18 votes for A and 20 votes for B.", "There are 20 votes for A and 18 votes for B."),
     # a word on one side only
     ("Each stamp costs 55 cents to buy.", "Each stamp costs 55 cents."),
@@ -59,6 +61,8 @@ def test_near_misses_are_not_restatements(a, b):
 
 def test_the_keys_read_numbers_as_values_and_keep_claim_words():
     assert content_key("Bo has $1,200.00 and not 3 cats.") == ("bo", "1200", "and", "not", "3", "cat")
+    assert content_key("20% of it, -4.50 left.") == content_key("20 percent of it, -4.5 left") == (
+        "20", "percent", "it", "-4.5", "left")
     assert stated_answer("Thus, the answer is $18 dollars.") == (18, frozenset({"dollar"}))
     assert stated_answer("The answer is 3 + 4 = 7.") is None  # two numbers: no single answer stated
     assert stated_answer("Bo has 7.") is None

@@ -38,7 +38,7 @@ import re
 from decimal import Decimal
 
 from equiv.text.guard import computes_nothing
-from equiv.text.normalize import NUMBER, TOKEN, is_function_word, number_value, stem, strip_notes
+from equiv.text.normalize import NUMBER, is_function_word, number_value, stem, strip_notes
 
 SAME_WORDS = "same words"
 SAME_ANSWER = "same answer"
@@ -50,22 +50,25 @@ he she him her his hers it its they them their theirs we us our you your i me my
 """Function words that carry a claim: never set aside when two steps' words are compared. The
 personal pronouns are among them: "He has 5 apples." and "She has 5 apples." name two people."""
 
+_TOKEN = re.compile(r"(?<![\w.])(-?)(\d[\d,]*(?:\.\d+)?)(\s*%)?|([A-Za-z]+(?:'[A-Za-z]+)?)")
+"""A signed number with its percent sign, or a word: the units two statements are compared in."""
 _ANSWER = re.compile(r"^\W*(?:(?:so|thus|therefore|hence)\s*,?\s+)?(?:the\s+)?(?:final\s+)?answer\s+"
                      r"(?:is|was|will be|would be|=|:)\s*(.*)$", re.IGNORECASE | re.DOTALL)
 
 
 def content_key(step: str) -> tuple[str, ...]:
     """The step's content words (stemmed) and numbers (as values), in order, function words that
-    carry no claim set aside: what two rewordings of one statement share."""
+    carry no claim set aside: what two rewordings of one statement share. A number keeps its
+    sign, and a percent sign reads as the word "percent" ("20%" = "20 percent", not "20")."""
     out: list[str] = []
-    for token in TOKEN.findall(strip_notes(step)):
-        if token[0].isdigit():
-            value = number_value(token.rstrip(".,"))
-            out.append(token if value is None else format(value, "f"))
-        else:
-            word = token.lower()
-            if word in CLAIM_WORDS or not is_function_word(word):
-                out.append(stem(word))
+    for sign, digits, percent, word in _TOKEN.findall(strip_notes(step)):
+        if digits:
+            value = number_value(digits.rstrip(","))
+            out.append(sign + (digits if value is None else format(value, "f")))
+            if percent:
+                out.append("percent")
+        elif word.lower() in CLAIM_WORDS or not is_function_word(word.lower()):
+            out.append(stem(word.lower()))
     return tuple(out)
 
 
@@ -79,7 +82,7 @@ def stated_answer(step: str) -> tuple[Decimal, frozenset[str]] | None:
     values = {value for digits, _ in NUMBER.findall(strip_notes(rest)) if (value := number_value(digits)) is not None}
     if len(values) != 1:
         return None
-    words = frozenset(token for token in content_key(rest) if not token[0].isdigit())
+    words = frozenset(token for token in content_key(rest) if not token.lstrip("-")[:1].isdigit())
     return values.pop(), words
 
 
