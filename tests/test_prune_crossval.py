@@ -184,11 +184,11 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     assert settings["members"] == ["members/1"] and not (views / "fold1" / "fit.log").exists()
     ensemble_rows = [json.loads(line) for line in (views / "oof.jsonl").read_text().splitlines()]
     assert [(r["id"], r["part"]) for r in ensemble_rows] == [(r["id"], r["part"]) for r in rows]
-    # its threshold chosen on the fold's calibration split as the recipe's fit chooses one (tolerance 0.2)
+    # its threshold chosen on the fold's calibration split as the recipe's fit chooses one (best F1)
     # (the classifier's own scores: the rows' raw_prob has the judge's prefilter applied)
     calibration = [r for r in ensemble_rows if r["fold"] == 1 and r["part"] == "calibration"]
     probs = score_judge_dir(views / "fold1" / "judge", [(r["sentence1"], r["sentence2"]) for r in calibration])
-    chosen = calibration_summary(probs, [r["label"] for r in calibration], None, 0.2)
+    chosen = calibration_summary(probs, [r["label"] for r in calibration])
     assert settings["decision_threshold"] == chosen["decision_threshold"]
     # a recipe that keeps its threshold (threshold_from_val: false): so does each fold's ensemble
     fixed = tmp_path / "fixed.yaml"
