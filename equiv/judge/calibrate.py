@@ -3,7 +3,8 @@
 A threshold is chosen one way: the best F1 on labelled pairs, ties going to the higher threshold
 (fewer merges: a false merge can cut the only correct path, a missed one only costs compute).
 Precision is reported beside it rather than targeted: the target-precision and f1-tolerance picks
-were measured and not adopted (docs/experiments/2026-11-27-removed-levers.md). Candidate thresholds are midpoints between consecutive distinct scores, so whether a
+were measured and not adopted (docs/experiments/2026-11-27-removed-levers.md). Candidate
+thresholds are midpoints between consecutive distinct scores, so whether a
 strategy compares with ``>`` (Levenshtein, as in the paper) or ``>=`` never changes the result.
 """
 

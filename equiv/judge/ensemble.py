@@ -12,7 +12,8 @@ way (docs/training.md, "The recommended judge: two seeds averaged"). So an ensem
 - its probability is ``sigmoid(mean of the members' logits)``;
 - its ``decision_threshold`` is chosen on the
   calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's (best F1),
-  and the members' stored claim guard and statement floor (which must agree) stay in force. A recipe that says ``threshold_from_val: false`` keeps its
+  and the members' stored claim guard and statement floor (which must agree) stay in force. A
+  recipe that says ``threshold_from_val: false`` keeps its
   ``model.decision_threshold`` (0.5 when it sets none) for the ensemble too, as ``fit`` keeps it
   for each member; the calibration split then only reports the figures at that threshold.
 
