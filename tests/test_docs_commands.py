@@ -308,7 +308,7 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         status, _, err = run_here(Command(cmd.source, tuple(argv)), workdir, monkeypatch, capsys)
         assert status == 0, f"{cmd}\n{err[-3000:]}"
         settings = json.loads((out_dir / "config.json").read_text())["equiv"]
-        assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "decision_threshold" in settings
+        assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "threshold" in settings["policy"]
         assert "hybrid" not in settings, cmd  # the combiner was removed in 2026-11
     elif k == "crossval":
         # k fits of the recipe (minutes each): the command is parsed, its recipe's fit arguments are

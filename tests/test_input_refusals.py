@@ -73,9 +73,9 @@ def test_each_missing_part_of_an_export_is_named(tmp_path: Path, remove, named):
     assert named in str(err.value) and "\n" not in str(err.value)
 
 
-def test_settings_without_a_threshold_are_incomplete(tmp_path: Path):
+def test_settings_without_a_policy_are_incomplete(tmp_path: Path):
     judge = make_tiny_judge(tmp_path / "judge", settings={"max_length": 96})
-    with pytest.raises(InputError, match="missing: equiv.decision_threshold in config.json"):
+    with pytest.raises(InputError, match="missing: equiv.policy in config.json"):
         load_judge(judge)
 
 

@@ -256,7 +256,7 @@ def test_threshold_from_calibration_split_is_exported_and_used_by_pairs(tiny_lon
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     config = json.loads((out / "judge" / "config.json").read_text())
     assert 0.0 < metrics["decision_threshold"] < 1.0
-    assert config["equiv"]["decision_threshold"] == metrics["decision_threshold"]
+    assert config["equiv"]["policy"]["threshold"] == metrics["decision_threshold"]
     assert metrics["calibration_pairs"] < 48
 
     from equiv.prune.cli import build_parser, run_pairs
@@ -277,7 +277,7 @@ def test_without_threshold_from_val_fit_keeps_its_threshold_and_stores_the_split
                                                "--model.decision_threshold=0.37")
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     config = json.loads((out / "judge" / "config.json").read_text())
-    assert config["equiv"]["decision_threshold"] == metrics["decision_threshold"] == 0.37
+    assert config["equiv"]["policy"]["threshold"] == metrics["decision_threshold"] == 0.37
     from equiv.data.datamodule import MathEquivDataModule
 
     datamodule = MathEquivDataModule(train=str(train), calibration_fraction=0.3)
@@ -327,9 +327,8 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-    assert settings["decision_threshold"] == metrics["decision_threshold"]
     policy = policy_from_settings(settings)  # the stored policy: every guard rule, the floor, the threshold
-    assert policy.guard and policy.floor == 0.9 and policy.threshold == settings["decision_threshold"]
+    assert policy.guard and policy.floor == 0.9 and policy.threshold == metrics["decision_threshold"]
     assert "guard_calibration_f1" in metrics and "hybrid_threshold" not in metrics
 
     # the stored threshold is the best F1 on the plain calibration scores, not on the guarded ones
@@ -341,7 +340,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     plain = calibration_summary(probs, labels)
     guarded = calibration_summary([0.0 if v else p for p, v in zip(probs, vetoes)], labels)
     assert plain is not None and guarded is not None
-    assert settings["decision_threshold"] == pytest.approx(plain["decision_threshold"], abs=1e-5)
+    assert policy.threshold == pytest.approx(plain["decision_threshold"], abs=1e-5)
     assert plain["decision_threshold"] != pytest.approx(guarded["decision_threshold"], abs=1e-5)  # the test can tell
     # fit reports the stored policy, every stage in force, on its calibration split
     verdicts = decide([(r.sentence1, r.sentence2) for r in cal], policy, probs, [r.extra["question"] for r in cal])
