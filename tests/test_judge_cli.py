@@ -175,7 +175,7 @@ def test_missing_file_through_the_cli(tiny_longformer: Path, tmp_path: Path, cap
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().endswith(f"none.jsonl: file not found")
+    assert capsys.readouterr().err.strip().endswith("none.jsonl: file not found")
 
 
 def test_skip_invalid_through_the_cli_reports_and_trains(tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

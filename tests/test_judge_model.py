@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from equiv.backbones import bundled_minilm_dir
-from equiv.data.demo import DEMO_DIR
 from equiv.errors import InputError
 from equiv.judge.cli import main
 from equiv.judge.export import load_judge

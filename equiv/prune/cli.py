@@ -17,7 +17,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records
 from equiv.errors import InputError, exit_on_input_error, writable_file
