@@ -379,6 +379,16 @@ def test_links_into_the_docs_resolve(doc):
             assert anchor in heading_anchors(target.read_text()), f"{doc}: link {link!r}: no heading with that anchor"
 
 
+def test_the_front_pages_are_short_and_in_users_words():
+    """README is what a user reads first: at most 120 lines, no development jargon; the sealed data's
+    README says who read its pairs (a language model given the rubric), not tooling labels."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 120
+    assert "yardstick" not in readme.lower() and "helper" not in readme.lower()
+    sealed = (REPO_ROOT / "benchmarks" / "data" / "sealed" / "README.md").read_text()
+    assert "helper session" not in sealed and "helper-SW" not in sealed and "language model given" in sealed
+
+
 # -- Python examples in the user guide ----------------------------------------------------------------
 def python_blocks(doc: str) -> list[tuple[int, str]]:
     blocks, lines = [], (REPO_ROOT / doc).read_text().splitlines()
