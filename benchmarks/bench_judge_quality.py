@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,7 +41,7 @@ from common import ROOT, SHARED_DATA  # noqa: E402  (offline env, this checkout 
 from equiv.data.datamodule import MathEquivDataModule  # noqa: E402
 from equiv.data.demo import DEMO_DIR  # noqa: E402
 from equiv.data.records import LabelMapping, read_pair_records  # noqa: E402
-from equiv.prune.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
+from equiv.judge.calibrate import binary_metrics, pick_threshold, threshold_sweep  # noqa: E402
 from equiv.prune.yardstick import mean_and_spread, mean_spread_cell  # noqa: E402
 from equiv.prune import CachedJudge, ModelJudge, PrunerConfig, build_judge  # noqa: E402
 

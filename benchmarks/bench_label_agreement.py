@@ -38,7 +38,7 @@ from common import ROOT, SHARED_DATA  # noqa: E402  (offline env, this checkout 
 from equiv.data.problems import read_jsonl_objects  # noqa: E402
 from equiv.data.records import LEVELS, LabelMapping, PairRecord, read_pair_records  # noqa: E402
 from equiv.errors import InputError  # noqa: E402
-from equiv.prune.calibrate import BinaryMetrics, binary_metrics  # noqa: E402
+from equiv.judge.calibrate import BinaryMetrics, binary_metrics  # noqa: E402
 from equiv.prune import PrunerConfig, build_judge  # noqa: E402
 
 DATA = SHARED_DATA / "gsm8k_equiv"

@@ -151,7 +151,7 @@ def build_models(workdir: Path) -> dict[str, Path]:
     # the settings block a judge export carries (loading refuses a directory without one): each
     # model's own length limit and the paper's defaults, what these directories were read with before
     for path, limit in ((lf_dir, REFERENCE_MAX_LENGTH), (ml_dir, int(ml.config.max_position_embeddings))):
-        update_settings(path, {"max_length": limit, "decision_threshold": 0.5, "prefilter_threshold": 0.75})
+        update_settings(path, {"max_length": limit}, policy_knobs={"threshold": 0.5, "prefilter": 0.75})
     return out
 
 

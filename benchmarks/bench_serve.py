@@ -196,8 +196,8 @@ def build_judge_dir(workdir: Path, tiny: bool) -> Path:
 
     # the settings block a judge export carries (loading refuses a directory without one): the
     # model's own length limit and the paper's defaults, what such a directory was read with before
-    update_settings(out, {"max_length": int(model.config.max_position_embeddings), "decision_threshold": 0.5,
-                          "prefilter_threshold": 0.75})
+    update_settings(out, {"max_length": int(model.config.max_position_embeddings)},
+                    policy_knobs={"threshold": 0.5, "prefilter": 0.75})
     return out
 
 

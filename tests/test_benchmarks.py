@@ -92,7 +92,7 @@ def test_bench_judge_quality_quick_runs_every_arm(tmp_path):
     assert "mark_differences" not in json.loads((tmp_path / "runs" / "finetuned-s1" / "judge" / "config.json").read_text())["equiv"]
     for arm in ("finetuned", "em"):
         settings = json.loads((tmp_path / "runs" / f"{arm}-s1" / "judge" / "config.json").read_text())["equiv"]
-        assert figures["per_seed"][arm][0]["threshold"] == settings["decision_threshold"]
+        assert figures["per_seed"][arm][0]["threshold"] == settings["policy"]["threshold"]
     assert "strategy" in proc.stdout.splitlines()[-(len(arms) + 2)]  # the table's head, then a row per arm
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)  # the default arms
     assert again.returncode == 0 and "exported judge" not in again.stdout

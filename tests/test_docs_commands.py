@@ -308,7 +308,7 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         status, _, err = run_here(Command(cmd.source, tuple(argv)), workdir, monkeypatch, capsys)
         assert status == 0, f"{cmd}\n{err[-3000:]}"
         settings = json.loads((out_dir / "config.json").read_text())["equiv"]
-        assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "decision_threshold" in settings
+        assert len(settings["members"]) == len(members_of(cmd.argv)) - 1 and "threshold" in settings["policy"]
         assert "hybrid" not in settings, cmd  # the combiner was removed in 2026-11
     elif k == "crossval":
         # k fits of the recipe (minutes each): the command is parsed, its recipe's fit arguments are
@@ -377,6 +377,16 @@ def test_links_into_the_docs_resolve(doc):
         assert target.exists(), f"{doc}: link {link!r}: {target} does not exist"
         if anchor and target.suffix == ".md":
             assert anchor in heading_anchors(target.read_text()), f"{doc}: link {link!r}: no heading with that anchor"
+
+
+def test_the_front_pages_are_short_and_in_users_words():
+    """README is what a user reads first: at most 120 lines, no development jargon; the sealed data's
+    README says who read its pairs (a language model given the rubric), not tooling labels."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 120
+    assert "yardstick" not in readme.lower() and "helper" not in readme.lower()
+    sealed = (REPO_ROOT / "benchmarks" / "data" / "sealed" / "README.md").read_text()
+    assert "helper session" not in sealed and "helper-SW" not in sealed and "language model given" in sealed
 
 
 # -- Python examples in the user guide ----------------------------------------------------------------

@@ -76,7 +76,7 @@ def records(run: Path) -> list[dict]:
 def test_a_new_algorithm_runs_through_the_eval_cli(example, tmp_path):
     args = base_args(tmp_path, n=3)
     args[args.index("--algo") + 1] = "greedy"
-    assert f"--algo" in args and "greedy" in args
+    assert "--algo" in args and "greedy" in args
     assert eval_main([*args, "--pruner.strategy", "exact", "--run.save_trees", "true"],
                      engine_factory=scripted_with_real_judge) == 0
     recs = records(tmp_path / "run")

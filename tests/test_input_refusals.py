@@ -7,11 +7,8 @@ tree file, an empty run in ``compare``, and where fit's logs go. Real tiny judge
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -44,16 +41,15 @@ def judge(tmp_path: Path) -> Path:
 
 
 # -- item 4: a judge export must be whole ----------------------------------------------------------
-def test_a_judge_without_its_tokenizer_is_refused_in_a_real_process(judge: Path):
+def test_a_judge_without_its_tokenizer_is_refused_by_the_cli(judge: Path):
     """Before: AutoTokenizer fell back to a 5-word vocabulary, every word [UNK], 72 false merges
-    of 75 demo pairs, exit 0."""
+    of 75 demo pairs, exit 0. (The command in this process; a real ``search_cli.py pairs`` process
+    with a judge runs in tests/test_front.py.)"""
     for path in judge.iterdir():
         if path.name.startswith(("tokenizer", "vocab", "special_tokens")):
             path.unlink()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([sys.executable, "search_cli.py", "pairs", "--strategy", "model", "--model", str(judge),
-                           "--data", str(DEMO_PAIRS)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    done = _pairs("--strategy", "model", "--model", str(judge), "--data", str(DEMO_PAIRS))
+    line = _one_error_line(done)
     assert f"{judge}: field 'model': incomplete judge export, missing: tokenizer_config.json" in line
     assert "vocabulary" in line and done.stdout == ""
 
@@ -73,9 +69,9 @@ def test_each_missing_part_of_an_export_is_named(tmp_path: Path, remove, named):
     assert named in str(err.value) and "\n" not in str(err.value)
 
 
-def test_settings_without_a_threshold_are_incomplete(tmp_path: Path):
+def test_settings_without_a_policy_are_incomplete(tmp_path: Path):
     judge = make_tiny_judge(tmp_path / "judge", settings={"max_length": 96})
-    with pytest.raises(InputError, match="missing: equiv.decision_threshold in config.json"):
+    with pytest.raises(InputError, match="missing: equiv.policy in config.json"):
         load_judge(judge)
 
 

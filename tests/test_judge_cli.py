@@ -175,7 +175,7 @@ def test_missing_file_through_the_cli(tiny_longformer: Path, tmp_path: Path, cap
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().endswith(f"none.jsonl: file not found")
+    assert capsys.readouterr().err.strip().endswith("none.jsonl: file not found")
 
 
 def test_skip_invalid_through_the_cli_reports_and_trains(tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -214,8 +214,8 @@ def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: 
     """After ``fit --ckpt_path`` the exported metrics are those of the best checkpoint.
 
     With learning rate 0 every epoch scores the same F1, so the best checkpoint stays at epoch 0
-    (ModelCheckpoint keeps the first of equal scores) while the resumed process validates epochs 1
-    and 2 only; the export must still report epoch 0.
+    (ModelCheckpoint keeps the first of equal scores) while the resumed process validates epoch 1
+    only; the export must still report epoch 0.
     """
     common = ["--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
               f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--model.learning_rate=0",
@@ -224,7 +224,7 @@ def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: 
     assert main(["fit", *common, "--trainer.max_epochs=1"]) == 0
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert last.is_file()
-    assert main(["fit", *common, "--trainer.max_epochs=3", f"--ckpt_path={last}"]) == 0
+    assert main(["fit", *common, "--trainer.max_epochs=2", f"--ckpt_path={last}"]) == 0
     best = list((tmp_path / "checkpoints").glob("best-epoch*.ckpt"))
     assert len(best) == 1 and best[0].name.startswith("best-epoch0-")
     exported = json.loads((tmp_path / "judge" / "equiv_metrics.json").read_text())
@@ -256,7 +256,7 @@ def test_threshold_from_calibration_split_is_exported_and_used_by_pairs(tiny_lon
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     config = json.loads((out / "judge" / "config.json").read_text())
     assert 0.0 < metrics["decision_threshold"] < 1.0
-    assert config["equiv"]["decision_threshold"] == metrics["decision_threshold"]
+    assert config["equiv"]["policy"]["threshold"] == metrics["decision_threshold"]
     assert metrics["calibration_pairs"] < 48
 
     from equiv.prune.cli import build_parser, run_pairs
@@ -277,7 +277,7 @@ def test_without_threshold_from_val_fit_keeps_its_threshold_and_stores_the_split
                                                "--model.decision_threshold=0.37")
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     config = json.loads((out / "judge" / "config.json").read_text())
-    assert config["equiv"]["decision_threshold"] == metrics["decision_threshold"] == 0.37
+    assert config["equiv"]["policy"]["threshold"] == metrics["decision_threshold"] == 0.37
     from equiv.data.datamodule import MathEquivDataModule
 
     datamodule = MathEquivDataModule(train=str(train), calibration_fraction=0.3)
@@ -327,9 +327,8 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
-    assert settings["decision_threshold"] == metrics["decision_threshold"]
     policy = policy_from_settings(settings)  # the stored policy: every guard rule, the floor, the threshold
-    assert policy.guard and policy.floor == 0.9 and policy.threshold == settings["decision_threshold"]
+    assert policy.guard and policy.floor == 0.9 and policy.threshold == metrics["decision_threshold"]
     assert "guard_calibration_f1" in metrics and "hybrid_threshold" not in metrics
 
     # the stored threshold is the best F1 on the plain calibration scores, not on the guarded ones
@@ -341,7 +340,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
     plain = calibration_summary(probs, labels)
     guarded = calibration_summary([0.0 if v else p for p, v in zip(probs, vetoes)], labels)
     assert plain is not None and guarded is not None
-    assert settings["decision_threshold"] == pytest.approx(plain["decision_threshold"], abs=1e-5)
+    assert policy.threshold == pytest.approx(plain["decision_threshold"], abs=1e-5)
     assert plain["decision_threshold"] != pytest.approx(guarded["decision_threshold"], abs=1e-5)  # the test can tell
     # fit reports the stored policy, every stage in force, on its calibration split
     verdicts = decide([(r.sentence1, r.sentence2) for r in cal], policy, probs, [r.extra["question"] for r in cal])

@@ -99,7 +99,7 @@ def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path,
     assert "ensemble of 2 judges" in done.stdout and "hybrid" not in done.stdout
     settings = json.loads((out / "config.json").read_text())["equiv"]
     metrics = json.loads((out / "equiv_metrics.json").read_text())
-    assert settings["decision_threshold"] == metrics["decision_threshold"]
+    assert settings["policy"]["threshold"] == metrics["decision_threshold"] and "decision_threshold" not in settings
     assert "hybrid" not in settings and "hybrid_threshold" not in metrics
     assert metrics["members"] == 2 and 0 < metrics["calibration_pairs"] < len(rows)
 
@@ -191,7 +191,7 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
     assert "hybrid" not in settings and settings["policy"]["guard"] and settings["policy"]["floor"] == 0.9
     pairs, labels, _, _ = calibration_split(config)
     probs = score_judge_dir(tmp_path / "e", pairs)
-    assert settings["decision_threshold"] == calibration_summary(probs, labels)["decision_threshold"]
+    assert settings["policy"]["threshold"] == calibration_summary(probs, labels)["decision_threshold"]
     judge = ModelJudge(tmp_path / "e")
     assert judge.policy.floor == 0.9 and judge.policy.guard
     for option in ("--threshold_f1_tolerance", "--target_precision"):
@@ -214,7 +214,7 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
     assert "decision threshold 0.37, kept from the config (threshold_from_val: false), on" in done.stdout
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
     metrics = json.loads((tmp_path / "e" / "equiv_metrics.json").read_text())
-    assert settings["decision_threshold"] == metrics["decision_threshold"] == 0.37
+    assert settings["policy"]["threshold"] == metrics["decision_threshold"] == 0.37
     pairs, labels, _, _ = calibration_split(config)
     probs = score_judge_dir(tmp_path / "e", pairs)
     at_fixed = binary_metrics([p >= 0.37 for p in probs], labels)
@@ -224,14 +224,14 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "chosen", "--config", config,
                                   "--threshold_from_val"])
     assert done.returncode == 0, done.stderr[-2000:]
-    chosen = json.loads((tmp_path / "chosen" / "config.json").read_text())["equiv"]["decision_threshold"]
+    chosen = json.loads((tmp_path / "chosen" / "config.json").read_text())["equiv"]["policy"]["threshold"]
     assert chosen == calibration_summary(probs, labels)["decision_threshold"]
 
     # no model.decision_threshold in the recipe: fit's default, 0.5
     config.write_text(f"threshold_from_val: false\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "half", "--config", config])
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads((tmp_path / "half" / "config.json").read_text())["equiv"]["decision_threshold"] == 0.5
+    assert json.loads((tmp_path / "half" / "config.json").read_text())["equiv"]["policy"]["threshold"] == 0.5
 
 
 def test_members_with_different_floors_or_guards_are_refused(tmp_path):

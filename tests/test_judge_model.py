@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from equiv.backbones import bundled_minilm_dir
-from equiv.data.demo import DEMO_DIR
 from equiv.errors import InputError
 from equiv.judge.cli import main
 from equiv.judge.export import load_judge
 from equiv.judge.inference import score_pairs
 from equiv.judge.module import PairClassifier
+from equiv.judge.policy import LEGACY_KEYS
 from equiv.judge.tiny import build_tiny_longformer
 
 PAIRS = [
@@ -100,7 +100,9 @@ def test_export_loads_with_auto_classes_and_carries_settings(trained_run: Path, 
     settings = json.loads((judge_dir / "config.json").read_text())["equiv"]
     assert settings["label_mapping"] == {"equivalent": [3, 4], "not_equivalent": [0, 1]}
     assert settings["max_length"] == 64
-    assert settings["prefilter_threshold"] == 0.6 and settings["decision_threshold"] == 0.5
+    # the policy is the one stored form of the decision: no scattered threshold keys beside it
+    assert settings["policy"]["prefilter"] == 0.6 and settings["policy"]["threshold"] == 0.5
+    assert not set(LEGACY_KEYS) & set(settings) and "combine" not in settings["policy"]
     assert settings["model_name"] == str(tiny_longformer)
 
 

@@ -21,7 +21,6 @@ from equiv.judge.members import score_judge_dir
 from equiv.prune import ModelJudge, group_siblings
 from tests.helpers.cli import trainer_cli
 from tests.helpers.judges import SETTINGS, make_tiny_judge
-from tests.test_judge_cli import run_cli
 
 QUESTION = "Jake earns $6 an hour and Jacob earns $7 an hour. How much does Jake earn in 3 hours?"
 PAIR = ("Jake earns $6 an hour.", "Jacob earns $6 an hour.")  # different_names, with the question only
@@ -85,13 +84,14 @@ def test_fit_refuses_the_removed_option_on_the_command_line(tmp_path: Path):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_training_config_that_sets_it_is_refused_by_the_real_cli(tmp_path: Path):
+def test_a_training_config_that_sets_it_is_refused_by_the_cli(tmp_path: Path):
     """A recipe overlay that still says `model.with_question: true` (as
-    configs/gsm8k_equiv_question.yaml did): `python trainer_cli.py fit` exits 2 naming the key."""
+    configs/gsm8k_equiv_question.yaml did): `trainer_cli.py fit` exits 2 naming the key. (In this
+    process: the trainer's real-process smoke test is tests/test_judge_cli.py's fast_dev_run.)"""
     overlay = tmp_path / "question.yaml"
     overlay.write_text("model:\n  with_question: true\n")
-    result = run_cli("fit", "--config", "configs/demo.yaml", "--config", str(overlay),
-                     f"--trainer.default_root_dir={tmp_path / 'run'}", timeout=300)
+    result = trainer_cli("fit", "--config", "configs/demo.yaml", "--config", str(overlay),
+                         f"--trainer.default_root_dir={tmp_path / 'run'}")
     assert result.returncode == 2 and "with_question" in result.stderr
     assert not (tmp_path / "run").exists()
 

@@ -121,7 +121,7 @@ def test_mcts_with_likelihood_fewshot_and_pair_files_through_the_cli(tmp_path):
         "--algo", "mcts", "--out", str(out), "--data.dataset", "gsm8k", "--data.path", str(test),
         "--policy.backend", "transformers", "--policy.model", "tiny:" + str(tmp_path / "tiny"), "--policy.device", "cpu",
         "--policy.prompt_format", "fewshot", "--policy.fewshot_path", str(train), "--policy.fewshot_count", "2",
-        "--policy.max_new_tokens", "40", "--reward.kind", "likelihood", "--reward.model", "",
+        "--policy.max_new_tokens", "24", "--reward.kind", "likelihood", "--reward.model", "",
         "--pruner.strategy", "embedding", "--pruner.threshold", "0.3", "--pruner.device", "cpu",
         "--search.width", "4", "--search.max_depth", "3", "--search.num_simulations", "2",
         "--run.progress", "false", "--run.save_trees", "true",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from equiv.prune.calibrate import (
+from equiv.judge.calibrate import (
     binary_metrics,
     candidate_thresholds,
     pick_threshold,

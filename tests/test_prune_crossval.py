@@ -189,7 +189,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     calibration = [r for r in ensemble_rows if r["fold"] == 1 and r["part"] == "calibration"]
     probs = score_judge_dir(views / "fold1" / "judge", [(r["sentence1"], r["sentence2"]) for r in calibration])
     chosen = calibration_summary(probs, [r["label"] for r in calibration])
-    assert settings["decision_threshold"] == chosen["decision_threshold"]
+    assert settings["policy"]["threshold"] == chosen["decision_threshold"]
     # a recipe that keeps its threshold (threshold_from_val: false): so does each fold's ensemble
     fixed = tmp_path / "fixed.yaml"
     fixed.write_text(yaml.safe_dump(dict(recipe, threshold_from_val=False,
@@ -316,7 +316,7 @@ def test_the_yardstick_and_the_live_judge_decide_every_pair_of_a_labelled_file_a
     from statistics import median
 
     from equiv.data.records import LabelMapping, read_pair_records
-    from equiv.judge.export import update_settings
+    from equiv.judge.export import update_policy
     from equiv.prune import ModelJudge
     from equiv.prune.crossval import score_fold
     from equiv.prune.yardstick import shipped_policy
@@ -332,8 +332,7 @@ def test_the_yardstick_and_the_live_judge_decide_every_pair_of_a_labelled_file_a
     scored = [v.probability for v in probe.pair_verdicts(pairs, questions) if v.reason == "below_threshold"
               or v.reason == "threshold"]
     # a threshold inside the tiny judge's scores, so both sides of it (and of the floor) occur
-    update_settings(judge_dir, {"decision_threshold": round(median(scored), 6),
-                                "statement_threshold": round(sorted(scored)[3 * len(scored) // 4], 6)})
+    update_policy(judge_dir, threshold=round(median(scored), 6), floor=round(sorted(scored)[3 * len(scored) // 4], 6))
     live = ModelJudge(judge_dir, device="cpu")
     mapping = LabelMapping()
     kept = [r for r in records if mapping.label(r.result) is not None]

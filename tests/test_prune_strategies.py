@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import pytest
-import torch
 
 from equiv.errors import InputError
 from equiv.prune import (
@@ -22,7 +20,7 @@ from equiv.prune import (
     group_siblings,
 )
 from equiv.search.types import PairJudge
-from tests.helpers.judges import SETTINGS, make_tiny_judge
+from tests.helpers.judges import make_tiny_judge
 
 @pytest.fixture(scope="module")
 def tiny_judge_dir(tmp_path_factory) -> Path:

@@ -68,7 +68,7 @@ def test_eval_through_transformers_backend(tmp_path, tiny, data, algo):
     stage, tokens_in_tree = TRANSFORMERS_CASES[algo]
     policy, prm = tiny
     args = small_args(tmp_path / "run", data, policy, prm, algo) + [
-        "--policy.backend", "transformers", "--policy.max_new_tokens", "32", "--policy.device", "cpu",
+        "--policy.backend", "transformers", "--policy.max_new_tokens", "16", "--policy.device", "cpu",
         "--reward.device", "cpu", "--pruner.strategy", "levenshtein", "--pruner.threshold", "0.5",
         "--search.prune_stage", stage,
     ]
@@ -79,6 +79,7 @@ def test_eval_through_transformers_backend(tmp_path, tiny, data, algo):
         assert r["generated_tokens"] > 0 and r["prm_calls"] > 0 and r["path"]
         tree = json.loads((tmp_path / "run" / r["tree"]).read_text())
         nodes = tree["nodes"]
+        assert sum(n["tokens"] for n in nodes) > 0  # real steps in the tree, not only truncated candidates
         node_tokens = sum(n["tokens"] for n in nodes) + r["truncated_tokens"]
         assert tokens_in_tree(node_tokens, r["generated_tokens"]), (node_tokens, r["generated_tokens"])
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -132,7 +133,7 @@ def test_batched_transformers_policy_through_the_cli(tmp_path, tiny, data):
                        "--reward.attn_implementation", "eager"]):
         out = tmp_path / ("batched" if extra else "default")
         args = small_args(out, data, policy, prm, "sbs") + [
-            "--policy.backend", "transformers", "--policy.max_new_tokens", "32", "--policy.device", "cpu",
+            "--policy.backend", "transformers", "--policy.max_new_tokens", "16", "--policy.device", "cpu",
             "--reward.device", "cpu", "--run.save_trees", "false", *extra,
         ]
         assert eval_main(args) == 0

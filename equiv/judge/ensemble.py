@@ -10,7 +10,7 @@ way (docs/training.md, "The recommended judge: two seeds averaged"). So an ensem
   ``config.json`` as ``equiv.members``; each member keeps its own settings (``max_length``), so
   each is fed what it was trained on;
 - its probability is ``sigmoid(mean of the members' logits)``;
-- its ``decision_threshold`` is chosen on the
+- its threshold (``equiv.policy``) is chosen on the
   calibration split exactly as ``fit --threshold_from_val true`` chooses one judge's (best F1),
   and the members' stored claim guard and statement floor (which must agree) stay in force. A
   recipe that says ``threshold_from_val: false`` keeps its
@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction, exit_on_input_error
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
-from equiv.judge.export import export_metrics, stored_policy, update_settings
+from equiv.judge.export import export_metrics, stored_policy, update_policy, update_settings
 from equiv.judge.export_keys import MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
 from equiv.judge.members import member_dirs, score_judge_dir
 from equiv.judge.policy import policy_from_settings
@@ -63,7 +63,7 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         decisions.append(replace(policy_from_settings(settings, source=source / "config.json"), threshold=0.5))
     if any(m != mappings[0] for m in mappings):
         raise InputError("members were trained with different label mappings", field="members")
-    for field in ("guard", "floor", "prefilter", "same_step", "combine", "compare"):
+    for field in ("guard", "floor", "prefilter", "same_step", "compare"):
         if any(getattr(d, field) != getattr(decisions[0], field) for d in decisions):
             found = ", ".join(f"{source}: {getattr(d, field)}" for source, d in zip(sources, decisions))
             raise InputError(f"members store different policy {field} settings ({found}); fit them with the same "
@@ -104,7 +104,7 @@ def calibrate_ensemble(
         summary = calibration_summary(probs, labels)
     if summary is None:
         raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
-    update_settings(directory, {"decision_threshold": summary["decision_threshold"]})
+    update_policy(directory, threshold=summary["decision_threshold"])
     metrics = dict(summary, members=float(len(member_dirs(directory))))
     metrics.update(policy_summary(stored_policy(directory), pairs, probs, labels, questions)[0])
     export_metrics(directory, metrics)

@@ -5,10 +5,11 @@ checkpoint is written as ``config.json`` + weights + tokenizer, loadable with
 ``AutoModelForSequenceClassification.from_pretrained(dir)`` and ``AutoTokenizer.from_pretrained(dir)``.
 ``config.json`` carries the judge's settings under ``equiv``: the label mapping it was trained
 with, ``max_length``, the source ``model_name``, and ``equiv.policy``, the decision policy
-(:mod:`equiv.judge.policy`) every consumer decides with. The training-time
-``decision_threshold`` / ``prefilter_threshold`` / ``claim_guard`` / ``statement_threshold``
-stay beside it as a record; :func:`update_settings` carries any change of one of them into the
-policy, so the two never disagree, and the pruning side reads only the policy.
+(:mod:`equiv.judge.policy`) every consumer decides with -- the one stored form of the threshold,
+prefilter, guard and floor. An export written before the policy existed stores them as scattered
+settings (``decision_threshold``, ...); it loads through
+:func:`~equiv.judge.policy.policy_from_settings`, and :func:`update_settings` rewrites it with
+the policy alone.
 """
 
 from __future__ import annotations
@@ -25,12 +26,7 @@ import torch
 
 from equiv.errors import InputError
 from equiv.judge.export_keys import METRICS_FILE, REMOVED_SETTINGS, SETTINGS_KEY
-from equiv.judge.policy import POLICY_KEY, policy_from_settings
-
-_POLICY_KNOBS = {"decision_threshold": "threshold", "prefilter_threshold": "prefilter", "claim_guard": "guard",
-                 "statement_threshold": "floor"}
-"""The scattered export settings and the policy knob each one sets."""
-
+from equiv.judge.policy import LEGACY_KEYS, POLICY_KEY, policy_from_settings
 
 
 def refuse_removed_settings(settings: dict[str, Any], source: str | Path | None = None, *,
@@ -47,18 +43,12 @@ def refuse_removed_settings(settings: dict[str, Any], source: str | Path | None 
                              field=f"{block}.{key}")
 
 
-def with_policy(settings: dict[str, Any]) -> dict[str, Any]:
-    """A module's ``equiv`` settings with its decision policy (``equiv.policy``) added, as an
-    export stores them and a checkpoint loads them."""
-    return {**settings, POLICY_KEY: policy_from_settings(settings).to_dict()}
-
-
 def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] | None = None) -> Path:
     """Write ``module`` (a :class:`~equiv.judge.module.PairClassifier`) as a HF directory."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = module.model
-    settings = with_policy(module.equiv_settings())
+    settings = module.equiv_settings()
     setattr(model.config, SETTINGS_KEY, settings)
     was_training = model.training
     model.eval()
@@ -74,25 +64,26 @@ def export_judge(module: Any, out_dir: str | Path, *, metrics: dict[str, float] 
 
 def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: tuple[str, ...] = (),
                     policy_knobs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Merge ``changes`` into (and drop ``remove`` from) an exported judge's ``equiv`` block.
+    """Merge ``changes`` into (and drop ``remove`` from) an exported judge's ``equiv`` block, and
+    apply ``policy_knobs`` (as :meth:`~equiv.judge.policy.DecisionPolicy.with_knobs` takes them)
+    to its ``equiv.policy``.
 
-    A change of a decision setting (``decision_threshold``, ``prefilter_threshold``,
-    ``claim_guard``, ``statement_threshold``) is carried into ``equiv.policy`` (the policy is
-    written when the block had none), so the export holds one policy that agrees with them.
+    The block is written with the policy as the only stored form of the decision: an export from
+    before the policy existed is converted here and its scattered settings (:data:`LEGACY_KEYS`)
+    dropped, and ``changes`` may not name them (set the policy's knobs instead).
     ``config.json`` is replaced atomically (written beside it, then renamed), so a judge directory
     never holds half a config. Returns the new block.
     """
+    legacy = sorted(set(changes) & set(LEGACY_KEYS))
+    if legacy:
+        raise ValueError(f"{', '.join(legacy)}: old export settings; set the policy's knobs instead (policy_knobs)")
     config_path = Path(judge_dir) / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     block = {k: v for k, v in (config.get(SETTINGS_KEY) or {}).items() if k not in remove}
     policy = policy_from_settings(block, source=config_path)
+    block = {k: v for k, v in block.items() if k not in LEGACY_KEYS}
     block.update(changes)
-    knobs = {knob: changes[key] for key, knob in _POLICY_KNOBS.items() if key in changes}
-    if "floor" in knobs:
-        knobs["floor"] = knobs["floor"] or 0.0  # None: no floor
-    if "prefilter" in knobs:
-        knobs["prefilter"] = knobs["prefilter"] or 0.0
-    block[POLICY_KEY] = policy.with_knobs(**knobs).with_knobs(**(policy_knobs or {})).to_dict()
+    block[POLICY_KEY] = policy.with_knobs(**(policy_knobs or {})).to_dict()
     config[SETTINGS_KEY] = block
     tmp = config_path.with_name(f".config.json.{os.getpid()}.{secrets.token_hex(4)}.tmp")  # one name per writer
     tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -197,8 +188,10 @@ VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
                     "tokenizer.model")
 """A tokenizer's vocabulary, one of which a whole export holds beside ``tokenizer_config.json``."""
 
-REQUIRED_SETTINGS = ("max_length", "decision_threshold")
-"""``equiv`` settings a judge cannot be used as trained without (its input length and its cut)."""
+REQUIRED_SETTINGS = ("max_length", POLICY_KEY)
+"""``equiv`` settings a judge cannot be used as trained without (its input length and its
+decision policy; an export from before the policy existed has its ``decision_threshold``
+instead)."""
 
 
 def _first_line(err: BaseException) -> str:
@@ -233,7 +226,8 @@ def check_export_whole(directory: str | Path) -> None:
     if not isinstance(settings, dict):
         missing.append(f"the '{SETTINGS_KEY}' settings block in config.json")
     else:
-        missing.extend(f"{SETTINGS_KEY}.{key} in config.json" for key in REQUIRED_SETTINGS if settings.get(key) is None)
+        missing.extend(f"{SETTINGS_KEY}.{key} in config.json" for key in REQUIRED_SETTINGS if settings.get(key) is None
+                       and not (key == POLICY_KEY and settings.get("decision_threshold") is not None))
     if missing:
         raise InputError(f"incomplete judge export, missing: {'; '.join(missing)}; export it again with "
                          "trainer_cli.py fit (or python -m equiv.judge.untuned)", path=p)
@@ -255,8 +249,9 @@ def read_json_config(path: Path) -> dict[str, Any]:
 def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer, settings)`` from an exported directory or a ``.ckpt`` file.
 
-    ``settings`` is the ``equiv`` block (label_mapping, max_length, prefilter_threshold,
-    decision_threshold, model_name). A directory must be a whole export (:func:`check_export_whole`);
+    ``settings`` is the ``equiv`` block (label_mapping, max_length, model_name, policy; an old
+    export's scattered decision settings instead of the policy, which
+    :func:`~equiv.judge.policy.policy_from_settings` converts). A directory must be a whole export (:func:`check_export_whole`);
     a weights or tokenizer file that cannot be read is one line, not a traceback. The model is
     in eval mode on CPU.
     """
@@ -265,7 +260,7 @@ def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
         raise InputError("judge not found (expected an exported directory or a .ckpt file)", path=p)
     if p.is_file():
         module = module_from_checkpoint(p)
-        return module.model, module.tokenizer, with_policy(module.equiv_settings())
+        return module.model, module.tokenizer, module.equiv_settings()
     if not (p / "config.json").is_file():
         raise InputError("is not a Hugging Face model directory (no config.json)", path=p)
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer

@@ -7,8 +7,9 @@ collection per stage (``train/``, ``val/``, ``test/``) plus a running best ``val
 numbers in the logger are exactly the ones the best checkpoint is chosen by.
 
 ``prefilter_threshold`` and ``decision_threshold`` do not affect training (the decision threshold
-only sets where the validation metrics cut the probability); they travel with the exported judge
-so search uses the values the judge was trained and validated for.
+only sets where the validation metrics cut the probability); they travel with the exported judge,
+as its decision policy (``equiv.policy``: threshold and prefilter), so search uses the values the
+judge was trained and validated for.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torchmetrics.classification import BinaryAccuracy, BinaryF1Score, BinaryPre
 from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import LabelMapping
 from equiv.errors import InputError, check_fraction
+from equiv.judge.policy import POLICY_KEY, DecisionPolicy
 
 ID2LABEL = {0: "not_equivalent", 1: "equivalent"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
@@ -94,9 +96,10 @@ class PairClassifier(L.LightningModule):
         label_equivalent: MathEquiv levels meaning "equivalent" (linked from the data; exported).
         label_not_equivalent: levels meaning "not equivalent" (linked from the data; exported).
         prefilter_threshold: Levenshtein ratio at or below which search calls a pair not
-            equivalent without asking the model; ``None`` disables the prefilter. Exported only.
+            equivalent without asking the model; ``None`` or 0 disables the prefilter. Exported
+            only, as the policy's ``prefilter``.
         decision_threshold: P(equivalent) above which a pair counts as equivalent; used by the
-            evaluation metrics and exported for search.
+            evaluation metrics and exported for search as the policy's ``threshold``.
         pretrained: load pretrained weights (``False``: random init from the model's config).
         hf_config: build the backbone from this config dict (used when reloading a checkpoint
             without the original weights at hand).
@@ -151,15 +154,21 @@ class PairClassifier(L.LightningModule):
 
     # -- settings that travel with the judge -----------------------------------------------
     def equiv_settings(self) -> dict[str, Any]:
-        """What search needs to use this judge as trained (stored in the exported config)."""
-        hp = self.hparams
+        """What search needs to use this judge as trained (stored in the exported config): the
+        decision policy is the one stored form of the threshold and the prefilter."""
         return {
             "label_mapping": self.label_mapping.to_dict(),
             "max_length": self.max_length,
-            "prefilter_threshold": None if hp.prefilter_threshold is None else float(hp.prefilter_threshold),
-            "decision_threshold": float(hp.decision_threshold),
             "model_name": str(self.model_name),
+            POLICY_KEY: self.decision_policy().to_dict(),
         }
+
+    def decision_policy(self) -> DecisionPolicy:
+        """This judge's policy as trained: its threshold and prefilter, no guard or floor (``fit``
+        adds those to the export when asked)."""
+        hp = self.hparams
+        prefilter = None if hp.prefilter_threshold is None else float(hp.prefilter_threshold) or None
+        return DecisionPolicy(threshold=float(hp.decision_threshold), prefilter=prefilter)
 
     # -- forward ---------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -36,9 +36,11 @@ DEFAULT_PREFILTER = 0.75
 SAME_STEP_KEYS = ("format", "whitespace", "off")
 """What "the same step" means for the shortcut: equal up to formatting (the trained judges), up
 to whitespace (the rule strategies), or no shortcut (the Levenshtein baseline)."""
-COMBINE = ("mean_logit",)
-"""How the members' scores become one probability: the sigmoid of their mean logit (one member:
-its own probability)."""
+RETIRED_FIELDS = {"combine": "mean_logit"}
+"""Fields earlier policies stored with the one value they could hold (``combine``: how an
+ensemble's members' scores become one probability, always the sigmoid of their mean logit, now
+simply how :mod:`equiv.judge.members` scores). A stored export holding that value still loads;
+any other value is refused, since this code cannot decide that way."""
 COMPARE = (">=", ">")
 """>=: the judges; >: the paper's "Levenshtein ratio > 0.95" baseline."""
 LEGACY_KEYS = ("decision_threshold", "prefilter_threshold", "claim_guard", "statement_threshold")
@@ -57,7 +59,6 @@ class DecisionPolicy:
         floor: the statement floor: two steps that both compute nothing merge only at a
             probability of at least this; None = off.
         same_step: the free same-step shortcut (``format``, ``whitespace`` or ``off``).
-        combine: how members' scores combine (``mean_logit``).
         compare: ``>=`` (judges) or ``>`` (the Levenshtein baseline).
         version: :data:`POLICY_VERSION`.
     """
@@ -67,7 +68,6 @@ class DecisionPolicy:
     guard: tuple[str, ...] = ()
     floor: float | None = None
     same_step: str = "format"
-    combine: str = "mean_logit"
     compare: str = ">="
     version: int = POLICY_VERSION
 
@@ -85,12 +85,16 @@ class DecisionPolicy:
         """A policy from its stored form; a bad field is one line naming ``source`` and the field."""
         if not isinstance(data, Mapping):
             raise InputError(f"must be a mapping, got {type(data).__name__}", path=source, field=POLICY_KEY)
+        for name, only in RETIRED_FIELDS.items():
+            if name in data and data[name] != only:
+                raise InputError(f"is {data[name]!r}; this code decides only as {only!r} (the field is retired)",
+                                 path=source, field=f"{POLICY_KEY}.{name}")
         known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known - set(RETIRED_FIELDS))
         if unknown:
             raise InputError(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
                              path=source, field=POLICY_KEY)
-        values = dict(data)
+        values = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         if "guard" in values:
             values["guard"] = guard_setting(values["guard"], source)
         try:
@@ -166,7 +170,7 @@ def check_policy_fields(policy: DecisionPolicy) -> None:
     if not isinstance(policy.guard, tuple):
         raise InputError(f"must be a tuple of rule names, got {policy.guard!r}", field="guard")
     guard_setting(policy.guard)
-    for name, allowed in (("same_step", SAME_STEP_KEYS), ("combine", COMBINE), ("compare", COMPARE)):
+    for name, allowed in (("same_step", SAME_STEP_KEYS), ("compare", COMPARE)):
         if getattr(policy, name) not in allowed:
             raise InputError(f"must be one of {', '.join(allowed)}, got {getattr(policy, name)!r}", field=name)
 

@@ -71,13 +71,13 @@ def build_tiny_longformer(
 def build_tiny_judge(out_dir: str | Path, *, decision_threshold: float = 0.5, prefilter_threshold: float = 0.75,
                      **dims: int) -> Path:
     """A whole judge export around :func:`build_tiny_longformer`: the weights and tokenizer plus the
-    ``equiv`` settings block (max length, threshold, prefilter and the decision policy they make)
+    ``equiv`` settings block (max length and the decision policy: threshold, prefilter)
     that loading a judge requires, as ``trainer_cli.py fit`` writes it. For benchmarks and tests that
     time or exercise a judge of a given shape; its verdicts mean nothing (random weights)."""
     from equiv.judge.export import update_settings
 
     out = build_tiny_longformer(out_dir, **dims)
     max_length = int(dims.get("max_positions", 258))
-    update_settings(out, {"max_length": max_length, "decision_threshold": decision_threshold,
-                          "prefilter_threshold": prefilter_threshold})
+    update_settings(out, {"max_length": max_length},
+                    policy_knobs={"threshold": decision_threshold, "prefilter": prefilter_threshold})
     return out

@@ -17,13 +17,13 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records
 from equiv.errors import InputError, exit_on_input_error, writable_file
 from equiv.judge.calibrate import choose_threshold
 from equiv.judge.decide import Verdict, decide, reason_counts, sweep_scores
-from equiv.prune.calibrate import binary_metrics, prefilter_sweep, spread_by_problem, threshold_sweep
+from equiv.judge.calibrate import binary_metrics, prefilter_sweep, spread_by_problem, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
 from equiv.text.levenshtein import levenshtein_ratio
 

@@ -31,7 +31,7 @@ def load_classifier(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer, settings)`` for a judge directory or Lightning checkpoint.
 
     ``settings`` is the export's ``equiv`` block (``label_mapping``, ``max_length``,
-    ``prefilter_threshold``, ``decision_threshold``, ``model_name``) plus ``positive_index``,
+    ``model_name``, ``policy``) plus ``positive_index``,
     the output column that means "equivalent". Loading and the classifier checks are
     :func:`equiv.judge.export.load_judge`'s; this adds the pruning side's path checks and turns
     any loading failure into an :class:`InputError` on the ``model`` option.

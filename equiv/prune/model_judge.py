@@ -9,11 +9,9 @@ from typing import Any
 
 from equiv.devices import resolve_autocast_dtype, resolve_device
 from equiv.errors import InputError
-from equiv.judge.policy import DEFAULT_THRESHOLD, policy_from_settings
+from equiv.judge.policy import policy_from_settings
 from equiv.prune.cached import CachedJudge, Pair, check_threshold
 from equiv.prune.loading import load_classifier, model_token_limit
-
-DEFAULT_MODEL_THRESHOLD = DEFAULT_THRESHOLD  # argmax of a two-class head, as the reference decides
 
 
 class ModelJudge(CachedJudge):
@@ -21,8 +19,9 @@ class ModelJudge(CachedJudge):
 
     Loaded with :func:`equiv.prune.loading.load_classifier` from an exported Hugging Face
     directory (``config.json`` key ``equiv`` holds the training-time settings) or a Lightning
-    checkpoint. ``threshold`` defaults to the export's ``decision_threshold`` (else 0.5),
-    ``prefilter`` to its ``prefilter_threshold`` (else 0.75), ``max_length`` to its
+    checkpoint. The export's decision policy (``equiv.policy``; an older export's settings
+    converted) is the default, ``threshold``, ``prefilter``, ``guard`` and ``floor`` knobs on
+    top of it; ``max_length`` defaults to its
     ``max_length`` (else the model's limit); a ``max_length`` beyond what the model's position
     embeddings allow is lowered to that limit with a warning, never run into an index error.
     An ensemble export (:mod:`equiv.judge.ensemble`: ``equiv.members``) loads every member and
@@ -85,18 +84,14 @@ class ModelJudge(CachedJudge):
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         """The members' combined probability of pairs the policy sent to the model."""
-        out: list[tuple[float, float] | None] = [None] * len(pairs)
-        to_score = list(range(len(pairs)))
-        if to_score:
-            batch = [pairs[i] for i in to_score]
-            from equiv.judge.members import score_members
+        if not pairs:
+            return []
+        from equiv.judge.members import score_members
 
-            probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
-            self.stats.scored += len(to_score)
-            self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
-            for i, p in zip(to_score, [float(p) for p in probs]):
-                out[i] = (p, p)
-        return [o for o in out if o is not None]
+        probs = score_members(self.members, pairs, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
+        self.stats.scored += len(pairs)
+        self.stats.forward_batches += math.ceil(len(pairs) / self.batch_size) * len(self.members)
+        return [(float(p), float(p)) for p in probs]
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model": self.path, "prefilter": self.prefilter, "max_length": self.max_length,

@@ -3,6 +3,10 @@
 ``exact`` and ``formula`` are 0/1 rules (no threshold to choose: the base class's 0.5 reads
 their 0.0/1.0 right); ``levenshtein`` is the paper's "ratio > 0.95" baseline with a strict
 threshold.
+
+Each rule's score of one pair is its :meth:`score` (a plain function of the two texts), so the
+cross-validation yardstick (:mod:`equiv.prune.yardstick`) scores the baselines it takes from the
+strategy registry exactly as the strategies do.
 """
 
 from __future__ import annotations
@@ -20,9 +24,14 @@ class ExactJudge(CachedJudge):
 
     name = "exact"
 
+    @staticmethod
+    def score(a: str, b: str) -> float:
+        """0: whitespace-equal pairs never reach the score (the same-step shortcut merges them)."""
+        return 0.0
+
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         self.stats.scored += len(pairs)
-        return [(0.0, 0.0)] * len(pairs)  # whitespace-equal pairs were resolved by the shortcut
+        return [(self.score(a, b),) * 2 for a, b in pairs]
 
 
 class LevenshteinJudge(CachedJudge):
@@ -38,13 +47,14 @@ class LevenshteinJudge(CachedJudge):
         super().__init__()
         self.threshold = check_threshold(DEFAULT_LEVENSHTEIN_THRESHOLD if threshold is None else threshold, self.name)
 
+    @staticmethod
+    def score(a: str, b: str) -> float:
+        """The Levenshtein ratio of the two texts."""
+        return levenshtein_ratio(a, b)
+
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         self.stats.scored += len(pairs)
-        out = []
-        for a, b in pairs:
-            ratio = levenshtein_ratio(a, b)
-            out.append((ratio, ratio))
-        return out
+        return [(self.score(a, b),) * 2 for a, b in pairs]
 
 
 class FormulaJudge(CachedJudge):
@@ -52,6 +62,11 @@ class FormulaJudge(CachedJudge):
 
     name = "formula"
 
+    @staticmethod
+    def score(a: str, b: str) -> float:
+        """1 when both steps compute the same normalised formulas, else 0."""
+        return 1.0 if formulas_equivalent(a, b) else 0.0
+
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         self.stats.scored += len(pairs)
-        return [(1.0, 1.0) if formulas_equivalent(a, b) else (0.0, 0.0) for a, b in pairs]
+        return [(self.score(a, b),) * 2 for a, b in pairs]

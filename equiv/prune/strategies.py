@@ -46,6 +46,9 @@ class Strategy:
     """Takes the Levenshtein ``prefilter`` (pairs at or below it are "not equivalent", free)."""
     export_settings: bool = False
     """Reads its defaults (threshold, prefilter, claim guard) from the judge export."""
+    baseline: bool = False
+    """A rule the cross-validation yardstick (:mod:`equiv.prune.yardstick`) scores beside the
+    judge: no model, its judge's ``score(a, b)`` and default policy are the whole rule."""
 
     @property
     def prunes(self) -> bool:
@@ -66,9 +69,9 @@ class PrunerConfig:
         model: exported judge directory or Lightning checkpoint (``model``), or a
             sentence-transformers model (``embedding``; default the bundled all-MiniLM-L6-v2).
         threshold: equivalent iff probability >= threshold; None = the strategy's default
-            (levenshtein 0.95, embedding 0.9, model: the export's ``decision_threshold`` or 0.5).
+            (levenshtein 0.95, embedding 0.9, model: the export's policy).
         prefilter: Levenshtein ratio <= prefilter is "not equivalent" without the model; None =
-            the export's ``prefilter_threshold``, else the paper's 0.75.
+            the export's policy (the paper's 0.75 for an old export without one).
         batch_size: pairs per forward pass.
         max_length: token limit per pair; None = the export's, else the model's limit.
         device: ``auto`` (CUDA if visible), ``cpu``, ``cuda``, ``cuda:N``.
@@ -185,12 +188,13 @@ def _remote(cfg: PrunerConfig) -> CachedJudge:
 STRATEGIES.add(Strategy("none", lambda cfg: None, "no pruning (the baseline)", threshold=False))
 STRATEGIES.add(Strategy("exact", lambda cfg: ExactJudge(), "equal after whitespace normalisation", threshold=False))
 STRATEGIES.add(Strategy("levenshtein", lambda cfg: LevenshteinJudge(cfg.threshold),
-                        "Levenshtein ratio > threshold (default 0.95, the paper's baseline)"))
+                        "Levenshtein ratio > threshold (default 0.95, the paper's baseline)", baseline=True))
 STRATEGIES.add(Strategy(
     "embedding",
     lambda cfg: EmbeddingJudge(cfg.model, threshold=cfg.threshold, batch_size=cfg.batch_size, device=cfg.device),
     "cosine of sentence embeddings >= threshold (default 0.9; the SBERT baseline)", learned=True, model=True))
-STRATEGIES.add(Strategy("formula", lambda cfg: FormulaJudge(), "the same normalised formulas", threshold=False))
+STRATEGIES.add(Strategy("formula", lambda cfg: FormulaJudge(), "the same normalised formulas", threshold=False,
+                        baseline=True))
 STRATEGIES.add(Strategy("model", _classifier, "the trained judge behind the Levenshtein prefilter (the paper)",
                         learned=True, model=True, prefilter=True, export_settings=True))
 STRATEGIES.add(Strategy("remote", _remote, "the judge of a running `search_cli.py serve` (its whole policy), over HTTP",

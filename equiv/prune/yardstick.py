@@ -9,7 +9,9 @@ the live judge decides with, so a figure here describes a judge that can ship
 threshold is the fold export's stored one, a fixed one, or chosen again on the fold's
 calibration rows by :func:`equiv.judge.calibrate.choose_threshold`:
 
-- ``formula`` / ``levenshtein`` -- the rules (no training; the same pairs, for comparison);
+- the baseline rules (no training; the same pairs, for comparison): every strategy the registry
+  marks ``baseline`` (:data:`equiv.prune.strategies.STRATEGIES`: ``formula``, ``levenshtein``),
+  scored and decided as the strategy does (``levenshtein 0.95``: its default threshold);
 - ``judge`` -- each fold's export as ``--strategy model`` uses it, at
   its stored threshold; ``raw`` -- its plain classifier at the stored threshold;
 - ``+guard`` -- the same with every guard rule (:mod:`equiv.text.guard`) in force;
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -39,10 +42,10 @@ from equiv.errors import InputError
 from equiv.judge.calibrate import BinaryMetrics, average_precision, binary_metrics, choose_threshold, spread_by_problem
 from equiv.judge.decide import Verdict, decide, sweep_scores
 from equiv.judge.policy import DecisionPolicy
+from equiv.prune.cached import CachedJudge
+from equiv.prune.strategies import STRATEGIES, PrunerConfig, Strategy, build_judge
 from equiv.rundir.io import read_json_lines
-from equiv.text.formula import formulas_equivalent
 from equiv.text.guard import guard_veto, rule_names
-from equiv.text.levenshtein import levenshtein_ratio
 
 METRICS = ("precision", "recall", "f1", "false_merge_rate")
 DEFAULT_STATEMENT_FLOORS = (0.9,)  # the recipe's floor (configs/gsm8k_equiv.yaml)
@@ -80,19 +83,37 @@ def metrics_of(predictions: Sequence[bool], labels: Sequence[int]) -> dict[str, 
             "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn}
 
 
+def baseline_judge(name: str) -> CachedJudge:
+    """The baseline strategy ``name`` as search builds it with its defaults (its score, its policy)."""
+    return _built(STRATEGIES.get(name))
+
+
+@cache
+def _built(entry: Strategy) -> CachedJudge:
+    """One judge per registry entry (keyed on the entry: a re-registered name builds anew)."""
+    judge = build_judge(PrunerConfig(strategy=entry.name))
+    if judge is None or not entry.baseline or not hasattr(judge, "score"):
+        raise ValueError(f"strategy {entry.name!r} is no baseline rule (baseline=True, a judge with score(a, b))")
+    return judge
+
+
+def baselines() -> tuple[str, ...]:
+    """The rule strategies the table scores beside the judge: those the registry marks ``baseline``."""
+    return tuple(entry.name for entry in STRATEGIES.entries() if entry.baseline)
+
+
 def row_score(row: Row, score: str) -> float:
-    """The score a policy reads from a row: a stored probability, or a rule's 0/1 or ratio."""
-    if score == "formula":
-        return 1.0 if formulas_equivalent(row["sentence1"], row["sentence2"]) else 0.0
-    if score == "levenshtein":
-        return levenshtein_ratio(row["sentence1"], row["sentence2"])
-    return float(row[score])
+    """The score a policy reads from a row: a stored probability (``prob``, ``raw_prob``), or a
+    baseline rule's score of the pair (its strategy's name)."""
+    if score in THRESHOLD_KEYS:
+        return float(row[score])
+    return float(baseline_judge(score).score(row["sentence1"], row["sentence2"]))
 
 
 @dataclass(frozen=True)
 class YardstickPolicy:
-    """One policy of the table: ``policy`` over the rows' ``score`` (``prob``, ``raw_prob``,
-    ``formula`` or ``levenshtein``), its threshold taken from ``threshold_from``: ``policy`` (its
+    """One policy of the table: ``policy`` over the rows' ``score`` (``prob``, ``raw_prob``, or a
+    baseline strategy's name), its threshold taken from ``threshold_from``: ``policy`` (its
     own), ``stored`` (the fold export's, per fold) or ``repick`` (best F1 on the fold's calibration
     rows; ``sweep_guarded`` False chooses with the guard and floor off and applies them after, as
     ``fit`` does)."""
@@ -140,15 +161,22 @@ def policies(floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS,
              fixed: Sequence[float] = DEFAULT_FIXED_THRESHOLDS) -> dict[str, YardstickPolicy]:
     """Name -> policy; each is called as ``(test rows, calibration rows) -> merge or not``."""
     guarded = replace(BARE, guard=rule_names())
-    out: dict[str, YardstickPolicy] = {
-        "formula": YardstickPolicy(BARE, "formula"),
-        "formula+guard": YardstickPolicy(guarded, "formula"),
-        "levenshtein 0.95": YardstickPolicy(replace(BARE, threshold=0.95, compare=">"), "levenshtein"),
+    out: dict[str, YardstickPolicy] = {}
+    for name in baselines():
+        # the strategy's own cut (threshold and comparison); a 0/1 rule also with the guard
+        own = baseline_judge(name).policy
+        policy = replace(BARE, threshold=own.threshold, compare=own.compare)
+        if STRATEGIES.get(name).threshold:
+            out[f"{name} {own.threshold:g}"] = YardstickPolicy(policy, name)
+        else:
+            out[name] = YardstickPolicy(policy, name)
+            out[f"{name}+guard"] = YardstickPolicy(replace(policy, guard=rule_names()), name)
+    out.update({
         "judge": YardstickPolicy(BARE, "prob", "stored"),
         "judge+guard": YardstickPolicy(guarded, "prob", "stored"),
         "raw": YardstickPolicy(BARE, "raw_prob", "stored"),
         "raw+guard": YardstickPolicy(guarded, "raw_prob", "stored"),
-    }
+    })
     out["raw+guard@f1"] = YardstickPolicy(guarded, "raw_prob", "repick", sweep_guarded=False)
     out["judge+guard@f1"] = YardstickPolicy(guarded, "prob", "repick", sweep_guarded=False)
     out["judge@f1"] = YardstickPolicy(BARE, "prob", "repick")
@@ -177,20 +205,20 @@ class _Shipped(YardstickPolicy):
         return DecisionPolicy.from_dict(stored)
 
 
-def _decided(rows: Iterable[Row], decide: YardstickPolicy
+def _decided(rows: Iterable[Row], policy: YardstickPolicy
              ) -> list[tuple[list[Row], list[bool]]]:
-    """Per fold (in fold order), its held-out (``test``) rows and ``decide``'s verdicts on them,
-    the fold's ``calibration`` rows feeding ``decide``; folds without held-out rows are left out."""
+    """Per fold (in fold order), its held-out (``test``) rows and ``policy``'s verdicts on them,
+    the fold's ``calibration`` rows feeding ``policy``; folds without held-out rows are left out."""
     by_fold: dict[int, dict[str, list[Row]]] = {}
     for row in rows:
         by_fold.setdefault(int(row["fold"]), {"test": [], "calibration": []})[row.get("part", "test")].append(row)
-    return [(parts["test"], decide(parts["test"], parts["calibration"]))
+    return [(parts["test"], policy(parts["test"], parts["calibration"]))
             for _, parts in sorted(by_fold.items()) if parts["test"]]
 
 
-def per_fold(rows: Iterable[Row], decide: YardstickPolicy) -> list[dict[str, float]]:
-    """One metrics dict per fold (test rows only; calibration rows feed ``decide``)."""
-    return [metrics_of(verdicts, [int(r["label"]) for r in test]) for test, verdicts in _decided(rows, decide)]
+def per_fold(rows: Iterable[Row], policy: YardstickPolicy) -> list[dict[str, float]]:
+    """One metrics dict per fold (test rows only; calibration rows feed ``policy``)."""
+    return [metrics_of(verdicts, [int(r["label"]) for r in test]) for test, verdicts in _decided(rows, policy)]
 
 
 def source_file(row: Row) -> str:
@@ -223,8 +251,8 @@ def _applicable(rows: list[Row]) -> Iterator[tuple[str, YardstickPolicy]]:
 def yardstick_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
     """Policy -> mean and population spread over folds of :data:`METRICS`, plus pooled counts."""
     table: dict[str, dict[str, Any]] = {}
-    for name, decide in _applicable(rows):
-        folds = per_fold(rows, decide)
+    for name, policy in _applicable(rows):
+        folds = per_fold(rows, policy)
         agg: dict[str, Any] = {"folds": len(folds)}
         for key in METRICS:
             agg.update(mean_and_spread(key, [f[key] for f in folds]))
@@ -243,8 +271,8 @@ def pooled_table(rows: list[Row]) -> dict[str, dict[str, Any]]:
     noise; the pooled figure is the estimate, and how far it moves when other problems are drawn
     is its honest spread (one problem's template can make several false merges at once)."""
     table: dict[str, dict[str, Any]] = {}
-    for name, decide in _applicable(rows):
-        decided = _decided(rows, decide)
+    for name, policy in _applicable(rows):
+        decided = _decided(rows, policy)
         held_out = [r for test, _ in decided for r in test]
         predictions = [verdict for _, verdicts in decided for verdict in verdicts]
         labels = [int(r["label"]) for r in held_out]

@@ -14,7 +14,7 @@ records is bound to
 - the models, in ``models.json`` (:func:`model_bindings`): for each model setting that names a
   local directory or file (the judge, and the policy or PRM when they are local), a content
   fingerprint (:func:`fingerprint`). The path alone said nothing: a judge retrained into the
-  same folder, or its ``decision_threshold`` edited, mixed two judges' records (issue #44,
+  same folder, or its policy's threshold edited, mixed two judges' records (issue #44,
   item 5). A hub id is bound by its name in ``config.yaml``.
 
 ``binding.sha256`` (:data:`DIGEST`) holds a digest of each binding file's content as this
