@@ -6,8 +6,9 @@ because search collects the sibling pairs of many problems and asks once. Each j
 - ``name`` and ``policy`` (:class:`equiv.judge.policy.DecisionPolicy`): how a pair is decided,
   applied by the one evaluator :func:`equiv.judge.decide.decide`;
 - ``pair_verdicts(pairs, questions)``: per pair the probability, whether it merges, the reason
-  (the stage that decided: ``identical``, ``prefiltered``, ``guard:<rule>``, ``below_threshold``,
-  ``floor``, ``threshold``) and whether deciding it took a learned model's forward -- what
+  (the stage that decided: ``identical``, ``prefiltered``, ``guard:<rule>``, ``restated``,
+  ``below_threshold``, ``floor``, ``threshold``) and whether deciding it took a learned model's
+  forward (the rules decide before the model, so a pair they decide takes none) -- what
   search counts as a problem's ``judge_calls``, so the judge alone says what its work was;
 - ``pair_probabilities(pairs)``: the verdicts' probabilities (the Levenshtein ratio, the cosine
   clipped at 0, the model's probability; 0/1 for ``exact`` and ``formula``);
@@ -47,7 +48,8 @@ class JudgeStats:
     """Judge work, cumulative since construction or :meth:`reset`.
 
     ``pairs`` counts every pair asked (repeats included) and equals ``cache_hits + exact +
-    prefiltered + scored`` where ``scored`` is what reached the model (or embedding / rule).
+    prefiltered + scored + ruled`` where ``scored`` is what reached the model (or embedding /
+    rule) and ``ruled`` what a guard rule or the restatement rule decided without it.
     """
 
     pairs: int = 0
@@ -58,7 +60,8 @@ class JudgeStats:
     forward_batches: int = 0
     guarded: int = 0  # pairs asked whose merge a guard rule vetoed (repeats included)
     floored: int = 0  # pairs asked, neither step computing, at the threshold but short of the statement floor
-    restated: int = 0  # pairs asked, neither step computing, merged as restatements of each other (floor on)
+    restated: int = 0  # pairs asked, neither step computing, merged as restatements of each other (restate on)
+    ruled: int = 0  # pairs asked that a guard rule or the restatement rule decided unscored (no model)
     seconds: float = 0.0
 
     def reset(self) -> None:
@@ -72,7 +75,7 @@ class JudgeStats:
 class PairVerdict(NamedTuple):
     """What a judge says about one pair: the policy's verdict and whether it took a model forward."""
 
-    probability: float
+    probability: float | None
     model_call: bool
     merged: bool = False
     reason: str = ""
@@ -163,12 +166,15 @@ class CachedJudge:
                 self._cache[key] = result
         return [self._cache[key][0] for key in keys]
 
-    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
+    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
+                      score_ruled: bool = False) -> list[PairVerdict]:
         """The policy's verdict per pair, in order, with whether it took a model forward.
 
         ``questions``: the problem each pair belongs to (search and labelled files know it), which
         the guard reads for restated givens and the problem's entities; without it the guard
         checks the steps alone. A cached pair is scored once however often it is asked.
+        ``score_ruled``: also score the pairs a rule decided (guard, restatement) for their
+        probability; off, they cost no forward and their probability is None.
         """
         if questions is not None and len(questions) != len(pairs):
             raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
@@ -178,7 +184,7 @@ class CachedJudge:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
         asked = [(a, b) for a, b in pairs]
-        verdicts = decide(asked, self.policy, self._scores, asked_questions)
+        verdicts = decide(asked, self.policy, self._scores, asked_questions, score_ruled=score_ruled)
         self.stats.pairs += len(asked)
         for (a, b), verdict in zip(asked, verdicts):
             if verdict.reason in (IDENTICAL, PREFILTERED):
@@ -192,18 +198,20 @@ class CachedJudge:
             self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
             self.stats.floored += verdict.reason == FLOOR
             self.stats.restated += verdict.reason == RESTATED
+            self.stats.ruled += verdict.reason not in (IDENTICAL, PREFILTERED) and verdict.probability is None
         self.stats.seconds += time.perf_counter() - start
         return [PairVerdict(v.probability, v.scored and self.needs_model(a, b), v.merged, v.reason, v.detail)
                 for (a, b), v in zip(asked, verdicts)]
 
     def pair_probabilities(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
-        """The probability per pair, in order (the verdicts' ``merged`` is what decides)."""
-        return [v.probability for v in self.pair_verdicts(pairs, questions)]
+        """The probability per pair, in order (the verdicts' ``merged`` is what decides); every pair
+        the shortcut and the prefilter leave is scored, those the rules decide too."""
+        return [float(v.probability) for v in self.pair_verdicts(pairs, questions, score_ruled=True)]
 
     def pair_scores(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
         """The continuous score a threshold is swept over (the cached ``score`` of each scored
         pair: the Levenshtein ratio, the cosine, the model's probability), per pair, in order."""
-        verdicts = self.pair_verdicts(pairs, questions)
+        verdicts = self.pair_verdicts(pairs, questions, score_ruled=True)
         return [v.probability if v.reason in (IDENTICAL, PREFILTERED) else self._cache[pair_key(a, b)][1]
                 for (a, b), v in zip(pairs, verdicts)]
 

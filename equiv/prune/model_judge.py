@@ -45,6 +45,7 @@ class ModelJudge(CachedJudge):
         dtype: str = "auto",
         guard: bool | list[str] | None = None,
         floor: float | None = None,
+        restate: bool | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -57,7 +58,8 @@ class ModelJudge(CachedJudge):
         self.positive_index = int(settings.get("positive_index", 1))
         stored = policy_from_settings(settings, source=Path(self.path) / "config.json")
         self.policy = stored.with_knobs(threshold=None if threshold is None else check_threshold(threshold, self.name),
-                                        prefilter=prefilter, guard=guard, floor=floor)
+                                        prefilter=prefilter, guard=guard, floor=floor,
+                                        restate=restate)
         if batch_size < 1:
             raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
         self.batch_size = int(batch_size)

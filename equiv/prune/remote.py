@@ -108,23 +108,27 @@ class RemoteJudge(CachedJudge):
         # the service's guard reads the question, so one pair of texts may differ between problems
         return (*pair_key(a, b), question)
 
-    def _ask(self, pairs: list[Pair], questions: list[str]) -> list[dict[str, Any]]:
+    def _ask(self, pairs: list[Pair], questions: list[str], score_ruled: bool = False) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for start in range(0, len(pairs), CHUNK):
             chunk = [list(p) for p in pairs[start:start + CHUNK]]
-            answer = _request(self.url + "/verdicts", {"pairs": chunk, "questions": questions[start:start + CHUNK]},
+            answer = _request(self.url + "/verdicts", {"pairs": chunk, "questions": questions[start:start + CHUNK],
+                                                      "score_ruled": score_ruled},
                               timeout=self.timeout, retries=self.retries, backoff=self.backoff)
             found = answer.get("verdicts") if isinstance(answer, dict) else None
             if not isinstance(found, list) or len(found) != len(chunk) or not all(
-                    isinstance(v, dict) and isinstance(v.get("probability"), (int, float))
+                    isinstance(v, dict) and (v.get("probability") is None or isinstance(v.get("probability"), (int, float)))
                     and isinstance(v.get("merged"), bool) and isinstance(v.get("reason"), str) for v in found):
                 raise ServiceError(f"{self.url}/verdicts answered {len(chunk)} pairs with something else: "
                                    f"{json.dumps(answer)[:200]}", field="pruner.url")
             out.extend(found)
         return out
 
-    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
-        """The service's verdict per pair, in order; each new (pair, question) asked once, in one request."""
+    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
+                      score_ruled: bool = False) -> list[PairVerdict]:
+        """The service's verdict per pair, in order; each new (pair, question) asked once, in one
+        request (``score_ruled``: with the probability of the pairs a rule decided, asked again
+        where the cached verdict has none)."""
         if questions is not None and len(questions) != len(pairs):
             raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
         start = time.perf_counter()
@@ -137,19 +141,22 @@ class RemoteJudge(CachedJudge):
         self.stats.pairs += len(keys)
         new: dict[tuple[str, ...], tuple[Pair, str]] = {}
         for key, pair, question in zip(keys, pairs, asked):
-            if key in self._verdicts or key in new:
+            cached = self._verdicts.get(key)
+            if (cached is not None and not (score_ruled and cached.probability is None)) or key in new:
                 self.stats.cache_hits += 1
             else:
                 new[key] = ((pair[0], pair[1]), question)
         if new:
-            found = self._ask([p for p, _ in new.values()], [q for _, q in new.values()])
+            found = self._ask([p for p, _ in new.values()], [q for _, q in new.values()], score_ruled)
             self.stats.forward_batches += 1
             for key, v in zip(new, found):
-                verdict = PairVerdict(float(v["probability"]), bool(v.get("model_call")), v["merged"], v["reason"],
+                probability = None if v["probability"] is None else float(v["probability"])
+                verdict = PairVerdict(probability, bool(v.get("model_call")), v["merged"], v["reason"],
                                       str(v.get("detail", "")))
                 self._verdicts[key] = verdict
-                stat = _STATS.get(verdict.reason, "scored")
-                setattr(self.stats, stat, getattr(self.stats, stat) + 1)
+                stat = _STATS.get(verdict.reason, "scored" if verdict.probability is not None else None)
+                if stat is not None:
+                    setattr(self.stats, stat, getattr(self.stats, stat) + 1)
         out = [self._verdicts[key] for key in keys]
         for verdict in out:  # as a local judge counts them: every ask, repeats included
             self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
@@ -159,7 +166,7 @@ class RemoteJudge(CachedJudge):
         return out
 
     def pair_scores(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
-        return [v.probability for v in self.pair_verdicts(pairs, questions)]
+        return [float(v.probability) for v in self.pair_verdicts(pairs, questions, score_ruled=True)]
 
     def clear_cache(self) -> None:
         super().clear_cache()

@@ -313,7 +313,7 @@ async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[
         grouping = group_equivalent(
             len(family),
             {pair: bool(v.merged) for pair, v in decided.items()},
-            probs={pair: float(v.probability) for pair, v in decided.items()},
+            probs={pair: v.probability for pair, v in decided.items()},
             mode=ctx.pruner.grouping,
             representative=representative,  # type: ignore[arg-type]
             priors=[n.prior for n in family],

@@ -23,6 +23,15 @@ from equiv.serve.protocol import INTERNAL_PATH, ROUTES, Limits, RequestError, de
 CACHE_LIMIT = 200_000  # judged pairs kept before the judge's cache is cleared (a long-running service)
 
 
+def needs_probability(request: dict[str, Any]) -> bool:
+    """Whether a request's answer shows every pair's probability, so the pairs a rule decided are
+    scored too: TEI's labels and the reference's similarity scores are numbers, and a
+    ``/verdicts`` client may ask (``score_ruled``); ``/group`` and the binary answers need none."""
+    route = request["route"]
+    return (route == "predict" or (route == "merge_model_inference" and request["output_type"] == "similarity")
+            or (route == "verdicts" and bool(request.get("score_ruled"))))
+
+
 class JudgeAPI(ls.LitAPI):
     """Serves every internal request kind with one judge per worker; a batch is one judge call."""
 
@@ -66,7 +75,7 @@ class JudgeAPI(ls.LitAPI):
             elif req["route"] != "metrics":
                 flat.extend((a, b) for a, b in req["pairs"])
                 questions.extend(req.get("questions") or [""] * len(req["pairs"]))
-        found = verdicts(self.judge, flat, questions) if flat else []
+        found = verdicts(self.judge, flat, questions, score_ruled=any(map(needs_probability, batch))) if flat else []
         out: list[Any] = []
         start = 0
         for req in batch:

@@ -27,7 +27,7 @@ class PairVerdict:
     the rule, ``detail`` its short reason); ``model_call`` says whether deciding it took a forward.
     """
 
-    probability: float
+    probability: float | None
     merged: bool
     reason: str
     model_call: bool
@@ -40,14 +40,17 @@ class PairVerdict:
         return out
 
 
-def verdicts(judge: CachedJudge, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
+def verdicts(judge: CachedJudge, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
+             score_ruled: bool = False) -> list[PairVerdict]:
     """One verdict per pair, in order, from one batched judge call (``questions``: each pair's
-    problem, which the guard reads; None = unknown)."""
+    problem, which the guard reads; None = unknown; ``score_ruled``: the probability of the pairs
+    a rule decided too, else None)."""
     if not pairs:
         return []
     asked = list(questions) if questions is not None else [""] * len(pairs)
-    return [PairVerdict(float(v.probability), bool(v.merged), v.reason, bool(v.model_call), v.detail)
-            for v in judge.pair_verdicts(list(pairs), asked)]
+    return [PairVerdict(None if v.probability is None else float(v.probability), bool(v.merged), v.reason,
+                        bool(v.model_call), v.detail)
+            for v in judge.pair_verdicts(list(pairs), asked, score_ruled=score_ruled)]
 
 
 @dataclass(frozen=True)
