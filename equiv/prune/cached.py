@@ -33,59 +33,31 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
-from typing import Any, NamedTuple, Sequence
+from dataclasses import replace
+from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction
-from equiv.judge.decide import FLOOR, GUARD_PREFIX, IDENTICAL, PREFILTERED, RESTATED, decide
+from equiv.judge.decide import IDENTICAL, PREFILTERED, Verdict, decide
 from equiv.judge.policy import DecisionPolicy
+from equiv.prune.stats import JudgeStats
 
 Pair = tuple[str, str]
-
-
-@dataclass
-class JudgeStats:
-    """Judge work, cumulative since construction or :meth:`reset`.
-
-    ``pairs`` counts every pair asked (repeats included) and equals ``cache_hits + exact +
-    prefiltered + scored + ruled`` where ``scored`` is what reached the model (or embedding /
-    rule) and ``ruled`` what a guard rule or the restatement rule decided without it.
-    """
-
-    pairs: int = 0
-    cache_hits: int = 0
-    exact: int = 0
-    prefiltered: int = 0
-    scored: int = 0
-    forward_batches: int = 0
-    guarded: int = 0  # pairs asked whose merge a guard rule vetoed (repeats included)
-    floored: int = 0  # pairs asked, neither step computing, at the threshold but short of the statement floor
-    restated: int = 0  # pairs asked, neither step computing, merged as restatements of each other (restate on)
-    ruled: int = 0  # pairs asked that a guard rule or the restatement rule decided unscored (no model)
-    seconds: float = 0.0
-
-    def reset(self) -> None:
-        for name, value in asdict(JudgeStats()).items():
-            setattr(self, name, value)
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
-
-
-class PairVerdict(NamedTuple):
-    """What a judge says about one pair: the policy's verdict and whether it took a model forward."""
-
-    probability: float | None
-    model_call: bool
-    merged: bool = False
-    reason: str = ""
-    detail: str = ""
 
 
 def pair_key(a: str, b: str) -> Pair:
     """The order-insensitive identity of a pair (the judge's cache key)."""
     return (a, b) if a <= b else (b, a)
 
+
+def checked_pairs(pairs: Sequence[Pair], questions: Sequence[str] | None) -> list[str]:
+    """Each pair must be two strings and ``questions`` (None: unknown) one per pair; returns the
+    questions ("" each when unknown). What every judge checks first."""
+    if questions is not None and len(questions) != len(pairs):
+        raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+            raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
+    return list(questions) if questions is not None else [""] * len(pairs)
 
 
 def check_threshold(value: float, strategy: str) -> float:
@@ -123,7 +95,7 @@ class CachedJudge:
         self.stats = JudgeStats()
         self.policy: DecisionPolicy = self.default_policy
         self._cache: dict[Pair, tuple[float, float]] = {}
-        self._decided: set[Pair] = set()  # keys the shortcut or the prefilter decided (stats)
+        self._decided: set[Pair] = set()  # keys decided without a score (stats: new or a repeat)
 
     # The knobs, read and set on the policy (what ``describe``, the CLIs and older callers use).
     @property
@@ -148,17 +120,16 @@ class CachedJudge:
         for a learned judge, unless a subclass decides some inside :meth:`_judge_new` for free."""
         return self.learned
 
-    def _scores(self, pairs: list[Pair]) -> list[float]:
+    def _scores(self, pairs: list[Pair], fresh: set[Pair]) -> list[float]:
         """The probability of each pair the policy sends to the model: cached ones from the cache,
-        new ones in one :meth:`_judge_new` call (the scorer :func:`decide` calls)."""
+        new ones in one :meth:`_judge_new` call (the scorer :func:`decide` calls); the keys scored
+        now go into ``fresh``."""
         keys = [pair_key(a, b) for a, b in pairs]
         new, asked = [], []
-        seen: set[Pair] = set()
         for key, pair in zip(keys, pairs):
-            if key in self._cache or key in seen:
-                self.stats.cache_hits += 1
+            if key in self._cache or key in fresh:
                 continue
-            seen.add(key)
+            fresh.add(key)
             new.append(key)
             asked.append(pair)
         if new:
@@ -167,7 +138,7 @@ class CachedJudge:
         return [self._cache[key][0] for key in keys]
 
     def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
-                      score_ruled: bool = False) -> list[PairVerdict]:
+                      score_ruled: bool = False) -> list[Verdict]:
         """The policy's verdict per pair, in order, with whether it took a model forward.
 
         ``questions``: the problem each pair belongs to (search and labelled files know it), which
@@ -176,32 +147,26 @@ class CachedJudge:
         ``score_ruled``: also score the pairs a rule decided (guard, restatement) for their
         probability; off, they cost no forward and their probability is None.
         """
-        if questions is not None and len(questions) != len(pairs):
-            raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
+        asked_questions = checked_pairs(pairs, questions)
         start = time.perf_counter()
-        asked_questions = list(questions) if questions is not None else [""] * len(pairs)
-        for i, pair in enumerate(pairs):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
-                raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
         asked = [(a, b) for a, b in pairs]
-        verdicts = decide(asked, self.policy, self._scores, asked_questions, score_ruled=score_ruled)
-        self.stats.pairs += len(asked)
+        scored_now: set[Pair] = set()
+        verdicts = decide(asked, self.policy, lambda todo: self._scores(todo, scored_now), asked_questions,
+                          score_ruled=score_ruled)
+        out: list[Verdict] = []
+        fresh: list[bool] = []
         for (a, b), verdict in zip(asked, verdicts):
-            if verdict.reason in (IDENTICAL, PREFILTERED):
-                key = pair_key(a, b)
-                if key in self._decided:
-                    self.stats.cache_hits += 1
-                else:
-                    self._decided.add(key)
-                    self.stats.exact += verdict.reason == IDENTICAL
-                    self.stats.prefiltered += verdict.reason == PREFILTERED
-            self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
-            self.stats.floored += verdict.reason == FLOOR
-            self.stats.restated += verdict.reason == RESTATED
-            self.stats.ruled += verdict.reason not in (IDENTICAL, PREFILTERED) and verdict.probability is None
-        self.stats.seconds += time.perf_counter() - start
-        return [PairVerdict(v.probability, v.scored and self.needs_model(a, b), v.merged, v.reason, v.detail)
-                for (a, b), v in zip(asked, verdicts)]
+            key = pair_key(a, b)
+            if verdict.scored:
+                fresh.append(key in scored_now)
+                scored_now.discard(key)  # a repeat in this call is a cache hit
+                out.append(replace(verdict, model_call=self.needs_model(a, b)))
+            else:  # decided free or by a rule: new work the first time this judge saw the pair
+                fresh.append(key not in self._decided)
+                self._decided.add(key)
+                out.append(verdict)
+        self.stats.count(out, fresh, time.perf_counter() - start)
+        return out
 
     def pair_probabilities(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
         """The probability per pair, in order (the verdicts' ``merged`` is what decides); every pair

@@ -94,7 +94,6 @@ class ModelJudge(CachedJudge):
             from equiv.judge.members import score_members
 
             probs = score_members(self.members, batch, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
-            self.stats.scored += len(to_score)
             self.stats.forward_batches += math.ceil(len(to_score) / self.batch_size) * len(self.members)
             for i, p in zip(to_score, [float(p) for p in probs]):
                 out[i] = (p, p)

@@ -21,7 +21,6 @@ class ExactJudge(CachedJudge):
     name = "exact"
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        self.stats.scored += len(pairs)
         return [(0.0, 0.0)] * len(pairs)  # whitespace-equal pairs were resolved by the shortcut
 
 
@@ -39,7 +38,6 @@ class LevenshteinJudge(CachedJudge):
         self.threshold = check_threshold(DEFAULT_LEVENSHTEIN_THRESHOLD if threshold is None else threshold, self.name)
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        self.stats.scored += len(pairs)
         out = []
         for a, b in pairs:
             ratio = levenshtein_ratio(a, b)
@@ -53,5 +51,4 @@ class FormulaJudge(CachedJudge):
     name = "formula"
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        self.stats.scored += len(pairs)
         return [(1.0, 1.0) if formulas_equivalent(a, b) else (0.0, 0.0) for a, b in pairs]

@@ -32,7 +32,7 @@ class Strategy:
 
     name: str
     """What ``--pruner.strategy`` / ``pairs --strategy`` select it by."""
-    build: Callable[["PrunerConfig"], CachedJudge | None]
+    build: Callable[["PrunerConfig"], CachedJudge | RemoteJudge | None]
     """The judge for a validated config whose options this entry accepts (None: no pruning)."""
     summary: str
     """One line for the docs' table."""
@@ -128,7 +128,7 @@ class PrunerConfig:
             guard_setting(self.guard)
 
 
-def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
+def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
     """The judge ``cfg`` describes, or None for ``strategy: none``.
 
     Options that would silently do nothing (a threshold for a 0/1 rule, a prefilter or a model
@@ -183,7 +183,7 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
     )
 
 
-def _remote(cfg: PrunerConfig) -> CachedJudge:
+def _remote(cfg: PrunerConfig) -> RemoteJudge:
     """``remote``: the service applies its judge's whole policy; settings it would ignore are errors."""
     for name in ("guard", "floor", "restate"):
         if getattr(cfg, name) is not None:

@@ -97,6 +97,8 @@ class JudgeAPI(ls.LitAPI):
                 "judge": self.judge.stats.to_dict()}
 
     def encode_response(self, output):  # type: ignore[no-untyped-def]
+        from equiv.serve.verdicts import verdict_json
+
         kind = output[0]
         threshold = float(self.judge.threshold)
         if kind == "metrics":
@@ -106,10 +108,10 @@ class JudgeAPI(ls.LitAPI):
             g = result.grouping
             return {"threshold": threshold, "classes": g.classes, "representatives": g.representatives,
                     "representative_of": g.representative_of,
-                    "pairs": [{"i": i, "j": j, **v.to_dict()} for (i, j), v in zip(result.pairs, result.verdicts)]}
+                    "pairs": [{"i": i, "j": j, **verdict_json(v)} for (i, j), v in zip(result.pairs, result.verdicts)]}
         _, req, found = output
         if kind == "verdicts":
-            return {"threshold": threshold, "verdicts": [v.to_dict() for v in found]}
+            return {"threshold": threshold, "verdicts": [verdict_json(v) for v in found]}
         if kind == "predict":
             # the model's probability as TEI's score, but the first label is the policy's verdict: a
             # client that takes the top label must not merge a pair the guard, floor or threshold refused
