@@ -39,6 +39,7 @@ from typing import Any, Sequence
 from equiv.errors import InputError, check_fraction
 from equiv.judge.decide import IDENTICAL, PREFILTERED, Verdict, decide
 from equiv.judge.policy import DecisionPolicy
+from equiv.prune.lru import BoundedLRU, text_bytes
 from equiv.prune.stats import JudgeStats
 
 Pair = tuple[str, str]
@@ -94,8 +95,9 @@ class CachedJudge:
     def __init__(self) -> None:
         self.stats = JudgeStats()
         self.policy: DecisionPolicy = self.default_policy
-        self._cache: dict[Pair, tuple[float, float]] = {}
-        self._decided: set[Pair] = set()  # keys decided without a score (stats: new or a repeat)
+        # what this judge has decided, per pair key: (probability, score) once scored, None when
+        # decided without a score (the shortcut, the prefilter, a rule); bounded (equiv.prune.lru)
+        self.cache: BoundedLRU[Pair, tuple[float, float] | None] = BoundedLRU(size_of=lambda key, _: text_bytes(*key))
 
     # The knobs, read and set on the policy (what ``describe``, the CLIs and older callers use).
     @property
@@ -108,8 +110,11 @@ class CachedJudge:
 
     def clear_cache(self) -> None:
         """Forget judged pairs (benchmarks; a new search over unrelated problems)."""
-        self._cache.clear()
-        self._decided.clear()
+        self.cache.clear()
+
+    def cache_info(self) -> dict[str, int]:
+        """The cache's entries, estimated bytes, bounds and evictions (the service's ``/metrics``)."""
+        return self.cache.info()
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         """``(probability, score)`` of pairs not judged before: what a strategy implements."""
@@ -120,22 +125,32 @@ class CachedJudge:
         for a learned judge, unless a subclass decides some inside :meth:`_judge_new` for free."""
         return self.learned
 
-    def _scores(self, pairs: list[Pair], fresh: set[Pair]) -> list[float]:
-        """The probability of each pair the policy sends to the model: cached ones from the cache,
-        new ones in one :meth:`_judge_new` call (the scorer :func:`decide` calls); the keys scored
-        now go into ``fresh``."""
+    def _results(self, pairs: list[Pair], fresh: set[Pair]) -> list[tuple[float, float]]:
+        """``(probability, score)`` of each pair the policy sends to the model: cached ones from the
+        cache, new ones in one :meth:`_judge_new` call; the keys scored now go into ``fresh``."""
         keys = [pair_key(a, b) for a, b in pairs]
+        known: dict[Pair, tuple[float, float]] = {}
         new, asked = [], []
         for key, pair in zip(keys, pairs):
-            if key in self._cache or key in fresh:
+            if key in known:
+                continue
+            cached = self.cache.get(key)
+            if cached is not None:
+                known[key] = cached
                 continue
             fresh.add(key)
             new.append(key)
             asked.append(pair)
+            known[key] = (0.0, 0.0)  # a placeholder until the batch below is scored
         if new:
             for key, result in zip(new, self._judge_new(asked)):
-                self._cache[key] = result
-        return [self._cache[key][0] for key in keys]
+                known[key] = result
+                self.cache.put(key, result)
+        return [known[key] for key in keys]
+
+    def _scores(self, pairs: list[Pair], fresh: set[Pair]) -> list[float]:
+        """The probabilities :meth:`_results` gives (the scorer :func:`decide` calls)."""
+        return [probability for probability, _ in self._results(pairs, fresh)]
 
     def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
                       score_ruled: bool = False) -> list[Verdict]:
@@ -151,19 +166,24 @@ class CachedJudge:
         start = time.perf_counter()
         asked = [(a, b) for a, b in pairs]
         scored_now: set[Pair] = set()
+        keys = [pair_key(a, b) for a, b in asked]
+        seen = {key for key in keys if key in self.cache}  # decided before this call
         verdicts = decide(asked, self.policy, lambda todo: self._scores(todo, scored_now), asked_questions,
                           score_ruled=score_ruled)
         out: list[Verdict] = []
         fresh: list[bool] = []
-        for (a, b), verdict in zip(asked, verdicts):
-            key = pair_key(a, b)
+        for (a, b), key, verdict in zip(asked, keys, verdicts):
             if verdict.scored:
                 fresh.append(key in scored_now)
                 scored_now.discard(key)  # a repeat in this call is a cache hit
                 out.append(replace(verdict, model_call=self.needs_model(a, b)))
             else:  # decided free or by a rule: new work the first time this judge saw the pair
-                fresh.append(key not in self._decided)
-                self._decided.add(key)
+                fresh.append(key not in seen)
+                seen.add(key)  # a repeat in this call is a cache hit
+                if key in self.cache:
+                    self.cache.get(key)  # used: now the most recent
+                else:
+                    self.cache.put(key, None)
                 out.append(verdict)
         self.stats.count(out, fresh, time.perf_counter() - start)
         return out
@@ -177,8 +197,14 @@ class CachedJudge:
         """The continuous score a threshold is swept over (the cached ``score`` of each scored
         pair: the Levenshtein ratio, the cosine, the model's probability), per pair, in order."""
         verdicts = self.pair_verdicts(pairs, questions, score_ruled=True)
-        return [v.probability if v.reason in (IDENTICAL, PREFILTERED) else self._cache[pair_key(a, b)][1]
-                for (a, b), v in zip(pairs, verdicts)]
+        out = []
+        for (a, b), v in zip(pairs, verdicts):
+            if v.reason in (IDENTICAL, PREFILTERED):
+                out.append(float(v.probability or 0.0))
+                continue
+            cached = self.cache.get(pair_key(a, b))  # None only if evicted since: scored again
+            out.append((cached or self._results([(a, b)], set())[0])[1])
+        return out
 
     def describe(self) -> dict[str, Any]:
         """Settings to record beside results (what exactly judged the pairs)."""

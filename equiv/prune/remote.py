@@ -23,6 +23,7 @@ from equiv.errors import InputError, ServiceError
 from equiv.judge.decide import Verdict
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import Pair, checked_pairs, pair_key
+from equiv.prune.lru import BoundedLRU, text_bytes
 from equiv.prune.stats import JudgeStats
 
 CHUNK = 1024  # pairs per /verdicts request (under the service's default limit of 4096)
@@ -94,7 +95,8 @@ class RemoteJudge:
         self.policy: DecisionPolicy = (
             DecisionPolicy.from_dict(stored, source=f"{self.url}/info") if isinstance(stored, dict)
             else DecisionPolicy(threshold=float(self.served["threshold"]), prefilter=None, same_step="whitespace"))
-        self._verdicts: dict[tuple[str, ...], Verdict] = {}
+        # the service's verdicts per (pair, question), bounded as a local judge's cache is
+        self.cache: BoundedLRU[tuple[str, ...], Verdict] = BoundedLRU(size_of=lambda key, _: text_bytes(*key))
 
     @property
     def threshold(self) -> float:
@@ -132,19 +134,20 @@ class RemoteJudge:
         new: dict[tuple[str, ...], tuple[Pair, str]] = {}
         fresh: list[bool] = []
         for key, pair, question in zip(keys, pairs, asked):
-            cached = self._verdicts.get(key)
+            cached = self.cache.get(key)
             hit = (cached is not None and not (score_ruled and cached.probability is None)) or key in new
             fresh.append(not hit)
             if not hit:
                 new[key] = ((pair[0], pair[1]), question)
+        answered: dict[tuple[str, ...], Verdict] = {}
         if new:
             found = self._ask([p for p, _ in new.values()], [q for _, q in new.values()], score_ruled)
             self.stats.forward_batches += 1
             for key, v in zip(new, found):
-                self._verdicts[key] = Verdict(None if v["probability"] is None else float(v["probability"]),
-                                              v["merged"], v["reason"], str(v.get("detail", "")),
-                                              bool(v.get("model_call")))
-        out = [self._verdicts[key] for key in keys]
+                answered[key] = Verdict(None if v["probability"] is None else float(v["probability"]),
+                                        v["merged"], v["reason"], str(v.get("detail", "")), bool(v.get("model_call")))
+                self.cache.put(key, answered[key])
+        out = [answered.get(key) or self.cache.get(key) for key in keys]
         self.stats.count(out, fresh, time.perf_counter() - start)
         return out
 
@@ -157,7 +160,11 @@ class RemoteJudge:
 
     def clear_cache(self) -> None:
         """Forget the verdicts asked so far."""
-        self._verdicts.clear()
+        self.cache.clear()
+
+    def cache_info(self) -> dict[str, int]:
+        """The verdict cache's entries, estimated bytes, bounds and evictions."""
+        return self.cache.info()
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.name, "url": self.url, "threshold": self.threshold,

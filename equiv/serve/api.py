@@ -20,8 +20,6 @@ import litserve as ls
 
 from equiv.serve.protocol import INTERNAL_PATH, ROUTES, Limits, RequestError, decode_json, pair_count, parse_request
 
-CACHE_LIMIT = 200_000  # judged pairs kept before the judge's cache is cleared (a long-running service)
-
 
 def needs_probability(request: dict[str, Any]) -> bool:
     """Whether a request's answer shows every pair's probability, so the pairs a rule decided are
@@ -87,14 +85,13 @@ class JudgeAPI(ls.LitAPI):
                 out.append(("metrics", self.metrics()))
             else:
                 out.append((req["route"], req, mine))
-        if len(self.judge._cache) > CACHE_LIMIT:
-            self.judge.clear_cache()
         return out if isinstance(requests, list) else out[0]
 
     def metrics(self) -> dict[str, Any]:
-        """This worker's counters: requests per route, pairs asked, batches, the judge's stats."""
+        """This worker's counters: requests per route, pairs asked, batches, the judge's stats and
+        its cache (bounded by the judge itself: :mod:`equiv.prune.lru`)."""
         return {"requests": dict(self.requests), "pairs": self.pairs_asked, "batches": self.batches,
-                "judge": self.judge.stats.to_dict()}
+                "judge": self.judge.stats.to_dict(), "cache": self.judge.cache_info()}
 
     def encode_response(self, output):  # type: ignore[no-untyped-def]
         from equiv.serve.verdicts import verdict_json
