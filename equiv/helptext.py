@@ -1,7 +1,7 @@
 """Help text for people: Sphinx markup out, choices in.
 
 Why: ``--help`` reads the settings' docstrings, which are written for the API reference
-(``:data:`STRATEGIES```, ``:mod:`equiv.text.claims```, double back-quotes); on a terminal that
+(``:data:`STRATEGIES```, ``:mod:`equiv.text.guard```, double back-quotes); on a terminal that
 markup is noise. :func:`plain` turns it into plain words, :func:`plain_formatter` makes a
 jsonargparse help formatter that applies it to every option's help and every group's
 description, and :func:`show_choices` lists a free-text option's allowed values (a registry's

@@ -179,3 +179,15 @@ def test_bench_sealed_quick_prints_the_table_and_the_difference_from_formula(tmp
     assert [r["arm"] for r in rows] == ["formula", "guard alone", "tiny"]
     assert rows[0]["f1_minus_formula"] == 0.0 and rows[1]["reasons"].get("threshold", 0) > 0
     assert all(0.0 <= r["precision"] <= 1.0 and r["merges"] >= r["false_merges"] for r in rows)
+
+
+def test_bench_decide_order_quick_counts_fewer_forwards_with_the_same_verdicts():
+    """The rules before the model: the table, the ratio of model pairs (old order over new) and the
+    speedup; the script itself stops if the two orders decide any pair differently."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_decide_order.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("gsm8k_train_siblings_gemma270m.jsonl") for line in lines)
+    ratio = float(next(line for line in lines if line.startswith("ratio: ")).split()[1])
+    assert ratio > 2.0 and any(line.startswith("speedup: ") for line in lines)

@@ -26,8 +26,8 @@ NOISE = ("Loading weights", "LOAD REPORT", "litlogger", "GPU available", "is dep
 
 def test_plain_turns_sphinx_markup_into_words():
     assert plain("a name in :data:`STRATEGIES`; ``none`` turns it off") == "a name in STRATEGIES; none turns it off"
-    assert plain("(:mod:`equiv.text.claims`, :func:`~equiv.text.claims.below_statement_floor`)") == \
-        "(equiv.text.claims, below_statement_floor)"
+    assert plain("(:mod:`equiv.text.guard`, :func:`~equiv.judge.decide.below_floor`)") == \
+        "(equiv.text.guard, below_floor)"
     assert plain("no markup here") == "no markup here"
 
 

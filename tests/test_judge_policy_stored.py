@@ -47,7 +47,8 @@ def _pairs(limit: int = 60) -> tuple[list[tuple[str, str]], list[str]]:
 
 def _verdicts(directory: Path, pairs, questions) -> list[tuple[float, bool, str]]:
     judge = ModelJudge(directory, device="cpu")
-    return [(round(v.probability, 6), v.merged, v.reason) for v in judge.pair_verdicts(pairs, questions)]
+    return [(None if v.probability is None else round(v.probability, 6), v.merged, v.reason)
+            for v in judge.pair_verdicts(pairs, questions)]
 
 
 def test_an_old_format_export_loads_and_decides_as_the_same_policy_stored(tmp_path: Path) -> None:

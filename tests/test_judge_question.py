@@ -115,8 +115,12 @@ def test_the_question_reaches_the_guard_and_not_the_score(tmp_path: Path):
     directory = make_tiny_judge(tmp_path / "j", settings=dict(SETTINGS, prefilter_threshold=0.0))
     judge = ModelJudge(directory, threshold=0.01, guard=["different_names"])
     with_q, without = judge.pair_verdicts([PAIR, PAIR], [QUESTION, ""])
-    assert judge.stats.scored == 1 and judge.stats.cache_hits == 1
-    assert with_q.probability == without.probability
+    # the guard vetoes the pair under its question before the model: one scoring, for the other
+    assert judge.stats.scored == 1 and judge.stats.cache_hits == 0 and judge.stats.ruled == 1
+    assert with_q.probability is None and not with_q.model_call and without.model_call
+    asked = judge.pair_verdicts([PAIR, PAIR], [QUESTION, ""], score_ruled=True)
+    assert asked[0].probability == asked[1].probability == without.probability  # the score reads no question
+    assert judge.stats.scored == 1  # from the cache
     assert (with_q.merged, with_q.reason, with_q.detail) == (False, "guard:different_names", "jacob vs jake")
     assert (without.merged, without.reason) == (True, "threshold")
     assert "with_question" not in judge.describe()

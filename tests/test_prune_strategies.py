@@ -63,7 +63,7 @@ def test_cache_is_order_insensitive_and_stats_add_up():
     assert out == [1.0, 1.0, 1.0]
     s = j.stats
     assert (s.pairs, s.cache_hits, s.exact, s.scored) == (3, 1, 1, 1)
-    assert s.pairs == s.cache_hits + s.exact + s.prefiltered + s.scored
+    assert s.pairs == s.cache_hits + s.exact + s.prefiltered + s.scored + s.ruled
     j.pair_probabilities([("<<2+1=3>>", "<<1+2=3>>")])
     assert j.stats.cache_hits == 2
     j.clear_cache()

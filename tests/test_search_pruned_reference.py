@@ -24,7 +24,7 @@ from equiv.search.sbs import sbs
 from equiv.search.runner import Grader, aggregate_solutions
 from equiv.search.types import ScoreRequest
 from tests.helpers.reference import RefSearch, majority_vote, prm_min_max, prm_min_vote, walk
-from tests.helpers.scripted import KeyedReward, Problem, SeededPolicy, simple_extract, simple_grade
+from tests.helpers.scripted import KeyedReward, Problem, SeededPolicy, simple_extract, simple_grade, threshold_verdicts
 from tests.helpers.search import Q, run_search
 
 VOTE_UTILS = {"majority_vote": majority_vote, "prm_min_max": prm_min_max, "prm_min_vote": prm_min_vote}
@@ -41,8 +41,11 @@ class PairSetJudge:
 
     name, threshold, learned = "pairs", 0.5, True
 
-    def pair_probabilities(self, pairs):
+    def pair_probabilities(self, pairs, questions=None):
         return [1.0 if equivalent(a, b) else 0.0 for a, b in pairs]
+
+    def pair_verdicts(self, pairs, questions=None, *, score_ruled=False):
+        return threshold_verdicts(self, pairs)
 
 
 class RoughPolicy:

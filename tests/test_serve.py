@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("litserve")
 
 from equiv.prune.model_judge import ModelJudge  # noqa: E402
-from equiv.serve.verdicts import REASONS, verdicts  # noqa: E402
+from equiv.serve.verdicts import REASONS, verdict_json, verdicts  # noqa: E402
 from tests.helpers.judges import SETTINGS, make_tiny_judge  # noqa: E402
 from tests.helpers.serve import call, running_server  # noqa: E402
 
@@ -41,9 +41,13 @@ def server(judge_dir, tmp_path_factory):
         yield url
 
 
-def local_verdicts(judge_dir: Path, pairs: list[tuple[str, str]], question: str | None) -> list[dict]:
+def local_verdicts(judge_dir: Path, pairs: list[tuple[str, str]], question: str | None, *,
+                   score_ruled: bool = False) -> list[dict]:
+    """What the local judge says, as the service answers it (``score_ruled``: the routes that show
+    every pair's probability, a guard-vetoed pair's too)."""
     judge = ModelJudge(judge_dir, device="cpu")
-    return [v.to_dict() for v in verdicts(judge, pairs, None if question is None else [question] * len(pairs))]
+    return [verdict_json(v) for v in verdicts(judge, pairs, None if question is None else [question] * len(pairs),
+                                               score_ruled=score_ruled)]
 
 
 def test_group_gives_classes_and_the_local_judges_verdict_per_pair(server, judge_dir):
@@ -56,6 +60,14 @@ def test_group_gives_classes_and_the_local_judges_verdict_per_pair(server, judge
     reasons = {p["reason"] for p in body["pairs"]}
     assert all(r in REASONS or r.startswith("guard:") for r in reasons)
     assert "identical" in reasons and "guard:different_numbers" in reasons
+    # the guard decides before the model: no forward, no probability unless asked for
+    vetoed = [p for p in body["pairs"] if p["reason"].startswith("guard:")]
+    assert all(p["probability"] is None and not p["model_call"] for p in vetoed)
+    status, asked = call(server + "/verdicts", {"pairs": [[STEPS[p["i"]], STEPS[p["j"]]] for p in vetoed],
+                                                "questions": [QUESTION] * len(vetoed), "score_ruled": True})
+    assert status == 200 and all(isinstance(v["probability"], float) for v in asked["verdicts"])
+    assert [v["reason"] for v in asked["verdicts"]] == [p["reason"] for p in vetoed]
+    assert call(server + "/verdicts", {"pairs": [["a", "b"]], "score_ruled": "yes"})[0] == 400
     assert sorted(i for c in body["classes"] for i in c) == list(range(len(STEPS)))
     assert body["representative_of"][1] == 0  # identical up to formatting: merged into step 0
     assert body["representatives"] == [c[0] for c in body["classes"]]
@@ -74,7 +86,8 @@ def test_predict_answers_in_text_embeddings_inference_shape(server, judge_dir):
     pairs = [[STEPS[0], STEPS[2]], [STEPS[3], STEPS[4]], [STEPS[0], STEPS[1]]]
     status, body = call(server + "/predict", {"inputs": pairs})
     assert status == 200 and len(body) == 3
-    expected = local_verdicts(judge_dir, [tuple(p) for p in pairs], None)
+    expected = local_verdicts(judge_dir, [tuple(p) for p in pairs], None, score_ruled=True)
+    assert any(v["reason"].startswith("guard:") for v in expected)  # its probability shown, asked for
     for labels, verdict in zip(body, expected):
         assert {d["label"] for d in labels} == {"equivalent", "not_equivalent"}
         assert (labels[0]["label"] == "equivalent") == verdict["merged"]  # the top label is the policy's verdict
@@ -92,7 +105,7 @@ def test_the_reference_client_protocol_unchanged(server, judge_dir):
     status, body = call(worker + "/merge_model_inference", {"input_pairs": single})
     assert status == 200 and body == {"input": single, "is_similar": True}
     batch = [[STEPS[0], STEPS[1]], [STEPS[0], STEPS[2]], [STEPS[3], STEPS[4]]]
-    expected = local_verdicts(judge_dir, [tuple(p) for p in batch], None)
+    expected = local_verdicts(judge_dir, [tuple(p) for p in batch], None, score_ruled=True)
     status, body = call(worker + "/merge_model_inference", {"input_pairs": batch})
     assert status == 200 and body == {"input": batch, "is_similar_list": [v["merged"] for v in expected]}
     status, body = call(worker + "/merge_model_inference", {"input_pairs": batch, "output_type": "similarity"})

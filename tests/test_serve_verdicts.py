@@ -30,8 +30,11 @@ def test_each_verdict_names_the_rule_that_decided_it(judge):
     found = verdicts(judge, pairs, [QUESTION] * len(pairs))
     assert [v.reason for v in found] == ["identical", "prefiltered", "guard:different_numbers", "floor", "threshold"]
     assert [v.merged for v in found] == [True, False, False, False, True]
-    assert [v.model_call for v in found] == [False, False, True, True, True]
-    assert found[2].probability > judge.threshold and found[2].detail  # vetoed although the model would merge it
+    assert [v.model_call for v in found] == [False, False, False, True, True]  # the guard decides before the model
+    assert found[2].probability is None and found[2].detail
+    asked = verdicts(judge, pairs, [QUESTION] * len(pairs), score_ruled=True)  # its probability, asked for
+    assert asked[2].probability > judge.threshold and asked[2].model_call  # vetoed although the model would merge it
+    assert [(v.merged, v.reason) for v in asked] == [(v.merged, v.reason) for v in found]
     # the same decisions search groups by: the judge's own verdicts
     assert [(v.merged, v.reason) for v in found] == [
         (v.merged, v.reason) for v in judge.pair_verdicts(pairs, [QUESTION] * len(pairs))]

@@ -53,7 +53,8 @@ def test_trained_judges_decide_formatting_equal_pairs_for_free_rules_do_not(tmp_
     other = ("The tax is 240000*.1=24000", "The tax is 240000*.2=48000")
     judge = ModelJudge(judge_dir)
     verdicts = judge.pair_verdicts([same, other])
-    assert verdicts[0][:4] == (1.0, False, True, "identical")  # no forward: the shortcut decided it
+    v = verdicts[0]
+    assert (v.probability, v.model_call, v.merged, v.reason) == (1.0, False, True, "identical")  # no forward: the shortcut
     assert verdicts[1].model_call
     assert (judge.stats.exact, judge.stats.scored) == (1, 1)
     exact = ExactJudge()

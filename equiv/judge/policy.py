@@ -58,6 +58,11 @@ class DecisionPolicy:
         guard: guard rule names (:mod:`equiv.text.guard`), tried in this order; empty = off.
         floor: the statement floor: two steps that both compute nothing merge only at a
             probability of at least this; None = off.
+        restate: the restatement rule: two steps that compute nothing and restate each other
+            merge without the model (:mod:`equiv.text.restate`). None (the default, and an
+            export stored without the key) = on exactly when the floor is on, as it was when
+            the rule rode on the floor; resolved when the policy is made, so turning the floor
+            off later leaves it as it is.
         same_step: the free same-step shortcut (``format``, ``whitespace`` or ``off``).
         compare: ``>=`` (judges) or ``>`` (the Levenshtein baseline).
         version: :data:`POLICY_VERSION`.
@@ -67,17 +72,24 @@ class DecisionPolicy:
     prefilter: float | None = DEFAULT_PREFILTER
     guard: tuple[str, ...] = ()
     floor: float | None = None
+    restate: bool | None = None
     same_step: str = "format"
     compare: str = ">="
     version: int = POLICY_VERSION
 
     def __post_init__(self) -> None:
+        if self.restate is None:  # the rule rode on the floor before it had its own setting
+            object.__setattr__(self, "restate", self.floor is not None)
         check_policy_fields(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form stored in exports (``guard`` as a list)."""
+        """The JSON form stored in exports (``guard`` as a list). ``restate`` is written only where
+        it differs from what an export without the key reads (on exactly when the floor is on), so
+        the stored form, and a served judge's fingerprint, of every earlier policy stay the same."""
         data = asdict(self)
         data["guard"] = list(self.guard)
+        if self.restate == (self.floor is not None):
+            del data["restate"]
         return data
 
     @classmethod
@@ -104,9 +116,12 @@ class DecisionPolicy:
                              ) from None
 
     def with_knobs(self, *, threshold: float | None = None, prefilter: float | None = None,
-                   guard: bool | Sequence[str] | None = None, floor: float | None = None) -> "DecisionPolicy":
+                   guard: bool | Sequence[str] | None = None, floor: float | None = None,
+                   restate: bool | None = None) -> "DecisionPolicy":
         """This policy with the user's knobs applied (None: keep this policy's). ``prefilter`` and
-        ``floor`` of 0 turn them off; ``guard`` True = every rule, False = off, or rule names."""
+        ``floor`` of 0 turn them off; ``guard`` True = every rule, False = off, or rule names;
+        ``restate`` on or off. Each knob moves one stage only: the floor no longer takes the
+        restatement rule with it."""
         changes: dict[str, Any] = {}
         if threshold is not None:
             changes["threshold"] = threshold
@@ -116,6 +131,8 @@ class DecisionPolicy:
             changes["guard"] = guard_setting(guard)
         if floor is not None:
             changes["floor"] = _off_at_zero(floor, "floor")
+        if restate is not None:
+            changes["restate"] = check_restate(restate)
         return replace(self, **changes) if changes else self
 
 
@@ -130,6 +147,13 @@ def _off_at_zero(value: Any, field: str) -> float | None:
     if not 0.0 <= number <= 1.0:
         raise InputError(f"must be in [0, 1] (0: off), got {value!r}", field=field)
     return number or None
+
+
+def check_restate(value: Any, field: str = "restate") -> bool:
+    """The restatement knob: true or false."""
+    if not isinstance(value, bool):
+        raise InputError(f"must be true or false, got {value!r}", field=field)
+    return value
 
 
 def guard_setting(value: Any, source: str | Path | None = None) -> tuple[str, ...]:
@@ -170,6 +194,7 @@ def check_policy_fields(policy: DecisionPolicy) -> None:
     if not isinstance(policy.guard, tuple):
         raise InputError(f"must be a tuple of rule names, got {policy.guard!r}", field="guard")
     guard_setting(policy.guard)
+    check_restate(policy.restate)
     for name, allowed in (("same_step", SAME_STEP_KEYS), ("compare", COMPARE)):
         if getattr(policy, name) not in allowed:
             raise InputError(f"must be one of {', '.join(allowed)}, got {getattr(policy, name)!r}", field=name)
@@ -189,7 +214,7 @@ def policy_from_settings(settings: Mapping[str, Any], source: str | Path | None 
             prefilter=DEFAULT_PREFILTER if prefilter is None else (float(prefilter) or None),
             guard=guard_setting(bool(settings.get("claim_guard", False))),
             floor=float(settings.get("statement_threshold") or 0.0) or None,
-        )
+        )  # restate follows the floor, as it did
     except (InputError, TypeError, ValueError) as err:
         message = err.message if isinstance(err, InputError) else str(err)
         raise InputError(f"cannot convert the export's settings to a decision policy: {message}", path=source,

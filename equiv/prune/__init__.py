@@ -10,11 +10,14 @@ Importing this package does not import torch; the model and embedding strategies
 when built.
 """
 
-from equiv.prune.cached import CachedJudge, JudgeStats, PairVerdict, pair_key
+from equiv.judge.decide import Verdict
+from equiv.prune.cached import CachedJudge, pair_key
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.grouping import Grouping, group_equivalent, group_siblings, sibling_pairs
 from equiv.prune.model_judge import ModelJudge
+from equiv.prune.remote import RemoteJudge
 from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
+from equiv.prune.stats import JudgeStats
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, Strategy, build_judge
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 
@@ -27,10 +30,11 @@ __all__ = [
     "JudgeStats",
     "LevenshteinJudge",
     "ModelJudge",
-    "PairVerdict",
     "PrunerConfig",
+    "RemoteJudge",
     "STRATEGIES",
     "Strategy",
+    "Verdict",
     "build_judge",
     "group_equivalent",
     "group_siblings",

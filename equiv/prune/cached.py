@@ -6,8 +6,9 @@ because search collects the sibling pairs of many problems and asks once. Each j
 - ``name`` and ``policy`` (:class:`equiv.judge.policy.DecisionPolicy`): how a pair is decided,
   applied by the one evaluator :func:`equiv.judge.decide.decide`;
 - ``pair_verdicts(pairs, questions)``: per pair the probability, whether it merges, the reason
-  (the stage that decided: ``identical``, ``prefiltered``, ``guard:<rule>``, ``below_threshold``,
-  ``floor``, ``threshold``) and whether deciding it took a learned model's forward -- what
+  (the stage that decided: ``identical``, ``prefiltered``, ``guard:<rule>``, ``restated``,
+  ``below_threshold``, ``floor``, ``threshold``) and whether deciding it took a learned model's
+  forward (the rules decide before the model, so a pair they decide takes none) -- what
   search counts as a problem's ``judge_calls``, so the judge alone says what its work was;
 - ``pair_probabilities(pairs)``: the verdicts' probabilities (the Levenshtein ratio, the cosine
   clipped at 0, the model's probability; 0/1 for ``exact`` and ``formula``);
@@ -32,57 +33,32 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
-from typing import Any, NamedTuple, Sequence
+from dataclasses import replace
+from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction
-from equiv.judge.decide import FLOOR, GUARD_PREFIX, IDENTICAL, PREFILTERED, RESTATED, decide
+from equiv.judge.decide import IDENTICAL, PREFILTERED, Verdict, decide
 from equiv.judge.policy import DecisionPolicy
+from equiv.prune.lru import BoundedLRU, text_bytes
+from equiv.prune.stats import JudgeStats
 
 Pair = tuple[str, str]
-
-
-@dataclass
-class JudgeStats:
-    """Judge work, cumulative since construction or :meth:`reset`.
-
-    ``pairs`` counts every pair asked (repeats included) and equals ``cache_hits + exact +
-    prefiltered + scored`` where ``scored`` is what reached the model (or embedding / rule).
-    """
-
-    pairs: int = 0
-    cache_hits: int = 0
-    exact: int = 0
-    prefiltered: int = 0
-    scored: int = 0
-    forward_batches: int = 0
-    guarded: int = 0  # pairs asked whose merge a guard rule vetoed (repeats included)
-    floored: int = 0  # pairs asked, neither step computing, at the threshold but short of the statement floor
-    restated: int = 0  # pairs asked, neither step computing, merged as restatements of each other (floor on)
-    seconds: float = 0.0
-
-    def reset(self) -> None:
-        for name, value in asdict(JudgeStats()).items():
-            setattr(self, name, value)
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
-
-
-class PairVerdict(NamedTuple):
-    """What a judge says about one pair: the policy's verdict and whether it took a model forward."""
-
-    probability: float
-    model_call: bool
-    merged: bool = False
-    reason: str = ""
-    detail: str = ""
 
 
 def pair_key(a: str, b: str) -> Pair:
     """The order-insensitive identity of a pair (the judge's cache key)."""
     return (a, b) if a <= b else (b, a)
 
+
+def checked_pairs(pairs: Sequence[Pair], questions: Sequence[str] | None) -> list[str]:
+    """Each pair must be two strings and ``questions`` (None: unknown) one per pair; returns the
+    questions ("" each when unknown). What every judge checks first."""
+    if questions is not None and len(questions) != len(pairs):
+        raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+            raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
+    return list(questions) if questions is not None else [""] * len(pairs)
 
 
 def check_threshold(value: float, strategy: str) -> float:
@@ -119,8 +95,9 @@ class CachedJudge:
     def __init__(self) -> None:
         self.stats = JudgeStats()
         self.policy: DecisionPolicy = self.default_policy
-        self._cache: dict[Pair, tuple[float, float]] = {}
-        self._decided: set[Pair] = set()  # keys the shortcut or the prefilter decided (stats)
+        # what this judge has decided, per pair key: (probability, score) once scored, None when
+        # decided without a score (the shortcut, the prefilter, a rule); bounded (equiv.prune.lru)
+        self.cache: BoundedLRU[Pair, tuple[float, float] | None] = BoundedLRU(size_of=lambda key, _: text_bytes(*key))
 
     # The knobs, read and set on the policy (what ``describe``, the CLIs and older callers use).
     @property
@@ -133,8 +110,11 @@ class CachedJudge:
 
     def clear_cache(self) -> None:
         """Forget judged pairs (benchmarks; a new search over unrelated problems)."""
-        self._cache.clear()
-        self._decided.clear()
+        self.cache.clear()
+
+    def cache_info(self) -> dict[str, int]:
+        """The cache's entries, estimated bytes, bounds and evictions (the service's ``/metrics``)."""
+        return self.cache.info()
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
         """``(probability, score)`` of pairs not judged before: what a strategy implements."""
@@ -145,67 +125,86 @@ class CachedJudge:
         for a learned judge, unless a subclass decides some inside :meth:`_judge_new` for free."""
         return self.learned
 
-    def _scores(self, pairs: list[Pair]) -> list[float]:
-        """The probability of each pair the policy sends to the model: cached ones from the cache,
-        new ones in one :meth:`_judge_new` call (the scorer :func:`decide` calls)."""
+    def _results(self, pairs: list[Pair], fresh: set[Pair]) -> list[tuple[float, float]]:
+        """``(probability, score)`` of each pair the policy sends to the model: cached ones from the
+        cache, new ones in one :meth:`_judge_new` call; the keys scored now go into ``fresh``."""
         keys = [pair_key(a, b) for a, b in pairs]
+        known: dict[Pair, tuple[float, float]] = {}
         new, asked = [], []
-        seen: set[Pair] = set()
         for key, pair in zip(keys, pairs):
-            if key in self._cache or key in seen:
-                self.stats.cache_hits += 1
+            if key in known:
                 continue
-            seen.add(key)
+            cached = self.cache.get(key)
+            if cached is not None:
+                known[key] = cached
+                continue
+            fresh.add(key)
             new.append(key)
             asked.append(pair)
+            known[key] = (0.0, 0.0)  # a placeholder until the batch below is scored
         if new:
             for key, result in zip(new, self._judge_new(asked)):
-                self._cache[key] = result
-        return [self._cache[key][0] for key in keys]
+                known[key] = result
+                self.cache.put(key, result)
+        return [known[key] for key in keys]
 
-    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
+    def _scores(self, pairs: list[Pair], fresh: set[Pair]) -> list[float]:
+        """The probabilities :meth:`_results` gives (the scorer :func:`decide` calls)."""
+        return [probability for probability, _ in self._results(pairs, fresh)]
+
+    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
+                      score_ruled: bool = False) -> list[Verdict]:
         """The policy's verdict per pair, in order, with whether it took a model forward.
 
         ``questions``: the problem each pair belongs to (search and labelled files know it), which
         the guard reads for restated givens and the problem's entities; without it the guard
         checks the steps alone. A cached pair is scored once however often it is asked.
+        ``score_ruled``: also score the pairs a rule decided (guard, restatement) for their
+        probability; off, they cost no forward and their probability is None.
         """
-        if questions is not None and len(questions) != len(pairs):
-            raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
+        asked_questions = checked_pairs(pairs, questions)
         start = time.perf_counter()
-        asked_questions = list(questions) if questions is not None else [""] * len(pairs)
-        for i, pair in enumerate(pairs):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
-                raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
         asked = [(a, b) for a, b in pairs]
-        verdicts = decide(asked, self.policy, self._scores, asked_questions)
-        self.stats.pairs += len(asked)
-        for (a, b), verdict in zip(asked, verdicts):
-            if verdict.reason in (IDENTICAL, PREFILTERED):
-                key = pair_key(a, b)
-                if key in self._decided:
-                    self.stats.cache_hits += 1
+        scored_now: set[Pair] = set()
+        keys = [pair_key(a, b) for a, b in asked]
+        seen = {key for key in keys if key in self.cache}  # decided before this call
+        verdicts = decide(asked, self.policy, lambda todo: self._scores(todo, scored_now), asked_questions,
+                          score_ruled=score_ruled)
+        out: list[Verdict] = []
+        fresh: list[bool] = []
+        for (a, b), key, verdict in zip(asked, keys, verdicts):
+            if verdict.scored:
+                fresh.append(key in scored_now)
+                scored_now.discard(key)  # a repeat in this call is a cache hit
+                out.append(replace(verdict, model_call=self.needs_model(a, b)))
+            else:  # decided free or by a rule: new work the first time this judge saw the pair
+                fresh.append(key not in seen)
+                seen.add(key)  # a repeat in this call is a cache hit
+                if key in self.cache:
+                    self.cache.get(key)  # used: now the most recent
                 else:
-                    self._decided.add(key)
-                    self.stats.exact += verdict.reason == IDENTICAL
-                    self.stats.prefiltered += verdict.reason == PREFILTERED
-            self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
-            self.stats.floored += verdict.reason == FLOOR
-            self.stats.restated += verdict.reason == RESTATED
-        self.stats.seconds += time.perf_counter() - start
-        return [PairVerdict(v.probability, v.scored and self.needs_model(a, b), v.merged, v.reason, v.detail)
-                for (a, b), v in zip(asked, verdicts)]
+                    self.cache.put(key, None)
+                out.append(verdict)
+        self.stats.count(out, fresh, time.perf_counter() - start)
+        return out
 
     def pair_probabilities(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
-        """The probability per pair, in order (the verdicts' ``merged`` is what decides)."""
-        return [v.probability for v in self.pair_verdicts(pairs, questions)]
+        """The probability per pair, in order (the verdicts' ``merged`` is what decides); every pair
+        the shortcut and the prefilter leave is scored, those the rules decide too."""
+        return [float(v.probability) for v in self.pair_verdicts(pairs, questions, score_ruled=True)]
 
     def pair_scores(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
         """The continuous score a threshold is swept over (the cached ``score`` of each scored
         pair: the Levenshtein ratio, the cosine, the model's probability), per pair, in order."""
-        verdicts = self.pair_verdicts(pairs, questions)
-        return [v.probability if v.reason in (IDENTICAL, PREFILTERED) else self._cache[pair_key(a, b)][1]
-                for (a, b), v in zip(pairs, verdicts)]
+        verdicts = self.pair_verdicts(pairs, questions, score_ruled=True)
+        out = []
+        for (a, b), v in zip(pairs, verdicts):
+            if v.reason in (IDENTICAL, PREFILTERED):
+                out.append(float(v.probability or 0.0))
+                continue
+            cached = self.cache.get(pair_key(a, b))  # None only if evicted since: scored again
+            out.append((cached or self._results([(a, b)], set())[0])[1])
+        return out
 
     def describe(self) -> dict[str, Any]:
         """Settings to record beside results (what exactly judged the pairs)."""

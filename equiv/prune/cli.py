@@ -36,6 +36,14 @@ def _guard_option(value: str) -> bool | list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
+def _bool_option(value: str) -> bool:
+    """``--restate``: true or false (argparse reports anything else as an invalid value)."""
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"must be true or false, got {value!r}")
+    return lowered == "true"
+
+
 def strategy_choices() -> list[str]:
     """Every registered strategy that prunes (``none`` judges nothing to score)."""
     return [s.name for s in STRATEGIES if s.prunes]
@@ -71,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pruner.floor", "--floor", dest="floor", type=float,
                    help="the statement floor: a pair of steps that both compute nothing merges only at this probability "
                    "or above (equiv.text.guard.computes_nothing); default: the judge's policy; 0: off")
+    p.add_argument("--pruner.restate", "--restate", dest="restate", type=_bool_option,
+                   help="the restatement rule: two steps that compute nothing and restate each other merge without the "
+                   "model (equiv.text.restate): true or false; default: the judge's policy (on where it has a floor)")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
     p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
@@ -112,7 +123,7 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     cfg = PrunerConfig(
         strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
         batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
-        guard=args.guard, floor=args.floor,
+        guard=args.guard, floor=args.floor, restate=args.restate,
     )
     judge = build_judge(cfg)
     assert judge is not None
@@ -120,7 +131,8 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
 
     data = _read_labelled(args.data, mapping, args.skip_invalid)
-    verdicts = _verdicts(judge, data)
+    # a rule-decided pair's probability is read only where it is written out (--output)
+    verdicts = _verdicts(judge, data, score_ruled=bool(args.output))
     if args.sweep:
         choice = _sweep_threshold(judge, args, mapping, verdicts, data)
         judge.threshold = choice.decide_at
@@ -142,9 +154,11 @@ def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _verdicts(judge: Any, data: Labelled) -> list[Verdict]:
-    """The judge's verdict on each labelled pair (with its question)."""
-    return [Verdict(v.probability, v.merged, v.reason, v.detail) for v in judge.pair_verdicts(data.pairs, data.questions)]
+def _verdicts(judge: Any, data: Labelled, *, score_ruled: bool = False) -> list[Verdict]:
+    """The judge's verdict on each labelled pair (with its question); ``score_ruled``: the model's
+    probability for the pairs a rule decided too."""
+    return [Verdict(v.probability, v.merged, v.reason, v.detail)
+            for v in judge.pair_verdicts(data.pairs, data.questions, score_ruled=score_ruled)]
 
 
 def check_pairs_args(args: argparse.Namespace) -> None:
@@ -199,7 +213,7 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
         "accuracy": m.accuracy, "precision": m.precision, "recall": m.recall, "f1": m.f1,
         "false_merge_rate": m.false_merge_rate, "n": m.n, "problems": len(set(data.problems)),
         "strategy": judge.name, "threshold": choice.threshold, "threshold_source": choice.source,
-        "guard": list(judge.policy.guard), "floor": judge.policy.floor,
+        "guard": list(judge.policy.guard), "floor": judge.policy.floor, "restate": judge.policy.restate,
         "policy": judge.policy.to_dict(),
         "tp": m.tp, "fp": m.fp, "fn": m.fn, "tn": m.tn, "dropped_level2": data.dropped, "data": str(args.data),
     }
@@ -223,7 +237,7 @@ def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: L
         data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
     labels, ratios = data.labels, data.ratios
     saved = judge.policy
-    judge.policy = replace(saved, prefilter=None, guard=(), floor=None)  # score every pair once
+    judge.policy = replace(saved, prefilter=None, guard=(), floor=None, restate=False)  # score every pair once
     judge.clear_cache()
     try:
         probs = judge.pair_scores(data.pairs, data.questions)
@@ -254,7 +268,8 @@ def _print_report(out: dict[str, Any]) -> None:
     print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
           f"cache hits {st['cache_hits']}, claim guard vetoed {st['guarded']}"
           f"{'' if out['guard'] else ' (off)'}, statement floor held back {st['floored']}"
-          f"{'' if out['floor'] else ' (off)'}, restated {st['restated']}, {st['seconds']:.2f}s")
+          f"{'' if out['floor'] else ' (off)'}, restated {st['restated']}{'' if out['restate'] else ' (off)'}, "
+          f"{st['seconds']:.2f}s")
     print("reasons       " + ", ".join(f"{reason} {count}" for reason, count in out["reasons"].items()))
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")

@@ -67,7 +67,6 @@ class EmbeddingJudge(CachedJudge):
             self.stats.forward_batches += math.ceil(len(texts) / self.batch_size)
             for text, vector in zip(texts, vectors.float().cpu()):
                 self._embeddings[text] = vector
-        self.stats.scored += len(pairs)
         left = torch.stack([self._embeddings[a] for a, _ in pairs])
         right = torch.stack([self._embeddings[b] for _, b in pairs])
         cosine = (left * right).sum(-1).clamp(-1.0, 1.0).tolist()

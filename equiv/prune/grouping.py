@@ -101,7 +101,7 @@ def group_equivalent(
     n: int,
     merged: Mapping[tuple[int, int], bool],
     *,
-    probs: Mapping[tuple[int, int], float] | None = None,
+    probs: Mapping[tuple[int, int], float | None] | None = None,
     mode: GroupingMode = "greedy",
     representative: RepresentativeRule = "first",
     priors: Sequence[float] | None = None,
@@ -110,7 +110,8 @@ def group_equivalent(
     """Equivalence classes of candidates ``0..n-1`` given which pairs merge.
 
     ``merged`` maps ``(i, j)`` (either order) to whether the judge's policy merges i and j;
-    ``probs`` (optional, same keys) gives each pair's probability for ``prob_to_representative``.
+    ``probs`` (optional, same keys) gives each pair's probability for ``prob_to_representative``
+    (None where a rule decided the pair unscored).
     Every pair the chosen mode looks at must be present (all of :func:`sibling_pairs` is always
     enough).
     """
@@ -159,7 +160,8 @@ def group_equivalent(
         for m in members:
             representative_of[m] = rep
             if m != rep and probs is not None:
-                prob_to_rep[m] = float(_lookup(probs, m, rep))
+                prob = _lookup(probs, m, rep)  # None: a rule decided the pair, no model scored it
+                prob_to_rep[m] = None if prob is None else float(prob)
     return Grouping(classes, representatives, representative_of, prob_to_rep)
 
 

@@ -44,6 +44,7 @@ class ModelJudge(CachedJudge):
         dtype: str = "auto",
         guard: bool | list[str] | None = None,
         floor: float | None = None,
+        restate: bool | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -56,7 +57,8 @@ class ModelJudge(CachedJudge):
         self.positive_index = int(settings.get("positive_index", 1))
         stored = policy_from_settings(settings, source=Path(self.path) / "config.json")
         self.policy = stored.with_knobs(threshold=None if threshold is None else check_threshold(threshold, self.name),
-                                        prefilter=prefilter, guard=guard, floor=floor)
+                                        prefilter=prefilter, guard=guard, floor=floor,
+                                        restate=restate)
         if batch_size < 1:
             raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
         self.batch_size = int(batch_size)
@@ -89,7 +91,6 @@ class ModelJudge(CachedJudge):
         from equiv.judge.members import score_members
 
         probs = score_members(self.members, pairs, batch_size=self.batch_size, autocast_dtype=self.autocast_dtype)
-        self.stats.scored += len(pairs)
         self.stats.forward_batches += math.ceil(len(pairs) / self.batch_size) * len(self.members)
         return [(float(p), float(p)) for p in probs]
 

@@ -1,9 +1,9 @@
 """The ``remote`` strategy: the judge of a running ``search_cli.py serve``, asked over HTTP.
 
-Same interface as a local judge (:class:`~equiv.prune.cached.CachedJudge`): the same
-order-insensitive cache (keyed on the question too, since the service's claim guard reads it),
-the same ``pair_verdicts`` (probability and whether it took a forward), stats filled from the
-service's per-pair reasons. The service applies the judge's whole policy (shortcut, prefilter,
+The judge interface (:class:`equiv.search.types.PairJudge`) implemented directly: an
+order-insensitive cache of the service's verdicts (keyed on the question too, since the service's
+claim guard reads it), the same ``pair_verdicts`` (the one :class:`~equiv.judge.decide.Verdict`,
+with whether it took a forward), counted into the same stats object a local judge counts into. The service applies the judge's whole policy (shortcut, prefilter,
 model, guard, floor) and its threshold is the one grouping uses, so records equal a local run's.
 
 A service that is down or answers badly is retried a bounded number of times, then a
@@ -17,16 +17,16 @@ import json
 import time
 import urllib.error
 import urllib.request
-from dataclasses import replace
 from typing import Any, Sequence
 
 from equiv.errors import InputError, ServiceError
-from equiv.judge.decide import FLOOR, GUARD_PREFIX, RESTATED
+from equiv.judge.decide import Verdict
 from equiv.judge.policy import DecisionPolicy
-from equiv.prune.cached import CachedJudge, Pair, PairVerdict, pair_key
+from equiv.prune.cached import Pair, checked_pairs, pair_key
+from equiv.prune.lru import BoundedLRU, text_bytes
+from equiv.prune.stats import JudgeStats
 
 CHUNK = 1024  # pairs per /verdicts request (under the service's default limit of 4096)
-_STATS = {"identical": "exact", "prefiltered": "prefiltered"}
 
 
 def _request(url: str, payload: Any | None, *, timeout: float, retries: int, backoff: float) -> Any:
@@ -63,14 +63,15 @@ def service_info(url: str, *, timeout: float = 30.0, retries: int = 3, backoff: 
     return model
 
 
-class RemoteJudge(CachedJudge):
+class RemoteJudge:
     """The judge served at ``url`` (``search_cli.py serve``); its policy is the service's.
 
-    The service decides every pair with its judge's whole policy and answers the verdict (merged,
-    reason, probability); this judge caches those verdicts per (pair, question) and counts its
-    stats from their reasons, as a local judge counts its own. ``policy`` mirrors the service's
-    (for ``describe`` and the records); changing it here would change nothing the service decides,
-    so the threshold cannot be set.
+    Implements the judge interface (:class:`equiv.search.types.PairJudge`) directly: the service
+    decides every pair with its judge's whole policy and answers the verdict (merged, reason,
+    probability); this judge caches those verdicts per (pair, question) and counts them into the
+    same :class:`~equiv.prune.stats.JudgeStats` a local judge does. ``policy`` mirrors the
+    service's (for ``describe`` and the records); the threshold is read-only, since changing it
+    here would change nothing the service decides.
     """
 
     name = "remote"
@@ -78,10 +79,10 @@ class RemoteJudge(CachedJudge):
 
     def __init__(self, url: str | None, *, expected_fingerprint: str | None = None, timeout: float = 60.0,
                  retries: int = 3, backoff: float = 0.5) -> None:
-        super().__init__()
         if not url or not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InputError(f"the remote strategy needs the service's address, http://HOST:PORT; got {url!r}",
                              field="url")
+        self.stats = JudgeStats()
         self.url = url.rstrip("/")
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         info = service_info(self.url, timeout=timeout, retries=retries, backoff=backoff)
@@ -91,79 +92,79 @@ class RemoteJudge(CachedJudge):
             raise InputError(f"the service at {self.url} serves judge {self.fingerprint}, not the expected "
                              f"{expected_fingerprint}", field="judge_fingerprint")
         stored = self.served.get("policy")
-        self.policy = (DecisionPolicy.from_dict(stored, source=f"{self.url}/info") if isinstance(stored, dict)
-                       else replace(self.default_policy, threshold=float(self.served["threshold"])))
-        self._verdicts: dict[tuple[str, ...], PairVerdict] = {}
+        self.policy: DecisionPolicy = (
+            DecisionPolicy.from_dict(stored, source=f"{self.url}/info") if isinstance(stored, dict)
+            else DecisionPolicy(threshold=float(self.served["threshold"]), prefilter=None, same_step="whitespace"))
+        # the service's verdicts per (pair, question), bounded as a local judge's cache is
+        self.cache: BoundedLRU[tuple[str, ...], Verdict] = BoundedLRU(size_of=lambda key, _: text_bytes(*key))
 
     @property
     def threshold(self) -> float:
+        """The served judge's threshold (read-only: set it where the judge is exported)."""
         return self.policy.threshold
-
-    @threshold.setter
-    def threshold(self, value: float) -> None:
-        raise InputError("the remote strategy decides with the served judge's threshold; set it where the judge "
-                         "is exported", field="threshold")
 
     def _key(self, a: str, b: str, question: str) -> tuple[str, ...]:
         # the service's guard reads the question, so one pair of texts may differ between problems
         return (*pair_key(a, b), question)
 
-    def _ask(self, pairs: list[Pair], questions: list[str]) -> list[dict[str, Any]]:
+    def _ask(self, pairs: list[Pair], questions: list[str], score_ruled: bool = False) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for start in range(0, len(pairs), CHUNK):
             chunk = [list(p) for p in pairs[start:start + CHUNK]]
-            answer = _request(self.url + "/verdicts", {"pairs": chunk, "questions": questions[start:start + CHUNK]},
+            answer = _request(self.url + "/verdicts", {"pairs": chunk, "questions": questions[start:start + CHUNK],
+                                                      "score_ruled": score_ruled},
                               timeout=self.timeout, retries=self.retries, backoff=self.backoff)
             found = answer.get("verdicts") if isinstance(answer, dict) else None
             if not isinstance(found, list) or len(found) != len(chunk) or not all(
-                    isinstance(v, dict) and isinstance(v.get("probability"), (int, float))
+                    isinstance(v, dict) and (v.get("probability") is None or isinstance(v.get("probability"), (int, float)))
                     and isinstance(v.get("merged"), bool) and isinstance(v.get("reason"), str) for v in found):
                 raise ServiceError(f"{self.url}/verdicts answered {len(chunk)} pairs with something else: "
                                    f"{json.dumps(answer)[:200]}", field="pruner.url")
             out.extend(found)
         return out
 
-    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
-        """The service's verdict per pair, in order; each new (pair, question) asked once, in one request."""
-        if questions is not None and len(questions) != len(pairs):
-            raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
+    def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
+                      score_ruled: bool = False) -> list[Verdict]:
+        """The service's verdict per pair, in order; each new (pair, question) asked once, in one
+        request (``score_ruled``: with the probability of the pairs a rule decided, asked again
+        where the cached verdict has none)."""
+        asked = checked_pairs(pairs, questions)
         start = time.perf_counter()
-        asked = list(questions) if questions is not None else [""] * len(pairs)
-        keys = []
-        for i, pair in enumerate(pairs):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
-                raise InputError(f"pair {i} must be two strings, got {pair!r}"[:200], field="pairs")
-            keys.append(self._key(pair[0], pair[1], asked[i]))
-        self.stats.pairs += len(keys)
+        keys = [self._key(a, b, q) for (a, b), q in zip(pairs, asked)]
         new: dict[tuple[str, ...], tuple[Pair, str]] = {}
+        fresh: list[bool] = []
         for key, pair, question in zip(keys, pairs, asked):
-            if key in self._verdicts or key in new:
-                self.stats.cache_hits += 1
-            else:
+            cached = self.cache.get(key)
+            hit = (cached is not None and not (score_ruled and cached.probability is None)) or key in new
+            fresh.append(not hit)
+            if not hit:
                 new[key] = ((pair[0], pair[1]), question)
+        answered: dict[tuple[str, ...], Verdict] = {}
         if new:
-            found = self._ask([p for p, _ in new.values()], [q for _, q in new.values()])
+            found = self._ask([p for p, _ in new.values()], [q for _, q in new.values()], score_ruled)
             self.stats.forward_batches += 1
             for key, v in zip(new, found):
-                verdict = PairVerdict(float(v["probability"]), bool(v.get("model_call")), v["merged"], v["reason"],
-                                      str(v.get("detail", "")))
-                self._verdicts[key] = verdict
-                stat = _STATS.get(verdict.reason, "scored")
-                setattr(self.stats, stat, getattr(self.stats, stat) + 1)
-        out = [self._verdicts[key] for key in keys]
-        for verdict in out:  # as a local judge counts them: every ask, repeats included
-            self.stats.guarded += verdict.reason.startswith(GUARD_PREFIX)
-            self.stats.floored += verdict.reason == FLOOR
-            self.stats.restated += verdict.reason == RESTATED
-        self.stats.seconds += time.perf_counter() - start
+                answered[key] = Verdict(None if v["probability"] is None else float(v["probability"]),
+                                        v["merged"], v["reason"], str(v.get("detail", "")), bool(v.get("model_call")))
+                self.cache.put(key, answered[key])
+        out = [answered.get(key) or self.cache.get(key) for key in keys]
+        self.stats.count(out, fresh, time.perf_counter() - start)
         return out
 
+    def pair_probabilities(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
+        """The model's probability per pair, those a rule decided too."""
+        return [float(v.probability) for v in self.pair_verdicts(pairs, questions, score_ruled=True)]
+
     def pair_scores(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[float]:
-        return [v.probability for v in self.pair_verdicts(pairs, questions)]
+        return self.pair_probabilities(pairs, questions)
 
     def clear_cache(self) -> None:
-        super().clear_cache()
-        self._verdicts.clear()
+        """Forget the verdicts asked so far."""
+        self.cache.clear()
+
+    def cache_info(self) -> dict[str, int]:
+        """The verdict cache's entries, estimated bytes, bounds and evictions."""
+        return self.cache.info()
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.name, "url": self.url, "threshold": self.threshold,

@@ -30,7 +30,6 @@ class ExactJudge(CachedJudge):
         return 0.0
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        self.stats.scored += len(pairs)
         return [(self.score(a, b),) * 2 for a, b in pairs]
 
 
@@ -53,7 +52,6 @@ class LevenshteinJudge(CachedJudge):
         return levenshtein_ratio(a, b)
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        self.stats.scored += len(pairs)
         return [(self.score(a, b),) * 2 for a, b in pairs]
 
 
@@ -68,5 +66,4 @@ class FormulaJudge(CachedJudge):
         return 1.0 if formulas_equivalent(a, b) else 0.0
 
     def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        self.stats.scored += len(pairs)
         return [(self.score(a, b),) * 2 for a, b in pairs]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 from equiv.errors import InputError, check_fraction
-from equiv.judge.policy import guard_setting
+from equiv.judge.policy import check_restate, guard_setting
 from equiv.prune.cached import CachedJudge, check_statement_floor, check_threshold
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.model_judge import ModelJudge
@@ -32,7 +32,7 @@ class Strategy:
 
     name: str
     """What ``--pruner.strategy`` / ``pairs --strategy`` select it by."""
-    build: Callable[["PrunerConfig"], CachedJudge | None]
+    build: Callable[["PrunerConfig"], CachedJudge | RemoteJudge | None]
     """The judge for a validated config whose options this entry accepts (None: no pruning)."""
     summary: str
     """One line for the docs' table."""
@@ -82,9 +82,12 @@ class PrunerConfig:
             false = none, or a list of rule names; None = the export's policy for
             ``model`` (off for the other strategies).
         floor: the statement floor: a pair of steps that both compute nothing
-            (:func:`equiv.text.claims.below_statement_floor`) merges only at this probability or
+            (:func:`equiv.judge.decide.below_floor`) merges only at this probability or
             above; None = the export's policy for ``model`` (none for
-            the other strategies), 0 = no floor.
+            the other strategies), 0 = no floor. It leaves ``restate`` as it is.
+        restate: the restatement rule: two steps that compute nothing and restate each other
+            (:mod:`equiv.text.restate`) merge without the model; None = the export's policy for
+            ``model`` (on where it has a floor), off for the other strategies.
         url: the judge service's address (``remote``: ``search_cli.py serve``; docs/serving.md).
         judge_fingerprint: ``remote``: the served judge this run is bound to; eval fills it from
             the service's ``/info``, so a resume against another judge is refused.
@@ -102,6 +105,7 @@ class PrunerConfig:
     representative: Literal["first", "prior", "score"] = "first"
     guard: bool | list[str] | None = None
     floor: float | None = None
+    restate: bool | None = None
     url: str | None = None
     judge_fingerprint: str | None = None
 
@@ -121,11 +125,13 @@ class PrunerConfig:
         if self.prefilter is not None:
             check_fraction(float(self.prefilter), "prefilter")
         check_statement_floor(self.floor)
+        if self.restate is not None:
+            check_restate(self.restate)
         if self.guard is not None:
             guard_setting(self.guard)
 
 
-def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
+def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
     """The judge ``cfg`` describes, or None for ``strategy: none``.
 
     Options that would silently do nothing (a threshold for a 0/1 rule, a prefilter or a model
@@ -140,6 +146,9 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
         if cfg.floor:
             raise InputError("strategy 'none' merges nothing; there is nothing for a statement floor to hold back",
                              field="floor")
+        if cfg.restate:
+            raise InputError("strategy 'none' merges nothing; the restatement rule would merge nothing either",
+                             field="restate")
         return None
     s = cfg.strategy
     if cfg.prefilter is not None and not entry.prefilter:
@@ -154,7 +163,7 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | None:
     judge = entry.build(cfg)
     assert judge is not None
     if not entry.export_settings:  # a model judge took them over its export's policy when built
-        judge.policy = judge.policy.with_knobs(guard=cfg.guard, floor=cfg.floor)
+        judge.policy = judge.policy.with_knobs(guard=cfg.guard, floor=cfg.floor, restate=cfg.restate)
     return judge
 
 
@@ -173,12 +182,13 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
         dtype=cfg.dtype,
         guard=cfg.guard,
         floor=cfg.floor,
+        restate=cfg.restate,
     )
 
 
-def _remote(cfg: PrunerConfig) -> CachedJudge:
+def _remote(cfg: PrunerConfig) -> RemoteJudge:
     """``remote``: the service applies its judge's whole policy; settings it would ignore are errors."""
-    for name in ("guard", "floor"):
+    for name in ("guard", "floor", "restate"):
         if getattr(cfg, name) is not None:
             raise InputError("the remote strategy uses the served judge's own policy; set it where the judge is "
                              "exported", field=name)

@@ -133,7 +133,7 @@ RESULT_DEFINING = {
                "fewshot_path", "fewshot_count", "fewshot_seed"),
     "reward": ("kind", "model", "options"),
     "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative", "guard",
-               "floor", "judge_fingerprint"),
+               "floor", "restate", "judge_fingerprint"),
 }
 
 

@@ -23,6 +23,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Sequence
 
+from equiv.judge.decide import Verdict
 from equiv.search.types import Candidate, PairJudge, Policy, RewardModel, ScoreRequest, StepRequest
 
 KINDS = ("generate", "score", "judge")
@@ -148,29 +149,10 @@ def _fail(entry: _Parked, err: BaseException) -> None:
         entry.future.set_exception(err)
 
 
-def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str, str]]], list[Any]]:
-    """The judge's verdict per ``(a, b, question)`` item (``probability``, ``model_call``,
-    ``merged``, ``reason``): its own ``pair_verdicts`` when it has one (every :mod:`equiv.prune`
-    strategy, which also reads the question: the guard checks restated givens and the problem's
-    entities against it); otherwise its probabilities decided by the one evaluator at its
-    ``threshold`` with no shortcut, prefilter, guard or floor, every pair a model call exactly when
-    the judge says it is ``learned`` (default True), since such a judge has no free shortcuts."""
-    verdicts = getattr(judge, "pair_verdicts", None)
-    if verdicts is not None:
-        return lambda items: verdicts([(a, b) for a, b, _ in items], [q for _, _, q in items])
-    from equiv.judge.decide import decide
-    from equiv.judge.policy import DecisionPolicy
-    from equiv.prune.cached import PairVerdict
-
-    learned = bool(getattr(judge, "learned", True))
-    policy = DecisionPolicy(threshold=float(judge.threshold), prefilter=None, same_step="off")
-
-    def from_probabilities(items: Sequence[tuple[str, str, str]]) -> list[Any]:
-        pairs = [(a, b) for a, b, _ in items]
-        decided = decide(pairs, policy, [float(p) for p in judge.pair_probabilities(pairs)])
-        return [PairVerdict(v.probability, learned, v.merged, v.reason) for v in decided]
-
-    return from_probabilities
+def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str, str]]], list[Verdict]]:
+    """The judge's verdict per ``(a, b, question)`` item: its ``pair_verdicts`` (the guard reads
+    each pair's question: restated givens, the problem's entities)."""
+    return lambda items: judge.pair_verdicts([(a, b) for a, b, _ in items], [q for _, _, q in items])
 
 
 class DispatcherHandle:

@@ -63,8 +63,8 @@ class EngineHandle(Protocol):
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
 
     async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[Any]:
-        """The verdict per pair (:class:`equiv.prune.cached.PairVerdict`: ``probability``,
-        ``model_call``, ``merged``, ``reason``): the judge's decision and whether it took a learned
+        """The verdict per pair (:class:`equiv.judge.decide.Verdict`: ``probability``,
+        ``merged``, ``reason``, ``model_call``): the judge's decision and whether it took a learned
         model's forward (``question``: the problem the siblings answer)."""
         ...
 
@@ -313,7 +313,7 @@ async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[
         grouping = group_equivalent(
             len(family),
             {pair: bool(v.merged) for pair, v in decided.items()},
-            probs={pair: float(v.probability) for pair, v in decided.items()},
+            probs={pair: v.probability for pair, v in decided.items()},
             mode=ctx.pruner.grouping,
             representative=representative,  # type: ignore[arg-type]
             priors=[n.prior for n in family],

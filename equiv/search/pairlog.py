@@ -13,7 +13,8 @@ Each row carries the verdict's ``reason`` (:mod:`equiv.judge.decide`: ``identica
 ``threshold``, ``guard:<rule>``, ``floor``, ``below_threshold``; a pair merged only through a
 third sibling keeps its own reason) and, for a guard veto, its ``detail``. The runner writes
 them to ``judge_pairs.jsonl`` in the run directory, one JSON object per pair with the problem
-``id`` and ``seed``; the report links the file and shows the reasons. Exact duplicates never
+``id`` and ``seed``; the report links the file and shows the reasons. ``prob`` is null for a pair
+a rule decided (``guard:<rule>``, ``restated``): the model does not score those. Exact duplicates never
 reach the judge and are not listed (the record counts them as ``duplicates``).
 """
 
@@ -35,14 +36,15 @@ def notable_pairs(
     ``verdicts``: each index pair's verdict (``probability``, ``merged``, ``reason``)."""
     out: list[dict[str, Any]] = []
     for (i, j), verdict in verdicts.items():
-        prob = float(verdict.probability)
+        prob = None if verdict.probability is None else float(verdict.probability)  # None: a rule decided, unscored
         merged = representative_of[i] == representative_of[j]
-        if not merged and verdict.reason in ("prefiltered", "below_threshold") and prob < threshold - NEAR_MARGIN:
+        if not merged and verdict.reason in ("prefiltered", "below_threshold") and prob is not None \
+                and prob < threshold - NEAR_MARGIN:
             continue
         row = {
             "kind": "merged" if merged else "kept_apart",
             "reason": verdict.reason,
-            "prob": round(prob, 6),
+            "prob": None if prob is None else round(prob, 6),
             "threshold": float(threshold),
             "depth": int(family[i].depth),
             "a": family[i].text,

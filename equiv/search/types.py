@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from equiv.judge.decide import Verdict
+
 
 @dataclass(frozen=True)
 class StepRequest:
@@ -73,17 +75,25 @@ class RewardModel(Protocol):
 
 @runtime_checkable
 class PairJudge(Protocol):
-    """Probability that each pair of steps is equivalent (0/1 for rule-based strategies).
+    """Decides pairs of steps: the one judge interface search, ``pairs``, the service and the
+    adapters use (every strategy in :mod:`equiv.prune`, the remote one included).
 
-    Implemented by every strategy in :mod:`equiv.prune`, whose decision policy turns a probability
-    into a verdict (:func:`equiv.judge.decide.decide`); a judge with only probabilities is decided
-    by that evaluator at its ``threshold``. Those strategies also say, per pair,
-    whether deciding it took a learned model's forward (``pair_verdicts``), which search counts
-    as ``judge_calls``; a judge without it counts every pair when its ``learned`` attribute is
-    true (the default) and none otherwise (:func:`equiv.search.dispatch.judge_verdicts`).
+    ``pair_verdicts`` gives one :class:`~equiv.judge.decide.Verdict` per pair, in order: the
+    judge's policy applied by the one evaluator (:func:`equiv.judge.decide.decide`), with
+    ``model_call`` saying whether deciding it took a learned model's forward -- what search counts
+    as ``judge_calls``. ``questions`` are each pair's problem (the guard reads them; None:
+    unknown); ``score_ruled`` asks for the probability of the pairs a rule decided too.
+    ``pair_probabilities`` is every pair's probability. ``threshold`` is the policy's (recorded
+    beside the pairs search logs); ``stats`` counts the judge's work.
     """
 
     name: str
-    threshold: float
 
-    def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[float]: ...
+    @property
+    def threshold(self) -> float: ...
+
+    def pair_verdicts(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None, *,
+                      score_ruled: bool = False) -> list[Verdict]: ...
+
+    def pair_probabilities(self, pairs: Sequence[tuple[str, str]],
+                           questions: Sequence[str] | None = None) -> list[float]: ...

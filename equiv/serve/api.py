@@ -20,7 +20,14 @@ import litserve as ls
 
 from equiv.serve.protocol import INTERNAL_PATH, ROUTES, Limits, RequestError, decode_json, pair_count, parse_request
 
-CACHE_LIMIT = 200_000  # judged pairs kept before the judge's cache is cleared (a long-running service)
+
+def needs_probability(request: dict[str, Any]) -> bool:
+    """Whether a request's answer shows every pair's probability, so the pairs a rule decided are
+    scored too: TEI's labels and the reference's similarity scores are numbers, and a
+    ``/verdicts`` client may ask (``score_ruled``); ``/group`` and the binary answers need none."""
+    route = request["route"]
+    return (route == "predict" or (route == "merge_model_inference" and request["output_type"] == "similarity")
+            or (route == "verdicts" and bool(request.get("score_ruled"))))
 
 
 class JudgeAPI(ls.LitAPI):
@@ -66,7 +73,7 @@ class JudgeAPI(ls.LitAPI):
             elif req["route"] != "metrics":
                 flat.extend((a, b) for a, b in req["pairs"])
                 questions.extend(req.get("questions") or [""] * len(req["pairs"]))
-        found = verdicts(self.judge, flat, questions) if flat else []
+        found = verdicts(self.judge, flat, questions, score_ruled=any(map(needs_probability, batch))) if flat else []
         out: list[Any] = []
         start = 0
         for req in batch:
@@ -78,16 +85,17 @@ class JudgeAPI(ls.LitAPI):
                 out.append(("metrics", self.metrics()))
             else:
                 out.append((req["route"], req, mine))
-        if len(self.judge._cache) > CACHE_LIMIT:
-            self.judge.clear_cache()
         return out if isinstance(requests, list) else out[0]
 
     def metrics(self) -> dict[str, Any]:
-        """This worker's counters: requests per route, pairs asked, batches, the judge's stats."""
+        """This worker's counters: requests per route, pairs asked, batches, the judge's stats and
+        its cache (bounded by the judge itself: :mod:`equiv.prune.lru`)."""
         return {"requests": dict(self.requests), "pairs": self.pairs_asked, "batches": self.batches,
-                "judge": self.judge.stats.to_dict()}
+                "judge": self.judge.stats.to_dict(), "cache": self.judge.cache_info()}
 
     def encode_response(self, output):  # type: ignore[no-untyped-def]
+        from equiv.serve.verdicts import verdict_json
+
         kind = output[0]
         threshold = float(self.judge.threshold)
         if kind == "metrics":
@@ -97,10 +105,10 @@ class JudgeAPI(ls.LitAPI):
             g = result.grouping
             return {"threshold": threshold, "classes": g.classes, "representatives": g.representatives,
                     "representative_of": g.representative_of,
-                    "pairs": [{"i": i, "j": j, **v.to_dict()} for (i, j), v in zip(result.pairs, result.verdicts)]}
+                    "pairs": [{"i": i, "j": j, **verdict_json(v)} for (i, j), v in zip(result.pairs, result.verdicts)]}
         _, req, found = output
         if kind == "verdicts":
-            return {"threshold": threshold, "verdicts": [v.to_dict() for v in found]}
+            return {"threshold": threshold, "verdicts": [verdict_json(v) for v in found]}
         if kind == "predict":
             # the model's probability as TEI's score, but the first label is the policy's verdict: a
             # client that takes the top label must not merge a pair the guard, floor or threshold refused

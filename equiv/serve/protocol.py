@@ -5,8 +5,9 @@ request ``{"route": NAME, ...}`` that the judge worker serves; anything else is 
 :class:`RequestError` -- a 4xx status and one line naming the field -- so a bad request costs the
 worker nothing and the server keeps serving. Routes:
 
-- ``/verdicts``: ``{"pairs": [[a, b], ...], "questions": [q, ...]?}`` -> a verdict per pair (what
-  the ``remote`` pruning strategy asks);
+- ``/verdicts``: ``{"pairs": [[a, b], ...], "questions": [q, ...]?, "score_ruled": bool?}`` -> a
+  verdict per pair (what the ``remote`` pruning strategy asks); a pair a guard rule or the
+  restatement rule decided has probability null unless ``score_ruled`` is true;
 - ``/group``: ``{"steps": [s, ...], "question": q?, "grouping": "greedy"|"transitive"?}`` -> classes,
   representatives and a verdict per pair (one problem's siblings in one call);
 - ``/predict``: text-embeddings-inference's pair classification, ``{"inputs": [a, b]}`` or
@@ -114,7 +115,10 @@ def parse_request(route: str, body: Any, limits: Limits = Limits(), *, default_o
             if not isinstance(questions, list) or len(questions) != len(pairs):
                 raise RequestError(400, f"field 'questions': must be a list of {len(pairs)} strings, one per pair")
             questions = [_text(q, f"questions[{i}]", limits) for i, q in enumerate(questions)]
-        return {"route": route, "pairs": pairs, "questions": questions}
+        score_ruled = data.get("score_ruled", False)
+        if not isinstance(score_ruled, bool):
+            raise RequestError(400, f"field 'score_ruled': must be true or false, got {score_ruled!r}"[:200])
+        return {"route": route, "pairs": pairs, "questions": questions, "score_ruled": score_ruled}
     if route == "group":
         steps = data.get("steps")
         if not isinstance(steps, list) or not steps:

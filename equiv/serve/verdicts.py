@@ -1,4 +1,4 @@
-"""The one place the service asks its judge anything: pairs in, one :class:`PairVerdict` per pair out.
+"""The one place the service asks its judge anything: pairs in, one :class:`~equiv.judge.decide.Verdict` per pair out.
 
 Every endpoint (``/verdicts``, ``/group``, ``/predict``, ``/merge_model_inference``) and the
 llm-reasoners adapter go through :func:`verdicts`. The decision is the judge's own policy, applied
@@ -9,45 +9,33 @@ statement floor, in that order; the reason is the stage that decided.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-from equiv.judge.decide import REASONS
+from equiv.judge.decide import REASONS, Verdict  # noqa: F401  (REASONS: what a verdict's reason can be)
 from equiv.prune.cached import CachedJudge, Pair
 from equiv.prune.grouping import Grouping, group_equivalent, sibling_pairs
 
 
-@dataclass(frozen=True)
-class PairVerdict:
-    """The judge's whole decision on one pair.
-
-    ``probability`` is the model's (1.0 for ``identical``, 0.0 for ``prefiltered``; a guard veto or
-    the floor keeps it, so a client sees how sure the model was of a merge the policy refused);
-    ``merged`` is the policy's verdict; ``reason`` the stage that decided (``guard:<rule>`` names
-    the rule, ``detail`` its short reason); ``model_call`` says whether deciding it took a forward.
-    """
-
-    probability: float
-    merged: bool
-    reason: str
-    model_call: bool
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        if not self.detail:
-            del out["detail"]
-        return out
+def verdict_json(verdict: Verdict) -> dict[str, Any]:
+    """A verdict as the service answers it: ``probability`` (null where a rule decided the pair
+    unscored), ``merged``, ``reason``, ``model_call`` and, when there is one, ``detail``."""
+    out: dict[str, Any] = {"probability": verdict.probability, "merged": verdict.merged, "reason": verdict.reason,
+                           "model_call": verdict.model_call}
+    if verdict.detail:
+        out["detail"] = verdict.detail
+    return out
 
 
-def verdicts(judge: CachedJudge, pairs: Sequence[Pair], questions: Sequence[str] | None = None) -> list[PairVerdict]:
+def verdicts(judge: CachedJudge, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
+             score_ruled: bool = False) -> list[Verdict]:
     """One verdict per pair, in order, from one batched judge call (``questions``: each pair's
-    problem, which the guard reads; None = unknown)."""
+    problem, which the guard reads; None = unknown; ``score_ruled``: the probability of the pairs
+    a rule decided too, else None)."""
     if not pairs:
         return []
     asked = list(questions) if questions is not None else [""] * len(pairs)
-    return [PairVerdict(float(v.probability), bool(v.merged), v.reason, bool(v.model_call), v.detail)
-            for v in judge.pair_verdicts(list(pairs), asked)]
+    return judge.pair_verdicts(list(pairs), asked, score_ruled=score_ruled)
 
 
 @dataclass(frozen=True)
@@ -56,7 +44,7 @@ class GroupResult:
 
     grouping: Grouping
     pairs: list[tuple[int, int]]
-    verdicts: list[PairVerdict]
+    verdicts: list[Verdict]
 
 
 def group_pairs(steps: Sequence[str]) -> list[tuple[int, int]]:
@@ -64,7 +52,7 @@ def group_pairs(steps: Sequence[str]) -> list[tuple[int, int]]:
     return sibling_pairs(len(steps))
 
 
-def group_from(steps: Sequence[str], found: Sequence[PairVerdict], *, mode: str = "greedy") -> GroupResult:
+def group_from(steps: Sequence[str], found: Sequence[Verdict], *, mode: str = "greedy") -> GroupResult:
     """Group siblings from the verdicts of their :func:`group_pairs` (judged in a larger batch)."""
     index_pairs = group_pairs(steps)
     grouping = group_equivalent(len(steps), {p: v.merged for p, v in zip(index_pairs, found)},

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
+from equiv.judge.decide import Verdict, decide
+from equiv.judge.policy import DecisionPolicy
 from equiv.search.types import Candidate, ScoreRequest, StepRequest
 
 
@@ -121,6 +123,15 @@ class KeyedReward:
         ]
 
 
+def threshold_verdicts(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[Verdict]:
+    """A probabilities-only test judge's verdicts: its ``pair_probabilities`` decided by the one
+    evaluator at its ``threshold`` (no shortcut, prefilter or guard), every pair a model call when
+    it says it is ``learned``."""
+    policy = DecisionPolicy(threshold=float(judge.threshold), prefilter=None, same_step="off")
+    learned = bool(getattr(judge, "learned", True))
+    return [replace(v, model_call=learned) for v in decide(list(pairs), policy, judge.pair_probabilities(pairs))]
+
+
 @dataclass
 class RestateJudge:
     """Equivalent (1.0) iff the steps are equal once a leading ``"so "`` is dropped."""
@@ -130,9 +141,13 @@ class RestateJudge:
     learned: bool = True  # count its pairs as model calls (judge_calls), as a trained judge's
     pairs_seen: list[tuple[str, str]] = field(default_factory=list)
 
-    def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+    def pair_probabilities(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None) -> list[float]:
         self.pairs_seen.extend(pairs)
         return [1.0 if a.removeprefix("so ") == b.removeprefix("so ") else 0.0 for a, b in pairs]
+
+    def pair_verdicts(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None, *,
+                      score_ruled: bool = False) -> list[Verdict]:
+        return threshold_verdicts(self, pairs)
 
 
 @dataclass(frozen=True)

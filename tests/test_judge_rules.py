@@ -1,5 +1,6 @@
-"""The claim guard and the statement floor inside the judges, through the former interface
-(equiv.text.claims). The rules themselves are tested in tests/test_text_guard.py."""
+"""The rules of the decision inside the judges: the claim guard, the restatement rule and the
+statement floor; the rules decide before the model, so a pair they decide costs no forward. The
+guard's rules themselves are tested in tests/test_text_guard.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
-from equiv.text.claims import below_statement_floor, claim_check
+from equiv.judge.decide import below_floor, decide
+from equiv.judge.policy import DecisionPolicy
 from tests.helpers.cli import search_cli
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 
@@ -18,19 +20,56 @@ Q = ("Mia scored 90 on the first test and 95 on the second. The trip costs $30 a
      "Jacob does. Tashay earns $91.")
 
 
-def test_claim_check_splits_the_guards_reason_into_numbers_and_the_rest():
-    assert claim_check("She scored 90 on the test.", "She scored 95 on the test.", Q) == ("90 vs 95", "")
-    assert claim_check("So the trip costs 30 + 15 = 45.", "So the repair costs 30 + 15 = 45.", Q) == ("", "repair vs trip")
-    assert not claim_check("So Mia scored 90.", "Thus Mia scored 90.", Q).veto
-
-
 def test_the_statement_floor_holds_back_only_two_statements_below_it():
     s1, s2 = "Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters and Adrianna 2 less."
     c1 = "Adrianna has 2 * 5 - 2 = 8 letters."
-    assert below_statement_floor(s1, s2, 0.85, 0.9)
-    assert not below_statement_floor(s1, s2, 0.9, 0.9)  # at the floor it merges
-    assert not below_statement_floor(s1, c1, 0.5, 0.9)  # one step computes: the judge's own threshold rules
-    assert not below_statement_floor(s1, s2, 0.1, None)
+    floored = DecisionPolicy(floor=0.9)
+    assert below_floor(floored, s1, s2, 0.85)
+    assert not below_floor(floored, s1, s2, 0.9)  # at the floor it merges
+    assert not below_floor(floored, s1, c1, 0.5)  # one step computes: the judge's own threshold rules
+    assert not below_floor(DecisionPolicy(), s1, s2, 0.1)
+
+
+def test_the_rules_decide_before_the_model_which_scores_only_the_pairs_left_open():
+    vetoed = ("She scored 90 on the third test.", "She scored 95 on the third test.")
+    restated = ("So Mia scored 90.", "Thus Mia scored 90.")
+    open_pair = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters and Adrianna 2 fewer.")
+    policy = DecisionPolicy(prefilter=None, guard=("different_numbers",), floor=0.9)
+    asked: list = []
+
+    def scorer(pairs):
+        asked.extend(pairs)
+        return [0.95] * len(pairs)
+
+    verdicts = decide([vetoed, restated, open_pair], policy, scorer, [Q] * 3)
+    assert asked == [open_pair]  # the guard's veto and the restatement took no model
+    assert [(v.merged, v.reason, v.probability) for v in verdicts] == [
+        (False, "guard:different_numbers", None), (True, "restated", None), (True, "threshold", 0.95)]
+    asked.clear()
+    again = decide([vetoed, restated, open_pair], policy, scorer, [Q] * 3, score_ruled=True)
+    assert asked == [vetoed, restated, open_pair]  # asked for: every probability, the same verdicts
+    assert [(v.merged, v.reason) for v in again] == [(v.merged, v.reason) for v in verdicts]
+    assert [v.probability for v in again] == [0.95] * 3
+    # precomputed scores: a ruled pair may have none, and keeps the one it has
+    given = decide([vetoed, restated, open_pair], policy, [None, 0.2, 0.95], [Q] * 3)
+    assert [v.probability for v in given] == [None, 0.2, 0.95] and given[1].merged
+
+
+def test_the_restatement_rule_has_its_own_knob_apart_from_the_floor():
+    restated = ("So Mia scored 90.", "Thus Mia scored 90.")
+    floored = DecisionPolicy(prefilter=None, floor=0.9)
+    assert floored.restate  # on with the floor, as it rode on it
+    assert DecisionPolicy.from_dict({"floor": 0.9}).restate and not DecisionPolicy.from_dict({}).restate
+    no_floor = floored.with_knobs(floor=0)  # the floor off leaves the restatement rule on
+    assert no_floor.floor is None and no_floor.restate
+    assert decide([restated], no_floor, [0.1])[0].reason == "restated"
+    no_restate = floored.with_knobs(restate=False)
+    assert no_restate.floor == 0.9 and decide([restated], no_restate, [0.1])[0].reason == "below_threshold"
+    # stored as before where restate follows the floor; written only where it differs
+    assert "restate" not in floored.to_dict() and no_floor.to_dict()["restate"] is True
+    assert DecisionPolicy.from_dict(no_floor.to_dict()) == no_floor
+    assert build_judge(PrunerConfig(strategy="levenshtein", restate=True)).policy.restate
+    assert build_judge(PrunerConfig(strategy="levenshtein", floor=0.9)).policy.restate is False
 
 
 def test_the_judge_applies_the_statement_floor_after_the_guard_and_counts_it():
@@ -104,8 +143,14 @@ def test_model_judge_reads_the_export_setting_and_an_override(tmp_path):
     assert ModelJudge(guarded, device="cpu").policy.guard
     assert not build_judge(PrunerConfig(strategy="model", model=str(guarded), guard=False)).policy.guard
     judge = ModelJudge(guarded, device="cpu", prefilter=0.0, threshold=1e-9)
-    verdict = judge.pair_verdicts([("She scored 90 on the third test.", "She scored 95 on the third test.")], [Q])[0]
-    assert not verdict.merged and verdict.reason.startswith("guard:") and judge.stats.scored == 1  # scored, then vetoed
+    pair = ("She scored 90 on the third test.", "She scored 95 on the third test.")
+    verdict = judge.pair_verdicts([pair], [Q])[0]
+    # vetoed before the model: no forward, no judge_call, no probability
+    assert not verdict.merged and verdict.reason.startswith("guard:") and judge.stats.scored == 0
+    assert not verdict.model_call and verdict.probability is None
+    asked = judge.pair_verdicts([pair], [Q], score_ruled=True)[0]  # asked for: scored, the same verdict
+    assert asked.model_call and asked.probability is not None and judge.stats.scored == 1
+    assert (asked.merged, asked.reason) == (verdict.merged, verdict.reason)
 
 
 def test_search_hands_the_judge_each_pairs_question():
@@ -149,7 +194,7 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
     assert [r["merged"] for r in rows] == [False, True, True, False]
     assert rows[0]["reason"].startswith("guard:") and rows[1]["reason"] == "threshold" and rows[0]["detail"]
     floored = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5",
-                         "--floor", "0.99")
+                         "--floor", "0.99", "--pruner.restate", "true")
     assert floored.returncode == 0, floored.stderr
     m_floor = json.loads(floored.stdout.splitlines()[-1])
     # every pair here computes nothing: below 0.99 only "So Mia scored 90." / "Thus Mia scored 90."
@@ -157,3 +202,9 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
     assert m_floor["floor"] == 0.99 and (m_floor["tp"], m_floor["fp"]) == (1, 0)
     assert m_floor["reasons"]["restated"] == 1 and m_floor["judge_stats"]["restated"] == 1
     assert "statement floor held back" in floored.stdout
+    # the floor alone no longer turns the restatement rule on: that pair is held back by the floor
+    alone = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--floor", "0.99")
+    m_alone = json.loads(alone.stdout.splitlines()[-1])
+    assert alone.returncode == 0 and m_alone["tp"] == 0 and "restated" not in m_alone["reasons"]
+    bad = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--pruner.restate", "maybe")
+    assert bad.returncode == 2 and "restate" in bad.stderr

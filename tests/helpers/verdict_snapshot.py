@@ -1,0 +1,96 @@
+"""Every verdict (merged, reason) the one evaluator gives on every shipped labelled pair file in the
+repository, under a few policies and a deterministic scorer, pinned in
+``tests/data/decide_verdicts.json``.
+
+Why: refactors of the decision path (the order of its stages, the judge interface, the caches)
+must change no verdict. The scorer is a hash of the ordered pair (:func:`hash_probability`), so the
+probabilities spread over [0, 1] and every stage (threshold, floor, guard, restatement) decides
+some pairs, with no model, no torch and no float drift between machines. The snapshot was first
+computed with the code before the rules moved ahead of the model (issue #54), so the test holds the
+new order to the old verdicts. Regenerate only after a deliberate change of verdicts::
+
+    python -m tests.helpers.verdict_snapshot --update
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+from equiv.judge.decide import decide
+from equiv.judge.policy import DecisionPolicy
+from equiv.text.guard import rule_names
+from tests.helpers.guard_corpus import SHARED_PREFIX, labelled_files
+from tests.helpers.paths import REPO_ROOT
+
+SNAPSHOT = REPO_ROOT / "tests" / "data" / "decide_verdicts.json"
+
+
+def policies() -> dict[str, DecisionPolicy]:
+    """The policies pinned: every stage on (the shipped recipe's shape), the floor off, the guard
+    off, and a rule strategy's (whitespace shortcut, no prefilter, ``>``)."""
+    every = rule_names()
+    return {
+        "full": DecisionPolicy(threshold=0.5, prefilter=0.75, guard=every, floor=0.9),
+        "no_floor": DecisionPolicy(threshold=0.5, prefilter=0.75, guard=every, floor=None),
+        "no_guard": DecisionPolicy(threshold=0.6, prefilter=0.75, guard=(), floor=0.8),
+        "rules": DecisionPolicy(threshold=0.3, prefilter=None, guard=every, floor=0.7, same_step="whitespace",
+                                compare=">"),
+    }
+
+
+def hash_probability(a: str, b: str) -> float:
+    """A deterministic probability for the ordered pair (the scorer every snapshot run uses)."""
+    digest = hashlib.sha256(a.encode("utf-8") + b"\x00" + b.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+
+def hash_scorer(pairs: list[tuple[str, str]]) -> list[float]:
+    return [hash_probability(a, b) for a, b in pairs]
+
+
+def repo_files() -> dict[str, Path]:
+    """The labelled pair files the repository ships (the shared data is not always beside it)."""
+    return {key: path for key, path in labelled_files().items() if not key.startswith(SHARED_PREFIX)}
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def encode(merged: bool, reason: str) -> str:
+    return f"{int(merged)} {reason}"
+
+
+def file_verdicts(path: Path, policy: DecisionPolicy) -> dict[str, str]:
+    """id -> ``"<merged 0/1> <reason>"`` for every pair of one file under ``policy``."""
+    rows = read_rows(path)
+    pairs = [(row["sentence1"], row["sentence2"]) for row in rows]
+    questions = [row.get("question") or "" for row in rows]
+    found = decide(pairs, policy, hash_scorer, questions)
+    return {row["id"]: encode(v.merged, v.reason) for row, v in zip(rows, found)}
+
+
+def snapshot() -> dict[str, object]:
+    return {"policies": {name: p.to_dict() for name, p in policies().items()},
+            "verdicts": {key: {name: file_verdicts(path, p) for name, p in policies().items()}
+                         for key, path in sorted(repo_files().items())}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--update", action="store_true", help=f"rewrite {SNAPSHOT}")
+    args = parser.parse_args(argv)
+    text = json.dumps(snapshot(), indent=0, sort_keys=True) + "\n"
+    if args.update:
+        SNAPSHOT.write_text(text, encoding="utf-8")
+        print(f"wrote {SNAPSHOT}")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
