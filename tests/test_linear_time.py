@@ -38,7 +38,7 @@ from equiv.text.restate import content_key, restatement, stated_answer
 
 GROWTH = 8
 BAR = 30.0  # linear: ~8x; quadratic: ~64x
-MIN_SECONDS = 0.004  # the small text must take at least this long to be measured
+MIN_SECONDS = 0.003  # the small text must take at least this long to be measured
 QUESTION = "Tom has 3 apples and twice as many pears on the third day. What percent of Jake's 5 feet?"
 
 
@@ -134,7 +134,7 @@ _PIECES = ["<<", ">>", "$", "$$", "\\(", "\\)", "\\[", "\\]", "{", "}", "\\frac"
            "-", "x", "=", "a", "kg", "'", '"', "#", "\n", "\\", "/", "%"]
 
 
-def _texts(seed: int, count: int = 1500) -> list[str]:
+def _texts(seed: int, count: int = 800) -> list[str]:
     rng = random.Random(seed)
     return ["".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 14))) for _ in range(count)]
 
@@ -219,7 +219,7 @@ def test_answer_parser_reads_as_before():
               "{'result': 2}", '{"result": 1}', "[", "]"]
     rng = random.Random(3)
     compared = 0
-    for _ in range(3000):
+    for _ in range(2000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
         try:
             old = _old_dictionaries(text)
@@ -227,7 +227,7 @@ def test_answer_parser_reads_as_before():
             continue  # the old parser crashed here ("{{}}": a dict in a set)
         assert parse._dictionaries(text) == old, text
         compared += 1
-    assert compared > 2500
+    assert compared > 1600
 
 
 def test_sentence_splitter_readers_read_as_before():
@@ -259,7 +259,7 @@ def test_answer_extraction_reads_as_before():
     rng = random.Random(6)
     pieces = ["answer is", ":", " ", "\n", "-", "2", "\\frac", "{", "}", "\\dfrac", "B", "(", ")", "$", "\\boxed",
               "\\text{", "option", "```", "py", "python", "x", "\t"]
-    for _ in range(3000):
+    for _ in range(1500):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
         for new, before in old.items():
             assert [(m.span(), m.groups()) for m in new.finditer(text)] == \
