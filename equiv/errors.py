@@ -45,6 +45,20 @@ class InputError(ValueError):
         return f"{where}{what}{self.message}"
 
 
+def unencodable(text: str) -> str | None:
+    """Why ``text`` is not text a tokenizer can read, or ``None``. A JSON string may hold a lone
+    surrogate (``"\\ud800"``): Python reads it into a ``str`` that UTF-8 cannot encode, and the
+    tokenizer then raises (issue #53: a 500 on the service that failed every request batched with
+    it). NUL and other control characters, noncharacters (U+FFFE) and the last code point
+    (U+10FFFF) are encodable, and the tokenizers read them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"holds U+{ord(text[err.start]):04X} at character {err.start}, a lone surrogate: not text "
+                "(UTF-8 cannot encode it)")
+    return None
+
+
 class JSONShapeError(ValueError):
     """Valid JSON syntax that a file of ours must not hold: a key twice in one object (which
     ``json.loads`` silently resolves to the last value), or nesting too deep to walk."""

@@ -7,8 +7,11 @@ tree file, an empty run in ``compare``, and where fit's logs go. Real tiny judge
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -254,3 +257,21 @@ def test_a_logger_save_dir_other_than_the_root_dir_is_refused(tmp_path: Path):
     same = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'a'}",
                                          "--trainer.max_epochs=0"]))
     assert "trainer.max_epochs" in same and not (tmp_path / "b").exists()
+
+
+# -- issue #53, item 3: text that cannot be encoded -------------------------------------------------
+@pytest.mark.parametrize("strategy", ["model", "embedding"])
+def test_a_lone_surrogate_in_a_pairs_file_is_one_line_in_a_real_process(tmp_path: Path, judge: Path, strategy):
+    """Before: the tokenizer's TypeError as a traceback. The reader refuses it for every command."""
+    rows = [json.loads(line) for line in DEMO_PAIRS.read_text().splitlines()[:3]]
+    bad = tmp_path / "bad.jsonl"
+    lines = [json.dumps(r) for r in rows]
+    lines[1] = lines[1].replace('"sentence2": "', '"sentence2": "\\ud800', 1)  # escaped in the file, as JSON allows
+    assert "\\ud800" in lines[1]
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model = ["--model", str(judge)] if strategy == "model" else []
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([sys.executable, "search_cli.py", "pairs", "--strategy", strategy, *model, "--data", str(bad)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    assert f"{bad}:2: field 'sentence2': holds U+D800 at character 0, a lone surrogate" in line

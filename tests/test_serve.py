@@ -263,3 +263,38 @@ def test_a_service_failing_mid_run_stops_it_with_one_line_not_error_records(tmp_
     assert "HTTP 500" in err and "the judge worker died" in err and "4 tries" in err
     assert asked and set(asked) == {"/verdicts"}
     assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text().strip()
+
+
+# --- one bad string fails only its own request (issue #53, item 3) ---------------------------------
+
+NOT_TEXT = [  # JSON that decodes to a lone surrogate: a str that UTF-8 cannot encode, nor a tokenizer read
+    ("/verdicts", b'{"pairs": [["3 + 4 = 7 \\ud800", "3+4 = 7"]]}', "pairs[0][0]"),
+    ("/verdicts", b'{"pairs": [["a", "b"]], "questions": ["\\udfff"]}', "questions[0]"),
+    ("/group", b'{"steps": ["3 + 4 = 7", "x \\ud83d"]}', "steps[1]"),
+    ("/predict", b'{"inputs": ["\\ud800", "b"]}', "inputs[0]"),  # one pair: its strings are inputs[0], [1]
+    ("/merge_model_inference", b'{"input_pairs": [["a", "\\udc00"]]}', "input_pairs[0][1]"),
+]
+
+
+def test_text_that_cannot_be_encoded_fails_its_own_request_only(server):
+    """Before: a 500 with a traceback, and every request batched with it failed too (58 of 90)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    good = {"pairs": [[STEPS[0], STEPS[1]], [STEPS[2], STEPS[3]]], "questions": [QUESTION, QUESTION]}
+    expected = call(server + "/verdicts", good)
+    assert expected[0] == 200
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        jobs = []
+        for i in range(60):
+            jobs.append(("good", pool.submit(call, server + "/verdicts", good)))
+            if i % 6 == 0:
+                path, raw, field = NOT_TEXT[(i // 6) % len(NOT_TEXT)]
+                jobs.append((field, pool.submit(call, server + path, raw=raw, method="POST")))
+        answers = [(kind, job.result()) for kind, job in jobs]
+    for kind, (status, body) in answers:
+        if kind == "good":
+            assert (status, body) == expected
+        else:
+            assert status == 400 and f"field '{kind}'" in body["error"] and "surrogate" in body["error"], body
+            assert "\n" not in body["error"]
+    assert call(server + "/health")[0] == 200

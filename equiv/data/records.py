@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from equiv.errors import InputError, JSONShapeError, loads_strict
+from equiv.errors import InputError, JSONShapeError, loads_strict, unencodable
 
 REQUIRED_FIELDS = ("sentence1", "sentence2", "result")
 LEVELS = (0, 1, 2, 3, 4)
@@ -163,6 +163,9 @@ def _parse_text(row: Mapping[str, Any], name: str, path: str, line: int, max_cha
     if not has_visible_text(value):
         raise InputError("holds no visible character (only zero-width or other format characters)", path=path,
                          line=line, field=name)
+    problem = unencodable(value)
+    if problem:
+        raise InputError(problem, path=path, line=line, field=name)
     if len(value) > max_chars:
         raise InputError(
             f"is {len(value)} characters, over the limit of {max_chars} (raise max_chars if intended)",
@@ -190,6 +193,9 @@ def record_from_row(row: Any, *, path: str, line: int, max_chars: int = DEFAULT_
         except (TypeError, ValueError):
             raise InputError(f"must be an integer, got {step!r}", path=path, line=line, field="reasoning_step") from None
     extra = {k: v for k, v in row.items() if k not in (*REQUIRED_FIELDS, "reasoning_step")}
+    question = extra.get("question")
+    if isinstance(question, str) and (problem := unencodable(question)):  # the guard and the service read it
+        raise InputError(problem, path=path, line=line, field="question")
     return PairRecord(s1, s2, result, step, extra, f"{path}:{line}")
 
 

@@ -44,8 +44,11 @@ _BEGIN = re.compile(r"\\begin\{([^{}]*)\}")
 _ENV_TAG = re.compile(r"\\(begin|end)\{([^{}]*)\}")
 # A "$" that starts a money amount: digits (with thousands commas, optional cents) followed by
 # whitespace and a word, or by clause punctuation and whitespace/end, or by the end of the text.
-_CURRENCY = re.compile(r"\$(?:<<|\d[\d,]*(?:\.\d+)?(?=\s+[^\W\d_]|[.,;:!?)]*\s|[.,;:!?)]*$))")
-_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+|\n\s*")
+# (Possessive [\d,]*+: giving digits back never helps, and retrying the lookahead from each
+# would be quadratic on "$1,,,,": issue #53.)
+_CURRENCY = re.compile(r"\$(?:<<|\d[\d,]*+(?:\.\d+)?(?=\s+[^\W\d_]|[.,;:!?)]*\s|[.,;:!?)]*$))")
+# (?<![.!?]): a run of stops is tried from its first; from each of its stops it is quadratic
+_BOUNDARY = re.compile(r"(?<![.!?])[.!?]+[\"'\u201d\u2019)\]]*\s+|\n\s*")
 _ENUMERATOR = re.compile(r"(?:\d{1,3}|[A-Za-z]|[ivxlcIVXLC]{1,6})")
 # Capitalised words that start a sentence and almost never stand capitalised mid-sentence in
 # solution text (names do, so names are not here). On gsm8k_equiv train these cut 176 of the 200
@@ -101,16 +104,34 @@ def _close_inline_dollar(text: str, start: int) -> int:
     return -1
 
 
-def _close_environment(text: str, start: int, name: str) -> int:
-    """End (exclusive) of ``\\begin{name}`` at ``start``, honouring nesting; -1 if unclosed."""
-    depth = 0
-    for m in _ENV_TAG.finditer(text, start):
-        if m.group(2) != name:
-            continue
-        depth += 1 if m.group(1) == "begin" else -1
-        if depth == 0:
-            return m.end()
-    return -1
+def _environment_ends(text: str) -> dict[int, int]:
+    """Each ``\\begin{name}``'s end (exclusive) at its matching ``\\end{name}``, honouring nesting,
+    by start; an unclosed one is absent. One pass: a scan per opener is quadratic (issue #53)."""
+    ends: dict[int, int] = {}
+    open_: dict[str, list[int]] = {}
+    for m in _ENV_TAG.finditer(text):
+        if m.group(1) == "begin":
+            open_.setdefault(m.group(2), []).append(m.start())
+        elif open_.get(m.group(2)):
+            ends[open_[m.group(2)].pop()] = m.end()
+    return ends
+
+
+class _Closers:
+    """``text.find(closer, start)`` for starts that only grow: an answer still ahead is reused, so
+    openers that never close do not each rescan the rest of the text (issue #53)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._last: dict[str, tuple[int, int]] = {}
+
+    def find(self, closer: str, start: int) -> int:
+        known = self._last.get(closer)
+        if known is not None and known[0] <= start and (known[1] == -1 or known[1] >= start):
+            return known[1]
+        found = self.text.find(closer, start)
+        self._last[closer] = (start, found)
+        return found
 
 
 def protected_spans(text: str) -> list[tuple[int, int]]:
@@ -118,21 +139,23 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     n = len(text)
     i = 0
+    closers = _Closers(text)
+    environment_ends: dict[int, int] | None = None
     while i < n:
         c = text[i]
         if c == "\\":
             nxt = text[i + 1 : i + 2]
             end = -1
             if nxt == "(":
-                close = text.find("\\)", i + 2)
+                close = closers.find("\\)", i + 2)
                 end = close + 2 if close >= 0 else -1
             elif nxt == "[":
-                close = text.find("\\]", i + 2)
+                close = closers.find("\\]", i + 2)
                 end = close + 2 if close >= 0 else -1
-            else:
-                m = _BEGIN.match(text, i)
-                if m:
-                    end = _close_environment(text, i, m.group(1))
+            elif _BEGIN.match(text, i):
+                if environment_ends is None:
+                    environment_ends = _environment_ends(text)
+                end = environment_ends.get(i, -1)
             if end > 0:
                 spans.append((i, end))
                 i = end
@@ -167,14 +190,30 @@ def _inside(spans: list[tuple[int, int]], starts: list[int], pos: int) -> bool:
 def _is_non_boundary_period(text: str, dot: int, sentence_start: int) -> bool:
     """A period after an abbreviation, or after an enumerator that opens its sentence or line
     (``1. First``), does not end a sentence; ``the answer is 5. Then`` does."""
-    line_start = text.rfind("\n", 0, dot) + 1
-    before = text[max(line_start, sentence_start) : dot]
-    token = before.split()[-1] if before.split() else ""
+    # what is before the period on its line in this sentence: read backwards from the period over
+    # its last token only (splitting all of it for each period is quadratic: issue #53)
+    start = max(text.rfind("\n", sentence_start, dot) + 1, sentence_start)
+    token, alone = _last_token(text, start, dot)
     bare = token.lstrip(_LEADING_PUNCT)
     if bare.lower() in ABBREVIATIONS:
         return True
     # Enumerator: the only token of its sentence or line so far.
-    return bool(bare) and before.strip() == token and _ENUMERATOR.fullmatch(bare) is not None
+    return bool(bare) and alone and _ENUMERATOR.fullmatch(bare) is not None
+
+
+def _last_token(text: str, start: int, end: int) -> tuple[str, bool]:
+    """``text[start:end].split()[-1]`` (``""`` when there is none) and whether it is the only
+    token, reading back from ``end`` over that token and the spaces around it."""
+    stop = end
+    while stop > start and text[stop - 1].isspace():
+        stop -= 1
+    begin = stop
+    while begin > start and not text[begin - 1].isspace():
+        begin -= 1
+    before = begin
+    while before > start and text[before - 1].isspace():
+        before -= 1
+    return text[begin:stop], before == start
 
 
 def _unpunctuated_cuts(text: str) -> Iterator[tuple[int, int]]:

@@ -12,9 +12,11 @@ import re
 
 LETTERS = "ABCDEFGHIJ"
 _LETTER = rf"\(?([{LETTERS}])\)?(?![A-Za-z])"
-_BOXED = re.compile(r"\\boxed\s*\{\s*(?:\\text\{)?\s*" + _LETTER)
-_ANSWER_IS = re.compile(r"(?i:answer\s*(?:is|:)\s*:?\s*(?:option\s*|choice\s*)?)\$?\s*" + _LETTER)
-_ALONE = re.compile(r"\s*" + _LETTER + r"\s*[.)]?\s*")
+# Each optional token takes the spaces after it, so no two runs of spaces stand side by side
+# (r"\s*:?\s*" tries every split of a run: quadratic, worse for three; issue #53).
+_BOXED = re.compile(r"\\boxed\s*\{\s*(?:\\text\{\s*)?" + _LETTER)
+_ANSWER_IS = re.compile(r"(?i:answer\s*(?:is|:)\s*(?::\s*)?(?:option\s*|choice\s*)?)(?:\$\s*)?" + _LETTER)
+_ALONE = re.compile(r"\s*" + _LETTER + r"\s*(?:[.)]\s*)?")
 
 
 def extract_choice(text: str | None) -> str | None:

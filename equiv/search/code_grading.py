@@ -65,7 +65,7 @@ DEFAULT_MEMORY_BYTES = 1 << 30  # address space: enough for CPython and a HumanE
 DEFAULT_OUTPUT_BYTES = 1 << 20  # largest file (and stdout/stderr) the program may write
 MAX_PROGRAM_CHARS = 100_000  # a longer "program" is not a HumanEval solution
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[ \t]*(?:(?:python3?|py)[ \t]*)?\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 # -- the program ------------------------------------------------------------------------------

@@ -51,7 +51,8 @@ DEFAULT_TIMEOUT_S = 5.0
 MAX_PREDICTION_CHARS = 2000  # a longer "answer" is not an answer; do not feed it to sympy
 
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*-?\d+(?:\.\d+)?)?|-?\.\d+")
-_ANSWER_IS = re.compile(r"answer is\s*:?\s*(.+)", re.IGNORECASE)
+# r"\s*(?::\s*)?", not r"\s*:?\s*": two runs of spaces side by side try every split (issue #53)
+_ANSWER_IS = re.compile(r"answer is\s*(?::\s*)?(.+)", re.IGNORECASE)
 
 
 # -- canonical spelling --------------------------------------------------------------------------
@@ -126,7 +127,8 @@ def extract_answer(text: str | None, kind: Kind) -> str | None:
             return _strip_answer(tail[0])
     matches = list(_ANSWER_IS.finditer(text))
     if matches:
-        found = matches[-1].group(1).strip().splitlines()[0].strip()
+        lines = matches[-1].group(1).strip().splitlines()  # none: "answer is" and spaces only
+        found = lines[0].strip() if lines else ""
         # "The answer is: 42 ки" (Math-Shepherd) -- drop the step tag.
         found = found.replace(MATH_SHEPHERD_STEP_TAG, "").strip()
         if found:
@@ -142,7 +144,9 @@ def extract_answer(text: str | None, kind: Kind) -> str | None:
 
 # ``\frac{a}{b}`` / ``\dfrac`` / ``\tfrac``, with an optional sign and whole part in front
 # (``-\frac{1}{2}``, ``2\frac{1}{2}`` = 5/2, a mixed number as GSM8K writes them).
-_FRACTION = re.compile(r"(-)?(\d+)?\s*\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}")
+# Without its sign, a match never starts after a digit or a space: a start there fails as the start
+# of that run of digits and spaces did, and retrying from each is quadratic (issue #53).
+_FRACTION = re.compile(r"(?:(-)|(?<![\d\s]))(\d+)?\s*\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}")
 
 
 def _fraction_as_ratio(match: re.Match) -> str:

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import litserve as ls
 
-from equiv.serve.protocol import INTERNAL_PATH, ROUTES, Limits, RequestError, decode_json, pair_count, parse_request
+from equiv.serve.protocol import (ERROR_KEY, INTERNAL_PATH, ROUTES, Limits, RequestError, check_internal, decode_json,
+                                  pair_count, parse_request)
 
 
 def needs_probability(request: dict[str, Any]) -> bool:
@@ -46,8 +47,17 @@ class JudgeAPI(ls.LitAPI):
 
     # no annotations on decode_request / encode_response: LitServe reads them as the request and
     # response types, and an unannotated pair means "a JSON request, a JSON response"
+    # In a batch, anything that raises in decode_request, predict or encode_response fails every
+    # request of the batch (LitServe answers them all with one error). So none of them raises for
+    # one request: a request that cannot be served becomes ("error", status, message), which
+    # encode_response answers as {ERROR_KEY: ...} and the middleware as that request's own 4xx/5xx.
     def decode_request(self, request):  # type: ignore[no-untyped-def]
-        return request
+        try:
+            return check_internal(request)
+        except RequestError as err:
+            return {"route": "error", "status": err.status, "error": err.message}
+        except Exception as err:  # noqa: BLE001 -- one request's, whatever it is
+            return {"route": "error", "status": 400, "error": f"malformed request: {_one_line(err)}"}
 
     def batch(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(inputs)
@@ -56,16 +66,33 @@ class JudgeAPI(ls.LitAPI):
         return list(output)
 
     def predict(self, requests: Any) -> list[Any]:
-        from equiv.serve.verdicts import group_from, group_pairs, verdicts
-
         batch = requests if isinstance(requests, list) else [requests]
         self.batches += 1
-        # every pair of every request in the batch (a /group's siblings included), in ONE judge call
+        for req in batch:
+            if req["route"] != "error":
+                self.requests[req["route"]] += 1
+                self.pairs_asked += pair_count(req)
+        try:
+            out = self._answer(batch)
+        except Exception:  # noqa: BLE001 -- find the request it came from: each on its own
+            out = []
+            for req in batch:
+                try:
+                    out.extend(self._answer([req]))
+                except Exception as err:  # noqa: BLE001
+                    out.append(("error", 500, f"the judge failed on this request: {_one_line(err)}"))
+        return out if isinstance(requests, list) else out[0]
+
+    def _answer(self, batch: list[dict[str, Any]]) -> list[Any]:
+        """The answers to a batch, every pair of every request (a /group's siblings included) in
+        ONE judge call; a request refused in decode_request is answered with its error."""
+        from equiv.serve.verdicts import group_from, group_pairs, verdicts
+
         flat: list[tuple[str, str]] = []
         questions: list[str] = []
         for req in batch:
-            self.requests[req["route"]] += 1
-            self.pairs_asked += pair_count(req)
+            if req["route"] == "error":
+                continue
             if req["route"] == "group":
                 steps = req["steps"]
                 flat.extend((steps[i], steps[j]) for i, j in group_pairs(steps))
@@ -77,6 +104,9 @@ class JudgeAPI(ls.LitAPI):
         out: list[Any] = []
         start = 0
         for req in batch:
+            if req["route"] == "error":
+                out.append(("error", req["status"], req["error"]))
+                continue
             n = pair_count(req)
             mine, start = found[start:start + n], start + n
             if req["route"] == "group":
@@ -85,7 +115,7 @@ class JudgeAPI(ls.LitAPI):
                 out.append(("metrics", self.metrics()))
             else:
                 out.append((req["route"], req, mine))
-        return out if isinstance(requests, list) else out[0]
+        return out
 
     def metrics(self) -> dict[str, Any]:
         """This worker's counters: requests per route, pairs asked, batches, the judge's stats and
@@ -94,6 +124,14 @@ class JudgeAPI(ls.LitAPI):
                 "judge": self.judge.stats.to_dict(), "cache": self.judge.cache_info()}
 
     def encode_response(self, output):  # type: ignore[no-untyped-def]
+        try:
+            if output[0] == "error":
+                return {ERROR_KEY: {"status": output[1], "error": output[2]}}
+            return self._encode(output)
+        except Exception as err:  # noqa: BLE001 -- this request's answer only
+            return {ERROR_KEY: {"status": 500, "error": f"the answer could not be written: {_one_line(err)}"}}
+
+    def _encode(self, output: Any) -> Any:
         from equiv.serve.verdicts import verdict_json
 
         kind = output[0]
@@ -124,6 +162,51 @@ class JudgeAPI(ls.LitAPI):
                     else {"input": pairs, "similarity_scores": scores})
         similar = [v.merged for v in found]
         return {"input": pairs, "is_similar": similar[0]} if req["single"] else {"input": pairs, "is_similar_list": similar}
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text}"[:300]
+
+
+def _request_error(body: bytes) -> tuple[int, str] | None:
+    """(status, message) when the worker's answer is one request's error (:data:`ERROR_KEY`)."""
+    if ERROR_KEY.encode() not in body:
+        return None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(answer, dict) and isinstance(answer.get(ERROR_KEY), dict):
+        error = answer[ERROR_KEY]
+        return int(error.get("status", 500)), str(error.get("error", "error"))
+    return None
+
+
+def _answering(send: Callable) -> Callable:
+    """``send`` for the worker's answer to one request: held until its body is whole, then sent,
+    or, where it is that request's error (:data:`ERROR_KEY`), sent as its own status."""
+    start: dict | None = None
+    chunks: list[bytes] = []
+
+    async def wrapped(message: dict) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            start = message
+            return
+        if message["type"] != "http.response.body" or start is None:
+            return await send(message)
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(chunks)
+        error = _request_error(body)
+        if error is not None:
+            return await _send_json(send, error[0], {"error": error[1]})
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+
+    return wrapped
 
 
 async def _send_json(send: Callable, status: int, payload: Any) -> None:
@@ -186,7 +269,7 @@ class RouteMiddleware:
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in (b"content-length", b"content-type")]
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         inner = {**scope, "path": INTERNAL_PATH, "raw_path": INTERNAL_PATH.encode(), "method": "POST", "headers": headers}
-        return await self.app(inner, rewritten_receive, send)
+        return await self.app(inner, rewritten_receive, _answering(send))
 
 
 def build_server(judge_factory: Callable[[str], Any], *, address: str, metadata: dict[str, Any],

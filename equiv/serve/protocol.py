@@ -21,8 +21,11 @@ worker nothing and the server keeps serving. Routes:
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
+
+from equiv.errors import unencodable
 
 INTERNAL_PATH = "/_equiv/judge"
 """The one LitServe endpoint every public route is rewritten to (refused when asked directly)."""
@@ -55,6 +58,9 @@ def _text(value: Any, field: str, limits: Limits) -> str:
         raise RequestError(400, f"field '{field}': must be a string, got {type(value).__name__}")
     if len(value) > limits.max_chars:
         raise RequestError(413, f"field '{field}': {len(value)} characters, more than the limit of {limits.max_chars}")
+    problem = unencodable(value)
+    if problem:
+        raise RequestError(400, f"field '{field}': {problem}")
     return value
 
 
@@ -148,6 +154,45 @@ def parse_request(route: str, body: Any, limits: Limits = Limits(), *, default_o
             raise RequestError(400, f"field 'output_type': must be binary or similarity, got {output!r}"[:200])
         return {"route": route, "pairs": pairs, "single": single, "output_type": output}
     raise RequestError(404, f"no route {route!r}")
+
+
+_UNLIMITED = Limits(max_pairs=sys.maxsize, max_chars=sys.maxsize, max_body_bytes=sys.maxsize)
+
+
+def check_internal(request: Any) -> dict[str, Any]:
+    """An internal request checked again where the judge worker receives it (its shape, and every
+    text encodable; the sizes were the middleware's to check): the middleware checks each public
+    request first, so this is the worker's own guard against a request that would fail every
+    request batched with it."""
+    if not isinstance(request, dict) or request.get("route") not in set(ROUTES.values()):
+        raise RequestError(400, "not an internal request of this service")
+    route = request["route"]
+    if route == "metrics":
+        return request
+    if route == "group":
+        steps = request.get("steps")
+        if not isinstance(steps, list) or not steps or request.get("grouping") not in ("greedy", "transitive"):
+            raise RequestError(400, "field 'steps': must be a non-empty list of sibling step strings")
+        for i, step in enumerate(steps):
+            _text(step, f"steps[{i}]", _UNLIMITED)
+        if request.get("question") is not None:
+            _text(request["question"], "question", _UNLIMITED)
+        return request
+    field = {"verdicts": "pairs", "predict": "inputs", "merge_model_inference": "input_pairs"}[route]
+    pairs = _pairs(request.get("pairs"), field, _UNLIMITED)
+    questions = request.get("questions")
+    if questions is not None:
+        if not isinstance(questions, list) or len(questions) != len(pairs):
+            raise RequestError(400, f"field 'questions': must be a list of {len(pairs)} strings, one per pair")
+        for i, question in enumerate(questions):
+            _text(question, f"questions[{i}]", _UNLIMITED)
+    return request
+
+
+ERROR_KEY = "_equiv_error"
+"""The key of the answer the worker gives for one request it cannot serve (``{ERROR_KEY: {"status",
+"error"}}``): LitServe answers a whole batch with one status, so the middleware turns this one
+request's answer into its own 4xx or 5xx."""
 
 
 def pair_count(request: dict[str, Any]) -> int:

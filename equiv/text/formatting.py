@@ -24,8 +24,10 @@ from equiv.text.normalize import THOUSANDS_COMMA, normalise_whitespace
 _CURRENCY = re.compile(r"[$€£]")
 _TIMES = re.compile(r"(?<=\d)\s*[x×]\s*(?=[\d.])")
 _DECIMAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?!\d)(?!\.\d)")
-_OPERATOR = re.compile(r"\s*([+\-*/=÷])\s*")
-_FINAL_STOP = re.compile(r"[.\s]+$")
+# Spaces before an operator are read from the start of their run only (removing "$" can leave a
+# long run, and retrying it from each space is quadratic: issue #53); after a space, only an
+# operator itself starts a match (one whose spaces before it an earlier match took).
+_OPERATOR = re.compile(r"(?:(?<!\s)\s*|(?<=\s))([+\-*/=÷])\s*")
 
 
 def _drop_trailing_zeros(match: re.Match[str]) -> str:
@@ -37,7 +39,9 @@ def _drop_trailing_zeros(match: re.Match[str]) -> str:
 
 def format_key(text: str) -> str:
     """``text`` without its formatting (see the module docstring); equal keys mean the same step."""
-    s = _FINAL_STOP.sub("", normalise_whitespace(text))
+    # the final stops and spaces: rstrip, not r"[.\s]+$", which retries from every dot (quadratic);
+    # after normalise_whitespace a space is the only whitespace left
+    s = normalise_whitespace(text).rstrip(". ")
     s = THOUSANDS_COMMA.sub("", s)  # commas only: a space may part two numbers
     s = _CURRENCY.sub("", s)
     s = _TIMES.sub("*", s).replace("×", "*").replace("÷", "/")

@@ -29,28 +29,131 @@ from equiv.text.normalize import CALCULATOR_NOTE, THOUSANDS_COMMA, normalise_whi
 __all__ = ["CALCULATOR_NOTE", "extract_formulas", "formula_signature", "formulas_equivalent", "normalise_formula"]
 
 # CALCULATOR_NOTE (one whole note, equiv.text.normalize) is what steps are stripped of, or edited
-# around. extract_formulas reads the notes' contents with its own lazy, multi-line _CALC.
-_CALC = re.compile(r"<<(.*?)>>", re.S)
-_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+# around. extract_formulas reads the notes' contents as ``<<(.*?)>>`` (lazy, multi-line) would,
+# and the math spans as _MATH would, both by str.find: the regular expressions rescan to the end
+# of the text from every unclosed opener (quadratic; issue #53). _MATH, _BARE and _FRAC stay as
+# the definitions the linear readers keep to (tests/test_linear_time.py compares them).
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)  # what _math_spans reads
 # Bare arithmetic such as "4 x 2 = 8" when a step has no notation at all.
-_BARE = re.compile(
-    r"(?<![\w.])(\$?\d[\d,]*(?:\.\d+)?\s*(?:[-+*/x×÷]\s*\$?\d[\d,]*(?:\.\d+)?\s*)+=\s*\$?\d[\d,]*(?:\.\d+)?)"
-)
-_FRAC = re.compile(r"\\frac\{([^{}]*)\}\{([^{}]*)\}")
-_NUMBER = re.compile(r"\d+\.\d+")
+_AMOUNT = r"\$?\d[\d,]*(?:\.\d+)?"
+_BARE = re.compile(rf"(?<![\w.])({_AMOUNT}\s*(?:[-+*/x×÷]\s*{_AMOUNT}\s*)+=\s*{_AMOUNT})")
+_BARE_START = re.compile(r"(?<![\w.])\$?\d")  # where _BARE can match
+# _BARE at one start, possessive: giving operations back never finds the "=" (the next character is
+# then an operator), and re keeps what it could give back at a cost that grows faster than the chain
+_BARE_AT = re.compile(rf"(?<![\w.])({_AMOUNT}\s*(?:[-+*/x×÷]\s*{_AMOUNT}\s*)++=\s*{_AMOUNT})")
+_CHAIN = re.compile(rf"{_AMOUNT}\s*(?:[-+*/x×÷]\s*{_AMOUNT}\s*)*+")  # _BARE without its "= result"
+_FRAC = re.compile(r"\\frac\{([^{}]*)\}\{([^{}]*)\}")  # what _expand_fracs rewrites, innermost first
+_NUMBER = re.compile(r"(?<!\d)\d+\.\d+")  # (?<!\d): a run of digits is tried once, not from each digit
 _TIMES_X = re.compile(r"(?<=[\d)])x(?=[\d(])")
+_SPECIAL = re.compile(r"[$\\]")
+# (opener, closer, least content): _MATH's alternatives in the order it tries them
+_MATH_DELIMITERS = (("$$", "$$", 1), ("$", "$", 1), ("\\(", "\\)", 1), ("\\[", "\\]", 1))
+
+
+class _Finder:
+    """``text.find(token, start)`` for starts that only grow: each token's last answer is reused
+    while it still lies ahead, so a scan that finds nothing is never repeated (linear in all)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._last: dict[str, tuple[int, int]] = {}
+
+    def find(self, token: str, start: int) -> int:
+        known = self._last.get(token)
+        if known is not None and known[0] <= start and (known[1] == -1 or known[1] >= start):
+            return known[1]
+        found = self.text.find(token, start)
+        self._last[token] = (start, found)
+        return found
+
+
+def _calculator_notes(text: str) -> list[str]:
+    """``re.findall(r"<<(.*?)>>", text, re.S)``, in linear time."""
+    finder, out, pos = _Finder(text), [], 0
+    while (start := finder.find("<<", pos)) >= 0:
+        end = finder.find(">>", start + 2)
+        if end < 0:
+            break
+        out.append(text[start + 2:end])
+        pos = end + 2
+    return out
+
+
+def _math_spans(text: str) -> list[str]:
+    """The contents of :data:`_MATH`'s matches (its ``finditer``), in linear time: at each ``$`` or
+    backslash, the first of its alternatives whose closer follows (after at least one character)."""
+    finder, out, pos = _Finder(text), [], 0
+    while (special := _SPECIAL.search(text, pos)) is not None:
+        at = special.start()
+        for opener, closer, least in _MATH_DELIMITERS:
+            if text.startswith(opener, at):
+                end = finder.find(closer, at + len(opener) + least)
+                if end >= 0:
+                    out.append(text[at + len(opener):end])
+                    pos = end + len(closer)
+                    break
+        else:
+            pos = at + 1
+    return out
+
+
+def _bare_arithmetic(text: str) -> list[str]:
+    """``_BARE.findall(text)``, in linear time. A start that fails fails for every start up to the
+    end of its chain of operations (they share the chain, and with it the missing ``= result``),
+    so the search resumes there instead of rescanning the chain from each of its numbers."""
+    out, pos = [], 0
+    while (start := _BARE_START.search(text, pos)) is not None:
+        found = _BARE_AT.match(text, start.start())
+        if found is not None:
+            out.append(found.group(1))
+            pos = found.end()
+        else:
+            pos = _CHAIN.match(text, start.start()).end()  # type: ignore[union-attr]  # the start matched
+    return out
 
 
 def extract_formulas(text: str) -> list[str]:
     """The raw formulas of a step: calculator notes first, else math spans, else bare arithmetic."""
-    notes = [m.strip() for m in _CALC.findall(text) if m.strip()]
+    notes = [m.strip() for m in _calculator_notes(text) if m.strip()]
     if notes:
         return notes
-    spans = [next(g for g in m.groups() if g is not None).strip() for m in _MATH.finditer(text)]
+    spans = [s.strip() for s in _math_spans(text)]
     spans = [s for s in spans if s]
     if spans:
         return spans
-    return [m.strip() for m in _BARE.findall(text)]
+    return [m.strip() for m in _bare_arithmetic(text)]
+
+
+def _expand_fracs(f: str) -> str:
+    """``_FRAC.sub(r"(\\1)/(\\2)", f)`` repeated until nothing changes (nested fractions), in one
+    pass. A ``\\frac{a}{b}`` whose two groups hold no brace is rewritten as soon as its last brace
+    is read; the rewrite holds no brace, so the fraction around it can then be rewritten in turn.
+    Rewrites never overlap, so the order does not change the result (the loop it replaces took
+    one pass over the text per level of nesting)."""
+    if "\\frac{" not in f:
+        return f
+    pieces: list[str] = []
+    braces: list[tuple[str, int, int]] = []  # (brace, index in pieces, index in f) of the braces kept
+    pos = 0
+    for brace in re.finditer(r"[{}]", f):
+        at = brace.start()
+        if at > pos:
+            pieces.append(f[pos:at])
+        pos = at + 1
+        if (f[at] == "}" and len(braces) >= 3 and [b[0] for b in braces[-3:]] == ["{", "}", "{"]
+                and braces[-2][2] == braces[-1][2] - 1 and braces[-3][2] >= 5
+                and f.startswith("\\frac", braces[-3][2] - 5)):
+            _, b_open, _ = braces.pop()
+            _, a_close, _ = braces.pop()
+            _, a_open, _ = braces.pop()
+            pieces[a_open - 1] = pieces[a_open - 1][:-5]  # the "\\frac" before the first brace
+            pieces[a_open], pieces[a_close], pieces[b_open] = "(", ")/", "("
+            pieces.append(")")
+            continue
+        braces.append((f[at], len(pieces), at))
+        pieces.append(f[at])
+    pieces.append(f[pos:])
+    return "".join(pieces)
 
 
 def _number(match: re.Match[str]) -> str:
@@ -82,10 +185,7 @@ def normalise_formula(formula: str) -> str:
         f = f.replace(token, "/")
     f = f.replace("−", "-").replace("–", "-")
     f = _TIMES_X.sub("*", f)
-    previous = None
-    while previous != f:  # nested \frac
-        previous = f
-        f = _FRAC.sub(r"(\1)/(\2)", f)
+    f = _expand_fracs(f)  # nested \frac too
     f = THOUSANDS_COMMA.sub("", f)
     f = _NUMBER.sub(_number, f)
     f = f.rstrip(".")

@@ -26,6 +26,8 @@ non-equivalent ones is not worth it:
   one whose stemmed words align with at least this difflib ratio (below it the steps are
   rewordings, which the model reads). 0.6 vetoes 6 more equivalent pairs for 3 more
   non-equivalent; 0.8 gives up 8 non-equivalent vetoes to spare 2 equivalent pairs.
+- :data:`MAX_WORDS` = 256: the word-by-word rules read steps of at most this many words (an
+  alignment takes time that grows with the square of the words; the longest labelled step has 86).
 - :data:`SWAP_WORDS` = 2: a swapped span has at most two words a side ("square foot", "Mr. Lee").
   1 gives up 2 non-equivalent vetoes to spare 2 equivalent; 3 costs 5 equivalent for 3.
 - :data:`SAME_WORD` = 0.5: how alike (difflib ratio) two words must be to count as one word
@@ -58,6 +60,12 @@ SHARED_SENTENCE = 0.7
 SWAP_WORDS = 2
 SAME_WORD = 0.5
 SAME_NAME = 0.8
+MAX_WORDS = 256
+"""The most words of a step the word-by-word rules read (the alignment rules and
+``different_names``): difflib's alignment and the word-against-word comparisons take time that
+grows with the square of the words, so a crafted step of 10,000 words held the service for
+seconds (issue #53). A longer step is not compared word by word; the number rules still read it.
+The longest step of the labelled files has 86."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +101,12 @@ def _show(values: set[Decimal]) -> str:
 # Reading a step's numbers
 # ---------------------------------------------------------------------------------------------
 
-_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*\$?\s*\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
-_CONCLUSION = re.compile(rf"=\s*(-?)\s*\$?\s*(-?)\s*({DIGITS})")  # "= -2.5", "= $-2", "= 17 500"
+# Linear time (issue #53): no two quantifiers side by side that can share characters (r"\s*\$?\s*"
+# tries every split of a run of spaces, r"\s*-?\s*\$?\s*-?\s*" every three-way one), so an
+# optional sign or "$" takes the spaces after it: r"\s*(?:\$\s*)?" reads the same text.
+_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*(?:\$\s*)?\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
+# "= -2.5", "= $-2", "= 17 500"; an absent sign is "" in findall, as (-?) gave
+_CONCLUSION = re.compile(rf"=\s*(?:(-)\s*)?(?:\$\s*)?(?:(-)\s*)?({DIGITS})")
 # A number written as a fraction ("1/4", "20/100"): a proper fraction, no spaces round the slash.
 # "12 / 3" and "240/80" are divisions: their operands are the computation's, not a way to write a number.
 _FRACTION = re.compile(r"(?<![\w.])(\d+)/(\d+)(?![\d.])")
@@ -181,8 +193,10 @@ def computes_nothing(step: str) -> bool:
 def _alignment(a: str, b: str) -> difflib.SequenceMatcher[str] | None:
     """The stemmed-word alignment of ``a`` against ``b``, or ``None`` when they are not one shared
     sentence (ratio below :data:`SHARED_SENTENCE`)."""
-    matcher = difflib.SequenceMatcher(a=[stem(w) for w in TOKEN.findall(a)], b=[stem(w) for w in TOKEN.findall(b)],
-                                      autojunk=False)
+    words_a, words_b = TOKEN.findall(a), TOKEN.findall(b)
+    if len(words_a) > MAX_WORDS or len(words_b) > MAX_WORDS:
+        return None
+    matcher = difflib.SequenceMatcher(a=[stem(w) for w in words_a], b=[stem(w) for w in words_b], autojunk=False)
     return matcher if matcher.ratio() >= SHARED_SENTENCE else None
 
 
@@ -341,6 +355,8 @@ def different_names(a: str, b: str, question: str) -> str | None:
     if not names:
         return None
     wa, wb = {stem(w) for w in WORD.findall(a)}, {stem(w) for w in WORD.findall(b)}
+    if len(wa) > MAX_WORDS or len(wb) > MAX_WORDS:
+        return None
     left = [n for n in sorted(wa & names) if not any(_same_name(n, w) for w in wb)]
     right = [n for n in sorted(wb & names) if not any(_same_name(n, w) for w in wa)]
     return _pair(left[0], right[0]) if left and right else None
@@ -361,9 +377,26 @@ UNITS = {stem(form): unit for unit, forms in _UNIT_SPELLINGS.items()
          for form in forms.split() + [f"{f}s" for f in forms.split()]}
 # The number a step concludes with (after its last "="): the "$" before it, the word after it, and
 # the unit of a rate after that ("= 24 days in a month", "= $600 per week").
-_CONCLUDED = re.compile(rf"=\s*-?\s*(\$)?\s*-?\s*(?:{DIGITS})\s*%?"
+_CONCLUDED = re.compile(rf"=\s*(?:-\s*)?(?:(\$)\s*)?(?:-\s*)?(?:{DIGITS})\s*%?"
                         r"(?:\s*(?!(?:per|an?|each|every|in)\b)([A-Za-z]+))?(?:\s*(?:\bper\b|\ba\b|\ban\b|\beach\b|\bevery\b|\bin an?\b|\bin one\b|/)\s*([A-Za-z]+))?")
 _NUMBER_THEN_WORD = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z]+)")
+_NUMBER_START = re.compile(r"(?<![\w.])\d")  # where _NUMBER_THEN_WORD can match
+_DIGITS_AND_COMMAS = re.compile(r"[\d,]+")
+
+
+def _numbers_then_words(text: str) -> list[tuple[str, str]]:
+    """``_NUMBER_THEN_WORD.findall(text)`` in linear time. Its search retries after each comma of
+    a run like "1,1,1,..." and rescans the run to its end each time (quadratic); a start that fails
+    fails for every start in its run of digits and commas (they end alike), so skip the run."""
+    out, pos = [], 0
+    while (start := _NUMBER_START.search(text, pos)) is not None:
+        found = _NUMBER_THEN_WORD.match(text, start.start())
+        if found is not None:
+            out.append((found.group(1), found.group(2)))
+            pos = found.end()
+        else:
+            pos = _DIGITS_AND_COMMAS.match(text, start.start()).end()  # type: ignore[union-attr]
+    return out
 
 
 def concluded_unit(text: str) -> tuple[str | None, str | None]:
@@ -383,7 +416,7 @@ def concluded_unit(text: str) -> tuple[str | None, str | None]:
 def number_units(text: str) -> dict[Decimal, set[str]]:
     """The units the step's prose writes right after each number ("5.5 pounds": 5.5 -> {pound})."""
     out: dict[Decimal, set[str]] = {}
-    for digits, word in _NUMBER_THEN_WORD.findall(strip_notes(text)):
+    for digits, word in _numbers_then_words(strip_notes(text)):
         unit, value = UNITS.get(stem(word)), number_value(digits)
         if unit and value is not None:
             out.setdefault(value, set()).add(unit)

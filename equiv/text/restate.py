@@ -52,7 +52,8 @@ personal pronouns are among them: "He has 5 apples." and "She has 5 apples." nam
 
 _TOKEN = re.compile(r"(?<![\w.])(-?)(\d[\d,]*(?:\.\d+)?)(\s*%)?|([A-Za-z]+(?:'[A-Za-z]+)?)")
 """A signed number with its percent sign, or a word: the units two statements are compared in."""
-_ANSWER = re.compile(r"^\W*(?:(?:so|thus|therefore|hence)\s*,?\s+)?(?:the\s+)?(?:final\s+)?answer\s+"
+# r"(?:\s*,\s+|\s+)", not r"\s*,?\s+", which tries every split of a run of spaces (issue #53)
+_ANSWER = re.compile(r"^\W*(?:(?:so|thus|therefore|hence)(?:\s*,\s+|\s+))?(?:the\s+)?(?:final\s+)?answer\s+"
                      r"(?:is|was|will be|would be|=|:)\s*(.*)$", re.IGNORECASE | re.DOTALL)
 
 
