@@ -316,3 +316,66 @@ def test_a_second_labelling_into_the_same_out_is_refused_in_one_line_before_any_
     again = search_cli("label", pairs, "--out", out, "--model", "m", "--base_url", "http://127.0.0.1:9/v1",
                        "--timeout", "5")
     assert again.returncode == 2 and "field 'base_url'" in again.stderr
+
+
+# --- a server that answers 200 with something that is not a chat completion ----------------------
+
+_COMPLETION = {"id": "c", "object": "chat.completion", "created": 0, "model": "stub",
+               "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+_BAD_BODIES = {  # sentence1 of a pair -> (body, content type) the stub answers it with, status 200
+    "not-json": (b"<<not json at all>>", "application/json"),
+    "html": (b"<html><body>Sign in to continue</body></html>", "text/html"),
+    "empty-choices": (json.dumps({**_COMPLETION, "choices": []}).encode(), "application/json"),
+    "not-utf8": (('{"id": "c", "model": "stub", "choices": [{"index": 0, "finish_reason": "stop", "message": '
+                  '{"role": "assistant", "content": "caf\xe9"}}]}').encode("latin-1"), "application/json"),
+}
+_GOOD = json.dumps({**_COMPLETION, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+    "role": "assistant", "content": json.dumps({"reasoning_step": "same", "result": 4})}}]}).encode()
+
+
+def test_label_a_200_that_is_not_a_chat_completion_is_a_failed_try_not_a_traceback(tmp_path):
+    """A body that is not JSON, a web page, an empty ``choices`` or bytes that are not UTF-8 (a
+    proxy, a broken server) is that pair's failed try: retried, then recorded with its reason in
+    ``<out>.failed.jsonl``; the run labels the other pairs and ends with one ``error:`` line."""
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.helpers.paths import REPO_ROOT
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            request = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            body, kind = next(((b, k) for name, (b, k) in _BAD_BODIES.items() if f"{name}-step" in request),
+                              (_GOOD, "application/json"))
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    names = [*_BAD_BODIES, "good"]
+    pairs = _write(tmp_path / "pairs.jsonl", [{"id": n, "sentence1": f"{n}-step", "sentence2": "b"} for n in names])
+    out = tmp_path / "labels.jsonl"
+    try:
+        result = subprocess.run(
+            [sys.executable, str(REPO_ROOT / "search_cli.py"), "label", str(pairs), "--out", str(out), "--model", "m",
+             "--base_url", f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--tries", "2", "--timeout", "30"],
+            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    finally:
+        httpd.shutdown()
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "4 pair(s) got no usable answer" in errors[0]
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["good"]
+    failed = {row["id"]: row["label_raw"] for row in map(json.loads, (tmp_path / "labels.failed.jsonl").read_text().splitlines())}
+    assert set(failed) == set(_BAD_BODIES) and all(len(raw) == 2 for raw in failed.values())
+    why = {name: raw[0]["error"] for name, raw in failed.items()}
+    assert "not JSON" in why["not-json"] and "text" in why["html"] and "Sign in" in why["html"]
+    assert "empty 'choices'" in why["empty-choices"] and "not UTF-8" in why["not-utf8"]

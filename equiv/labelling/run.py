@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.errors import InputError
-from equiv.labelling.client import Reply, ask, request_options
+from equiv.labelling.client import BadReply, Reply, ask, request_options
 from equiv.labelling.parse import MalformedAnswer, parse_answer
 from equiv.labelling.prompt import Example, build_messages
 from equiv.rundir.io import append_jsonl, read_json_lines, write_jsonl_atomic
@@ -194,6 +194,10 @@ async def label_pair(client: Any, pair: dict[str, Any], examples: Sequence[Examp
         try:
             reply = await ask(client, settings.model, messages, temperature=temperature,
                               max_tokens=settings.max_tokens, seed=_seed(settings, key, attempt), options=options)
+        except BadReply as err:  # a 200 that is no chat completion: this try's failure, retried
+            stats.requests += 1
+            raw.append({"text": None, "finish_reason": None, "error": str(err)})
+            continue
         except Exception as err:  # noqa: BLE001 -- sorted by pair_error: this pair's, or the run's
             why = pair_error(err)
             if why is None:
