@@ -47,7 +47,8 @@ class InputError(ValueError):
 
 class JSONShapeError(ValueError):
     """Valid JSON syntax that a file of ours must not hold: a key twice in one object (which
-    ``json.loads`` silently resolves to the last value), or nesting too deep to walk."""
+    ``json.loads`` silently resolves to the last value), nesting too deep to walk, or an integer
+    with more digits than the interpreter converts (``sys.get_int_max_str_digits()``, 4300)."""
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -60,16 +61,24 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 
 def loads_strict(text: str | bytes) -> object:
-    """``json.loads`` that refuses duplicate keys and nesting deeper than the interpreter can
-    parse (a RecursionError otherwise escapes as a traceback) with :class:`JSONShapeError`;
-    malformed JSON is still :class:`json.JSONDecodeError`, so readers keep telling a torn
-    line from a bad one. The caller turns either into an :class:`InputError` naming file and line."""
+    """``json.loads`` that refuses duplicate keys, nesting deeper than the interpreter can parse
+    (a RecursionError otherwise escapes as a traceback) and integers longer than it converts
+    (a plain ValueError from inside the decoder) with :class:`JSONShapeError`; malformed JSON is
+    still :class:`json.JSONDecodeError`, so readers keep telling a torn line from a bad one. The
+    caller turns either into an :class:`InputError` naming file and line."""
     import json
 
     try:
         return json.loads(text, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise JSONShapeError("nested too deeply to read (is this a data file?)") from None
+    except (json.JSONDecodeError, JSONShapeError):
+        raise
+    except ValueError as err:  # int('9' * 5000): "Exceeds the limit (4300 digits) for integer string conversion"
+        if "digits" not in str(err):
+            raise
+        raise JSONShapeError(f"holds an integer with more than {sys.get_int_max_str_digits()} digits "
+                             "(is this a data file?)") from None
 
 
 class ServiceError(InputError):

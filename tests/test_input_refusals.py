@@ -258,3 +258,37 @@ def test_a_logger_save_dir_other_than_the_root_dir_is_refused(tmp_path: Path):
     same = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'a'}",
                                          "--trainer.max_epochs=0"]))
     assert "trainer.max_epochs" in same and not (tmp_path / "b").exists()
+
+
+# -- issue #53 item 9: an integer longer than Python converts ---------------------------------------
+def _long_int_line(digits: int = 5000) -> str:
+    return '{"sentence1": "a", "sentence2": "b", "result": 4, "reasoning_step": ' + "7" * digits + "}"
+
+
+def test_a_5000_digit_integer_is_one_line_in_pairs_and_in_fit_in_real_processes(tmp_path: Path, judge: Path):
+    """``json.loads`` raises a bare ValueError ("Exceeds the limit (4300 digits) for integer string
+    conversion") from inside the decoder: it was a traceback in ``pairs`` and in ``fit``."""
+    data = tmp_path / "long.jsonl"
+    data.write_text("".join(DEMO_PAIRS.read_text().splitlines(keepends=True)[:12]) + _long_int_line() + "\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    for argv in (["search_cli.py", "pairs", "--strategy", "exact", "--data", str(data)],
+                 ["trainer_cli.py", *tiny_fit_argv(judge, data, tmp_path / "run")]):
+        done = subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+        assert f"{data}:13: holds an integer with more than 4300 digits" in line, argv[0]
+
+
+def test_every_jsonl_reader_names_the_line_of_a_5000_digit_integer(tmp_path: Path):
+    from equiv.data.humaneval import read_humaneval
+    from equiv.data.problems import read_jsonl_objects
+    from equiv.rundir.io import read_json_file, read_json_lines
+
+    data = tmp_path / "long.jsonl"
+    data.write_text("\n" + _long_int_line() + "\n")  # line 1 blank: each reader skips it
+    for read in (read_json_lines, lambda p: list(read_jsonl_objects(p)), read_humaneval):
+        with pytest.raises(InputError, match=r"long.jsonl:2: holds an integer with more than 4300 digits"):
+            read(data)
+    whole = tmp_path / "long.json"
+    whole.write_text(_long_int_line())
+    with pytest.raises(InputError, match=r"long.json: holds an integer with more than 4300 digits"):
+        read_json_file(whole)
