@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="search_cli.py serve", description="Serve an exported judge over HTTP (LitServe).")
     p.add_argument("--model", required=True, help="exported judge directory (trainer_cli.py fit --export_dir)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="TCP port to listen on, 1-65535 (default 8000)")
     p.add_argument("--device", default="auto", help="auto (LitServe picks CUDA if visible), cpu, cuda")
     p.add_argument("--devices", default="auto", help="how many devices LitServe spreads workers over (auto: all)")
     p.add_argument("--workers_per_device", type=int, default=1)
@@ -64,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
 def serve_main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     with exit_on_input_error():
-        for name in ("port", "workers_per_device", "max_batch_size", "batch_size", "max_pairs", "max_chars"):
-            if getattr(args, name) < (0 if name == "port" else 1):
+        if not 1 <= args.port <= 65535:  # uvicorn would fail inside LitServe's start with a traceback
+            raise InputError(f"--port must be a TCP port, 1 to 65535, got {args.port}")
+        for name in ("workers_per_device", "max_batch_size", "batch_size", "max_pairs", "max_chars"):
+            if getattr(args, name) < 1:
                 raise InputError(f"must be a positive integer, got {getattr(args, name)}", field=name)
         config = PrunerConfig(strategy="model", model=args.model, batch_size=args.batch_size, device=args.device)
         metadata = describe_served(config)
