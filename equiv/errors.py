@@ -142,15 +142,24 @@ def writable_file(path: str | Path, *, option: str = "--output") -> Path:
     return p
 
 
+MAX_CONFIG_NODES = 100_000  # YAML values a config may expand to; the shipped recipes hold a few hundred
+
+
 def check_config_files(argv: list[str] | tuple[str, ...], options: tuple[str, ...] = ("--config", "-c")) -> None:
-    """Parse every YAML file named by ``--config`` in ``argv`` first, for the error's sake.
+    """Parse every YAML file named by ``--config`` in ``argv`` first, for the error's sake, and
+    refuse any YAML file in ``argv`` that expands past :data:`MAX_CONFIG_NODES` values.
 
     jsonargparse reads a config file into a string before parsing it, so a YAML syntax error
     would name ``<unicode string>`` instead of the file. Values that are not existing files
     (inline YAML, a missing path) are left to the parser, which reports them itself.
-    """
-    import yaml
 
+    The bound is counted on the composed node graph, before anything is constructed: an alias
+    bomb ("billion laughs": each anchor a list of nine aliases of the one before) is a few
+    hundred bytes that PyYAML composes as shared nodes, but the parser copies it out into every
+    alias's own values -- ``fit`` hung and took 4 GB. Other ``.yaml`` / ``.yml`` files given
+    as option values (jsonargparse reads ``--data group.yaml`` as a config of that group) get
+    the same bound; their syntax is left to the parser.
+    """
     for index, arg in enumerate(argv):
         value = None
         for option in options:
@@ -158,16 +167,69 @@ def check_config_files(argv: list[str] | tuple[str, ...], options: tuple[str, ..
                 value = argv[index + 1]
             elif arg.startswith(option + "="):
                 value = arg[len(option) + 1 :]
-        if value is None or not Path(value).is_file():
+        if value is not None and Path(value).is_file():
+            _check_yaml_file(value, strict=True)
             continue
-        try:
-            yaml.safe_load(Path(value).read_text(encoding="utf-8"))
-        except UnicodeDecodeError as err:
+        named = arg.partition("=")[2] if arg.startswith("--") and "=" in arg else arg
+        if named.endswith((".yaml", ".yml")) and Path(named).is_file() and named != value:
+            _check_yaml_file(named, strict=False)
+
+
+def _check_yaml_file(value: str, *, strict: bool) -> None:
+    """One YAML file of ``argv`` (:func:`check_config_files`): bounded, and with ``strict`` well-formed."""
+    import yaml
+
+    try:
+        text = Path(value).read_text(encoding="utf-8")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None and _expanded_size(root, MAX_CONFIG_NODES) > MAX_CONFIG_NODES:
+            raise InputError(f"expands to more than {MAX_CONFIG_NODES:,} YAML values once its aliases (*name) are "
+                             "expanded: refused (an alias bomb? a config is far smaller)", path=value)
+        if strict:
+            yaml.safe_load(text)
+    except UnicodeDecodeError as err:
+        if strict:
             raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=value) from None
-        except yaml.YAMLError as err:
+    except RecursionError:
+        raise InputError("is nested too deeply to read (is this a config file?)", path=value) from None
+    except yaml.YAMLError as err:
+        if strict:
             mark = getattr(err, "problem_mark", None)
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
             raise InputError(f"malformed YAML: {problem}", path=value, line=mark.line + 1 if mark is not None else None) from None
+    except OSError as err:
+        if strict:
+            raise InputError(f"cannot read: {err.strerror or err}", path=value) from None
+
+
+def _expanded_size(root: object, limit: int) -> int:
+    """How many nodes the YAML graph under ``root`` becomes with every alias copied out (each
+    shared node counted once per reference), capped at ``limit + 1``; a node that contains
+    itself (``&a [*a]``) expands without end and counts ``limit + 1``. Iterative and memoised:
+    linear in the composed graph however deep or however often it is shared."""
+
+    def children(node: object) -> list[object]:
+        value = getattr(node, "value", None)
+        if not isinstance(value, list):  # a scalar
+            return []
+        return [part for item in value for part in (item if isinstance(item, tuple) else (item,))]
+
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children(node)))
+            on_path.discard(key)
+        elif key in on_path:
+            return limit + 1
+        elif key not in sizes:
+            on_path.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children(node) if id(child) not in sizes)
+    return sizes[id(root)]
 
 
 def one_line(text: object, limit: int = 400) -> str:

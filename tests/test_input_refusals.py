@@ -292,3 +292,40 @@ def test_every_jsonl_reader_names_the_line_of_a_5000_digit_integer(tmp_path: Pat
     whole.write_text(_long_int_line())
     with pytest.raises(InputError, match=r"long.json: holds an integer with more than 4300 digits"):
         read_json_file(whole)
+
+
+# -- issue #53 item 9: a YAML alias bomb in a config ------------------------------------------------
+BOMB = "".join(f"{name}: &{name} [{', '.join([prev] * 9)}]\n" for name, prev in
+               zip("abcdefghi", ['"lol"', "*a", "*b", "*c", "*d", "*e", "*f", "*g", "*h"]))  # 9**9 strings
+
+
+@pytest.mark.parametrize("argv", [
+    ["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--config", "{bomb}"],
+    ["search_cli.py", "eval", "--config", "{bomb}", "--out", "{tmp}/run"],
+    ["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--data={bomb}"],
+])
+def test_a_yaml_alias_bomb_is_refused_in_one_line_naming_the_file(tmp_path: Path, argv: list[str]):
+    """Before: ``fit`` hung and took 4 GB copying the aliases out (a few hundred bytes of YAML)."""
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(BOMB)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([sys.executable, *(a.format(bomb=bomb, tmp=tmp_path) for a in argv)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    assert f"{bomb}: expands to more than 100,000 YAML values" in line
+
+
+def test_config_size_counts_aliases_once_per_use_and_refuses_a_cycle(tmp_path: Path):
+    from equiv.errors import check_config_files
+
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("base: &base {lr: 1.0e-4, layers: [1, 2, 3]}\nfit: *base\nval: *base\n")
+    check_config_files(["--config", str(shared)])  # an ordinary use of anchors passes
+    cycle = tmp_path / "cycle.yaml"
+    cycle.write_text("a: &a [1, *a]\n")
+    with pytest.raises(InputError, match=r"cycle.yaml: expands to more than 100,000 YAML values"):
+        check_config_files(["--config", str(cycle)])
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(InputError, match=r"deep.yaml: is nested too deeply"):
+        check_config_files(["--config", str(deep)])
