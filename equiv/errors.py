@@ -8,6 +8,8 @@ and exit with status 2.
 
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -79,6 +81,70 @@ def loads_strict(text: str | bytes) -> object:
             raise
         raise JSONShapeError(f"holds an integer with more than {sys.get_int_max_str_digits()} digits "
                              "(is this a data file?)") from None
+
+
+MAX_JSON_BYTES_ENV = "EQUIV_MAX_JSON_BYTES"
+DEFAULT_MAX_JSON_BYTES = 1 << 30  # 1 GiB
+
+
+def max_json_bytes() -> int:
+    """The most bytes one JSON document -- a whole ``.json`` file, or one line of a JSONL file --
+    is read into memory: ``$EQUIV_MAX_JSON_BYTES``, else 1 GiB. JSON Lines files are streamed
+    line by line, so their size is not bounded, only each line's."""
+    value = os.environ.get(MAX_JSON_BYTES_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_JSON_BYTES
+    if not value.isdigit() or int(value) < 1:
+        raise InputError(f"must be a positive number of bytes, got {value!r}", field=MAX_JSON_BYTES_ENV)
+    return int(value)
+
+
+def _too_big(what: str, limit: int) -> str:
+    return (f"{what} the {limit:,} bytes read into memory at once (${MAX_JSON_BYTES_ENV} raises the limit; "
+            "JSON Lines -- one record a line -- are read line by line, at any size)")
+
+
+def read_document_bytes(path: str | Path) -> bytes:
+    """The bytes of a file read whole as one JSON document, refused past :func:`max_json_bytes`
+    (a 2 GB file took 4 GB to read before the first record was checked)."""
+    path = Path(path)
+    limit = max_json_bytes()
+    size = path.stat().st_size
+    if size > limit:
+        raise InputError(_too_big(f"is one JSON document of {size:,} bytes, over", limit), path=path)
+    return path.read_bytes()
+
+
+def raw_lines(path: str | Path) -> Iterator[tuple[int, int, bytes, bool]]:
+    """``(line number, byte offset, line, unfinished)`` for each line of a file, streamed: the
+    line's bytes without its ``\n``, and whether it is a last line with no ``\n`` after it (a
+    writer may have died in it). Lines are split on ``\n`` only (``str.splitlines`` would also
+    break at U+2028 and others, which JSON allows raw inside strings); the file is never held
+    whole, and a line past :func:`max_json_bytes` is refused naming it."""
+    path = Path(path)
+    limit = max_json_bytes()
+    with path.open("rb") as handle:
+        offset = 0
+        for number in itertools.count(1):
+            data = handle.readline(limit + 1)
+            if not data:
+                return
+            if len(data) > limit and not data.endswith(b"\n"):
+                raise InputError(_too_big("this line is longer than", limit), path=path, line=number)
+            whole = data.endswith(b"\n")
+            yield number, offset, data[:-1] if whole else data, not whole
+            offset += len(data)
+
+
+def first_character(path: str | Path) -> str:
+    """The file's first character that is not JSON whitespace (``""`` for none): ``[`` says one
+    JSON list, anything else JSON Lines. Reads only as far as it."""
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(1 << 16):
+            stripped = chunk.lstrip(b" \t\r\n")
+            if stripped:
+                return stripped[:1].decode("latin-1")
+    return ""
 
 
 class ServiceError(InputError):

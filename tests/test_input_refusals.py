@@ -329,3 +329,63 @@ def test_config_size_counts_aliases_once_per_use_and_refuses_a_cycle(tmp_path: P
     deep.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(InputError, match=r"deep.yaml: is nested too deeply"):
         check_config_files(["--config", str(deep)])
+
+
+# -- issue #53 item 9: a multi-GB data file --------------------------------------------------------
+def _padded_jsonl(path: Path, lines: int, width: int, bad: int) -> Path:
+    """``lines`` valid pair records, each padded with spaces to ``width`` bytes (JSON allows them;
+    the parsed rows stay small), and line ``bad`` malformed."""
+    with path.open("w") as handle:
+        for number in range(1, lines + 1):
+            line = "{not json" if number == bad else json.dumps({"sentence1": f"a{number}", "sentence2": "b", "result": 4})
+            handle.write(line.ljust(width) + "\n")
+    return path
+
+
+def test_the_jsonl_readers_stream_a_big_file_and_still_name_a_bad_line_near_its_end(tmp_path: Path):
+    """Before: each reader read the whole file into memory (bytes, then text, then a list of
+    lines): a 2 GB file peaked at 4.2 GB. Now the file is read a line at a time; here a 16 MB file
+    is read with a few MB at most (tracemalloc counts every allocation), the bad line still named."""
+    import tracemalloc
+
+    from equiv.data.problems import read_jsonl_objects
+    from equiv.data.records import read_pair_records
+    from equiv.rundir.io import read_json_lines
+
+    data = _padded_jsonl(tmp_path / "big.jsonl", lines=2000, width=8192, bad=1999)
+    size = data.stat().st_size
+    for read in (read_pair_records, read_json_lines, lambda p: list(read_jsonl_objects(p))):
+        tracemalloc.start()
+        try:
+            with pytest.raises(InputError, match=r"big.jsonl:1999: malformed JSON"):
+                read(data)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < size / 4, (read, peak, size)
+
+
+def test_a_json_document_past_the_stated_size_is_refused_in_one_line_naming_the_limit(tmp_path: Path):
+    """A JSON list (the MathEquiv release format) cannot be streamed: past $EQUIV_MAX_JSON_BYTES
+    (default 1 GiB) it is refused; so is a JSONL line longer than it. JSON Lines of any size pass."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", EQUIV_MAX_JSON_BYTES="20000")
+    rows = [json.loads(line) for line in DEMO_PAIRS.read_text().splitlines()]
+    listed = tmp_path / "pairs.json"
+    listed.write_text(json.dumps(rows))
+    assert listed.stat().st_size > 20000
+    long_line = tmp_path / "long_line.jsonl"
+    long_line.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n" + json.dumps({**rows[0], "pad": "x" * 30000}) + "\n")
+
+    def pairs(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "search_cli.py", "pairs", "--strategy", "exact", "--data", str(path)],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+    done = pairs(listed)
+    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    assert f"{listed}: is one JSON document of {listed.stat().st_size:,} bytes, over the 20,000 bytes" in line
+    assert "$EQUIV_MAX_JSON_BYTES" in line
+    done = pairs(long_line)
+    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    assert f"{long_line}:2: this line is longer than the 20,000 bytes" in line
+    assert DEMO_PAIRS.stat().st_size > 20000  # a JSONL file bigger than the limit, short lines: read as ever
+    assert pairs(DEMO_PAIRS).returncode == 0
