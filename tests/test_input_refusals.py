@@ -247,17 +247,22 @@ def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str
     assert "\n" not in message
 
 
-def test_a_logger_save_dir_other_than_the_root_dir_is_refused(tmp_path: Path):
-    """The link would override it silently; the same directory (as older commands give it) passes."""
-    from equiv.judge.cli import main
-
-    base = ["fit", "--config", str(REPO / "configs" / "demo.yaml"), f"--trainer.default_root_dir={tmp_path / 'a'}"]
-    line = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'b'}"]))
-    assert "field 'trainer.logger.init_args.save_dir': the logger writes under --trainer.default_root_dir" in line
-    # max_epochs 0 stops the run right after the save_dir check, before any model loads
-    same = _one_error_line(invoke(main, [*base, f"--trainer.logger.init_args.save_dir={tmp_path / 'a'}",
-                                         "--trainer.max_epochs=0"]))
-    assert "trainer.max_epochs" in same and not (tmp_path / "b").exists()
+@pytest.mark.parametrize("option", ["--trainer.logger.save_dir", "--trainer.logger.init_args.save_dir"])
+def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, option: str):
+    """Before (issue #53, item 10): the short spelling was overridden without a word by a parser
+    link from --trainer.default_root_dir (the logs went under the root), and the long one was
+    refused. Now both put the logs (and Lightning's checkpoints) where they say, in a real fit."""
+    demo = REPO / "equiv" / "data" / "demo_data"
+    root, logs = tmp_path / "root", tmp_path / "logs"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run(
+        [sys.executable, "trainer_cli.py", "fit", "--config", "configs/demo.yaml", f"--trainer.default_root_dir={root}",
+         f"{option}={logs}", f"--model.model_name={judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+         "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false", f"--data.train={demo / 'train.jsonl'}",
+         f"--data.val={demo / 'valid.jsonl'}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert list(logs.glob("logs/version_*/metrics.csv")), sorted(str(p) for p in tmp_path.rglob("*"))[:20]
+    assert not (root / "logs").exists() and (root / "judge" / "config.json").is_file()  # the export stays at the root
 
 
 # -- issue #53 item 9: an integer longer than Python converts ---------------------------------------
@@ -389,3 +394,15 @@ def test_a_json_document_past_the_stated_size_is_refused_in_one_line_naming_the_
     assert f"{long_line}:2: this line is longer than the 20,000 bytes" in line
     assert DEMO_PAIRS.stat().st_size > 20000  # a JSONL file bigger than the limit, short lines: read as ever
     assert pairs(DEMO_PAIRS).returncode == 0
+
+
+def test_the_given_save_dir_is_the_last_in_the_command_lines_order(tmp_path: Path):
+    from equiv.judge.cli import given_save_dir
+
+    config = tmp_path / "logger.yaml"
+    config.write_text("trainer:\n  logger:\n    class_path: lightning.pytorch.loggers.CSVLogger\n"
+                      "    init_args:\n      save_dir: from_config\n")
+    assert given_save_dir(["fit", "--config", "configs/demo.yaml"]) is None
+    assert given_save_dir(["fit", "--config", str(config)]) == "from_config"
+    assert given_save_dir(["fit", "--config", str(config), "--trainer.logger.save_dir", "short"]) == "short"
+    assert given_save_dir(["fit", "--trainer.logger.init_args.save_dir=long", f"--config={config}"]) == "from_config"
