@@ -8,6 +8,8 @@ and exit with status 2.
 
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -61,7 +63,8 @@ def unencodable(text: str) -> str | None:
 
 class JSONShapeError(ValueError):
     """Valid JSON syntax that a file of ours must not hold: a key twice in one object (which
-    ``json.loads`` silently resolves to the last value), or nesting too deep to walk."""
+    ``json.loads`` silently resolves to the last value), nesting too deep to walk, or an integer
+    with more digits than the interpreter converts (``sys.get_int_max_str_digits()``, 4300)."""
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -74,16 +77,88 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 
 def loads_strict(text: str | bytes) -> object:
-    """``json.loads`` that refuses duplicate keys and nesting deeper than the interpreter can
-    parse (a RecursionError otherwise escapes as a traceback) with :class:`JSONShapeError`;
-    malformed JSON is still :class:`json.JSONDecodeError`, so readers keep telling a torn
-    line from a bad one. The caller turns either into an :class:`InputError` naming file and line."""
+    """``json.loads`` that refuses duplicate keys, nesting deeper than the interpreter can parse
+    (a RecursionError otherwise escapes as a traceback) and integers longer than it converts
+    (a plain ValueError from inside the decoder) with :class:`JSONShapeError`; malformed JSON is
+    still :class:`json.JSONDecodeError`, so readers keep telling a torn line from a bad one. The
+    caller turns either into an :class:`InputError` naming file and line."""
     import json
 
     try:
         return json.loads(text, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise JSONShapeError("nested too deeply to read (is this a data file?)") from None
+    except (json.JSONDecodeError, JSONShapeError):
+        raise
+    except ValueError as err:  # int('9' * 5000): "Exceeds the limit (4300 digits) for integer string conversion"
+        if "digits" not in str(err):
+            raise
+        raise JSONShapeError(f"holds an integer with more than {sys.get_int_max_str_digits()} digits "
+                             "(is this a data file?)") from None
+
+
+MAX_JSON_BYTES_ENV = "EQUIV_MAX_JSON_BYTES"
+DEFAULT_MAX_JSON_BYTES = 1 << 30  # 1 GiB
+
+
+def max_json_bytes() -> int:
+    """The most bytes one JSON document -- a whole ``.json`` file, or one line of a JSONL file --
+    is read into memory: ``$EQUIV_MAX_JSON_BYTES``, else 1 GiB. JSON Lines files are streamed
+    line by line, so their size is not bounded, only each line's."""
+    value = os.environ.get(MAX_JSON_BYTES_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_JSON_BYTES
+    if not value.isdigit() or int(value) < 1:
+        raise InputError(f"must be a positive number of bytes, got {value!r}", field=MAX_JSON_BYTES_ENV)
+    return int(value)
+
+
+def _too_big(what: str, limit: int) -> str:
+    return (f"{what} the {limit:,} bytes read into memory at once (${MAX_JSON_BYTES_ENV} raises the limit; "
+            "JSON Lines -- one record a line -- are read line by line, at any size)")
+
+
+def read_document_bytes(path: str | Path) -> bytes:
+    """The bytes of a file read whole as one JSON document, refused past :func:`max_json_bytes`
+    (a 2 GB file took 4 GB to read before the first record was checked)."""
+    path = Path(path)
+    limit = max_json_bytes()
+    size = path.stat().st_size
+    if size > limit:
+        raise InputError(_too_big(f"is one JSON document of {size:,} bytes, over", limit), path=path)
+    return path.read_bytes()
+
+
+def raw_lines(path: str | Path) -> Iterator[tuple[int, int, bytes, bool]]:
+    """``(line number, byte offset, line, unfinished)`` for each line of a file, streamed: the
+    line's bytes without its ``\n``, and whether it is a last line with no ``\n`` after it (a
+    writer may have died in it). Lines are split on ``\n`` only (``str.splitlines`` would also
+    break at U+2028 and others, which JSON allows raw inside strings); the file is never held
+    whole, and a line past :func:`max_json_bytes` is refused naming it."""
+    path = Path(path)
+    limit = max_json_bytes()
+    with path.open("rb") as handle:
+        offset = 0
+        for number in itertools.count(1):
+            data = handle.readline(limit + 1)
+            if not data:
+                return
+            if len(data) > limit and not data.endswith(b"\n"):
+                raise InputError(_too_big("this line is longer than", limit), path=path, line=number)
+            whole = data.endswith(b"\n")
+            yield number, offset, data[:-1] if whole else data, not whole
+            offset += len(data)
+
+
+def first_character(path: str | Path) -> str:
+    """The file's first character that is not JSON whitespace (``""`` for none): ``[`` says one
+    JSON list, anything else JSON Lines. Reads only as far as it."""
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(1 << 16):
+            stripped = chunk.lstrip(b" \t\r\n")
+            if stripped:
+                return stripped[:1].decode("latin-1")
+    return ""
 
 
 class ServiceError(InputError):
@@ -147,15 +222,24 @@ def writable_file(path: str | Path, *, option: str = "--output") -> Path:
     return p
 
 
+MAX_CONFIG_NODES = 100_000  # YAML values a config may expand to; the shipped recipes hold a few hundred
+
+
 def check_config_files(argv: list[str] | tuple[str, ...], options: tuple[str, ...] = ("--config", "-c")) -> None:
-    """Parse every YAML file named by ``--config`` in ``argv`` first, for the error's sake.
+    """Parse every YAML file named by ``--config`` in ``argv`` first, for the error's sake, and
+    refuse any YAML file in ``argv`` that expands past :data:`MAX_CONFIG_NODES` values.
 
     jsonargparse reads a config file into a string before parsing it, so a YAML syntax error
     would name ``<unicode string>`` instead of the file. Values that are not existing files
     (inline YAML, a missing path) are left to the parser, which reports them itself.
-    """
-    import yaml
 
+    The bound is counted on the composed node graph, before anything is constructed: an alias
+    bomb ("billion laughs": each anchor a list of nine aliases of the one before) is a few
+    hundred bytes that PyYAML composes as shared nodes, but the parser copies it out into every
+    alias's own values -- ``fit`` hung and took 4 GB. Other ``.yaml`` / ``.yml`` files given
+    as option values (jsonargparse reads ``--data group.yaml`` as a config of that group) get
+    the same bound; their syntax is left to the parser.
+    """
     for index, arg in enumerate(argv):
         value = None
         for option in options:
@@ -163,16 +247,69 @@ def check_config_files(argv: list[str] | tuple[str, ...], options: tuple[str, ..
                 value = argv[index + 1]
             elif arg.startswith(option + "="):
                 value = arg[len(option) + 1 :]
-        if value is None or not Path(value).is_file():
+        if value is not None and Path(value).is_file():
+            _check_yaml_file(value, strict=True)
             continue
-        try:
-            yaml.safe_load(Path(value).read_text(encoding="utf-8"))
-        except UnicodeDecodeError as err:
+        named = arg.partition("=")[2] if arg.startswith("--") and "=" in arg else arg
+        if named.endswith((".yaml", ".yml")) and Path(named).is_file() and named != value:
+            _check_yaml_file(named, strict=False)
+
+
+def _check_yaml_file(value: str, *, strict: bool) -> None:
+    """One YAML file of ``argv`` (:func:`check_config_files`): bounded, and with ``strict`` well-formed."""
+    import yaml
+
+    try:
+        text = Path(value).read_text(encoding="utf-8")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None and _expanded_size(root, MAX_CONFIG_NODES) > MAX_CONFIG_NODES:
+            raise InputError(f"expands to more than {MAX_CONFIG_NODES:,} YAML values once its aliases (*name) are "
+                             "expanded: refused (an alias bomb? a config is far smaller)", path=value)
+        if strict:
+            yaml.safe_load(text)
+    except UnicodeDecodeError as err:
+        if strict:
             raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=value) from None
-        except yaml.YAMLError as err:
+    except RecursionError:
+        raise InputError("is nested too deeply to read (is this a config file?)", path=value) from None
+    except yaml.YAMLError as err:
+        if strict:
             mark = getattr(err, "problem_mark", None)
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
             raise InputError(f"malformed YAML: {problem}", path=value, line=mark.line + 1 if mark is not None else None) from None
+    except OSError as err:
+        if strict:
+            raise InputError(f"cannot read: {err.strerror or err}", path=value) from None
+
+
+def _expanded_size(root: object, limit: int) -> int:
+    """How many nodes the YAML graph under ``root`` becomes with every alias copied out (each
+    shared node counted once per reference), capped at ``limit + 1``; a node that contains
+    itself (``&a [*a]``) expands without end and counts ``limit + 1``. Iterative and memoised:
+    linear in the composed graph however deep or however often it is shared."""
+
+    def children(node: object) -> list[object]:
+        value = getattr(node, "value", None)
+        if not isinstance(value, list):  # a scalar
+            return []
+        return [part for item in value for part in (item if isinstance(item, tuple) else (item,))]
+
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children(node)))
+            on_path.discard(key)
+        elif key in on_path:
+            return limit + 1
+        elif key not in sizes:
+            on_path.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children(node) if id(child) not in sizes)
+    return sizes[id(root)]
 
 
 def one_line(text: object, limit: int = 400) -> str:

@@ -316,3 +316,100 @@ def test_a_second_labelling_into_the_same_out_is_refused_in_one_line_before_any_
     again = search_cli("label", pairs, "--out", out, "--model", "m", "--base_url", "http://127.0.0.1:9/v1",
                        "--timeout", "5")
     assert again.returncode == 2 and "field 'base_url'" in again.stderr
+
+
+# --- a stub chat server on loopback: answers 200 with what a test picks per pair --------------------
+
+_COMPLETION = {"id": "c", "object": "chat.completion", "created": 0, "model": "stub",
+               "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+
+
+def _completion(content: str, **message: str) -> bytes:
+    return json.dumps({**_COMPLETION, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": content, **message}}]}).encode()
+
+
+_BAD_BODIES = {  # sentence1 of a pair -> (body, content type) the stub answers it with, status 200
+    "not-json": (b"<<not json at all>>", "application/json"),
+    "html": (b"<html><body>Sign in to continue</body></html>", "text/html"),
+    "empty-choices": (json.dumps({**_COMPLETION, "choices": []}).encode(), "application/json"),
+    "not-utf8": (('{"id": "c", "model": "stub", "choices": [{"index": 0, "finish_reason": "stop", "message": '
+                  '{"role": "assistant", "content": "caf\xe9"}}]}').encode("latin-1"), "application/json"),
+}
+_GOOD = _completion(json.dumps({"reasoning_step": "same", "result": 4}))
+
+
+def _label_against_stub(tmp_path: Path, names: list[str], answers: dict[str, tuple[bytes, str]], *extra: str):
+    """``search_cli.py label`` in a real process on pairs whose ``sentence1`` is ``<name>-step``,
+    against a loopback server (http.server in a thread) answering each pair with ``answers[name]``
+    (``(body, content type)``, status 200; a good answer, level 4, for names not in it)."""
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.helpers.paths import REPO_ROOT
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            request = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            body, kind = next((answer for name, answer in answers.items() if f"{name}-step" in request),
+                              (_GOOD, "application/json"))
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    pairs = _write(tmp_path / "pairs.jsonl", [{"id": n, "sentence1": f"{n}-step", "sentence2": "b"} for n in names])
+    try:
+        return subprocess.run(
+            [sys.executable, str(REPO_ROOT / "search_cli.py"), "label", str(pairs), "--out", str(tmp_path / "labels.jsonl"),
+             "--model", "m", "--base_url", f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--timeout", "30", *extra],
+            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    finally:
+        httpd.shutdown()
+
+
+def test_label_a_200_that_is_not_a_chat_completion_is_a_failed_try_not_a_traceback(tmp_path):
+    """A body that is not JSON, a web page, an empty ``choices`` or bytes that are not UTF-8 (a
+    proxy, a broken server) is that pair's failed try: retried, then recorded with its reason in
+    ``<out>.failed.jsonl``; the run labels the other pairs and ends with one ``error:`` line."""
+    result = _label_against_stub(tmp_path, [*_BAD_BODIES, "good"], _BAD_BODIES, "--tries", "2")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "4 pair(s) got no usable answer" in errors[0]
+    assert [json.loads(line)["id"] for line in (tmp_path / "labels.jsonl").read_text().splitlines()] == ["good"]
+    failed = {row["id"]: row["label_raw"] for row in map(json.loads, (tmp_path / "labels.failed.jsonl").read_text().splitlines())}
+    assert set(failed) == set(_BAD_BODIES) and all(len(raw) == 2 for raw in failed.values())
+    why = {name: raw[0]["error"] for name, raw in failed.items()}
+    assert "not JSON" in why["not-json"] and "text" in why["html"] and "Sign in" in why["html"]
+    assert "empty 'choices'" in why["empty-choices"] and "not UTF-8" in why["not-utf8"]
+
+
+def test_label_stores_at_most_64k_characters_of_each_raw_answer_and_says_so(tmp_path):
+    """A runaway model's answers were stored whole (60 MB for 3 pairs): each raw answer, the
+    explanation and the thinking are cut at 65,536 characters, flagged; the level is still read."""
+    STORED_CHARS = 65_536  # equiv.labelling.run.STORED_CHARS, the documented cap
+
+    huge = "x" * 300_000
+    answers = {"long": (_completion(json.dumps({"reasoning_step": huge, "result": 3}), reasoning_content=huge),
+                        "application/json"),
+               "runaway": (_completion(huge), "application/json")}  # prose, no answer dictionary: every try fails
+    result = _label_against_stub(tmp_path, ["long", "runaway", "short"], answers, "--tries", "2")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    rows = {row["id"]: row for row in map(json.loads, (tmp_path / "labels.jsonl").read_text().splitlines())}
+    long, short = rows["long"], rows["short"]
+    assert long["result"] == 3 and long["label_raw"][0]["truncated"] is True
+    assert len(long["label_raw"][0]["text"]) == len(long["label_reasoning"]) == len(long["label_thinking"]) == STORED_CHARS
+    assert long["label_truncated"] == ["label_reasoning", "label_thinking"]
+    assert short["label_raw"][0]["truncated"] is False and "label_truncated" not in short
+    failed = json.loads((tmp_path / "labels.failed.jsonl").read_text())
+    assert [(len(t["text"]), t["truncated"]) for t in failed["label_raw"]] == [(STORED_CHARS, True)] * 2
+    # what is on disk is bounded by the cap, not by the answers (2 x 300k + 3 x 300k characters were sent)
+    assert (tmp_path / "labels.jsonl").stat().st_size + (tmp_path / "labels.failed.jsonl").stat().st_size < 6 * STORED_CHARS

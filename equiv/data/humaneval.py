@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from equiv.errors import InputError
+from equiv.errors import InputError, JSONShapeError, loads_strict
 
 FIELDS = ("task_id", "prompt", "test", "entry_point")
 INSTRUCTION = "Complete the following Python function.\n\n```python\n{prompt}```"
@@ -71,9 +71,11 @@ def read_humaneval(path: str | Path | None = None) -> list[tuple[str, str, CodeT
         if not line.strip():
             continue
         try:
-            obj: Any = json.loads(line)
+            obj: Any = loads_strict(line)
         except json.JSONDecodeError as err:
             raise InputError(f"malformed JSON ({err.msg})", path=path, line=lineno) from None
+        except JSONShapeError as err:
+            raise InputError(str(err), path=path, line=lineno) from None
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", path=path, line=lineno)
         for key in FIELDS:

@@ -45,7 +45,7 @@ from typing import Any, Iterable, Literal
 
 from equiv.data.commonsense_qa import DEFAULT_HUB_ID, DEFAULT_SPLIT, format_row
 from equiv.data.humaneval import read_humaneval
-from equiv.errors import InputError, JSONShapeError, loads_strict
+from equiv.errors import InputError, JSONShapeError, loads_strict, raw_lines
 
 Kind = Literal["gsm8k", "math", "code", "choice"]
 KINDS = ("gsm8k", "math", "code", "choice")
@@ -122,13 +122,12 @@ def read_jsonl_objects(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
         raise InputError("file not found", path=path)
     if path.is_dir():
         raise InputError("is a directory, expected a JSONL file", path=path)
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise InputError(f"is not UTF-8 text ({err.reason} at byte offset {err.start})", path=path, line=line) from None
-    for lineno, line in enumerate(text.split("\n"), 1):
+    for lineno, start, data, _ in raw_lines(path):  # streamed: a multi-GB file is never held whole
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"is not UTF-8 text ({err.reason} at byte offset {start + err.start})", path=path,
+                             line=lineno) from None
         if not line.strip():
             continue
         try:

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from equiv.errors import InputError, JSONShapeError, loads_strict, unencodable
+from equiv.errors import (
+    InputError, JSONShapeError, first_character, loads_strict, raw_lines, read_document_bytes, unencodable,
+)
 
 REQUIRED_FIELDS = ("sentence1", "sentence2", "result")
 LEVELS = (0, 1, 2, 3, 4)
@@ -203,7 +205,8 @@ def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, row)`` from a JSON list or a JSON-lines file.
 
     A file whose first non-blank character is ``[`` is read as one JSON list (the MathEquiv
-    release format); anything else as JSON lines, where blank lines are allowed. A malformed
+    release format; read whole, so refused past :func:`equiv.errors.max_json_bytes`); anything
+    else as JSON lines, streamed, where blank lines are allowed. A malformed
     line is yielded as an :class:`InputError` in place of the row, so a caller that skips bad
     records can count it and read on; a caller that does not raises it.
     """
@@ -212,13 +215,13 @@ def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
         raise InputError("file not found", path=p)
     if not p.is_file():
         raise InputError("is not a file", path=p)
-    raw = p.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=p, line=line) from None
-    if text.lstrip().startswith("["):
+    if first_character(p) == "[":
+        raw = read_document_bytes(p)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = raw.count(b"\n", 0, err.start) + 1
+            raise InputError(f"is not UTF-8 text ({err.reason} at byte {err.start})", path=p, line=line) from None
         try:
             rows = loads_strict(text)
         except json.JSONDecodeError as err:
@@ -230,9 +233,15 @@ def iter_json_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
         for index, row in enumerate(rows):
             yield index + 1, row
         return
-    # "\n" only: splitlines() also breaks at U+2028, U+0085 and others, which JSON allows raw
-    # inside strings -- and write_pair_records writes them raw (ensure_ascii=False).
-    for number, line in enumerate(text.split("\n"), start=1):
+    # streamed line by line (a multi-GB file is never held whole); "\n" only: splitlines() also
+    # breaks at U+2028, U+0085 and others, which JSON allows raw inside strings -- and
+    # write_pair_records writes them raw (ensure_ascii=False).
+    for number, start, data, _ in raw_lines(p):
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"is not UTF-8 text ({err.reason} at byte {start + err.start})", path=p,
+                             line=number) from None
         if not line.strip():
             continue
         try:

@@ -47,6 +47,33 @@ UNSET_SAVE_DIRS = (None, ".")
 parsing), WandbLogger's default is ``.``."""
 
 
+SAVE_DIR_OPTIONS = ("--trainer.logger.save_dir", "--trainer.logger.init_args.save_dir")
+
+
+def given_save_dir(argv: Sequence[str]) -> str | None:
+    """The logger ``save_dir`` that ``argv`` gives, if any: either spelling of the option, or a
+    ``--config`` file's ``trainer.logger.(init_args.)save_dir``; the last one in order wins."""
+    import yaml
+
+    given = None
+    for index, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if not eq:
+            value = argv[index + 1] if index + 1 < len(argv) else ""
+        if name in SAVE_DIR_OPTIONS and value:
+            given = value
+        elif name in ("--config", "-c") and value and Path(value).is_file():
+            document = yaml.safe_load(Path(value).read_text(encoding="utf-8"))  # checked by check_config_files
+            trainer = document.get("trainer") if isinstance(document, dict) else None
+            logger = trainer.get("logger") if isinstance(trainer, dict) else None
+            if isinstance(logger, dict):
+                init_args = logger.get("init_args")
+                found = (init_args.get("save_dir") if isinstance(init_args, dict) else None) or logger.get("save_dir")
+                if found is not None:
+                    given = str(found)
+    return given
+
+
 class JudgeCLI(LightningCLI):
     """LightningCLI for :class:`PairClassifier` + :class:`MathEquivDataModule`."""
 
@@ -80,25 +107,30 @@ class JudgeCLI(LightningCLI):
         except argparse.ArgumentError as err:
             command = f"trainer_cli.py {argv[0]}" if argv and argv[0] in self.subcommands() else "trainer_cli.py"
             raise InputError(f"{one_line(err)} (options: {command} --help)") from None
-        self._check_given_save_dir(argv)
+        self._apply_given_save_dir(argv)
 
-    def _check_given_save_dir(self, argv: list[str]) -> None:
-        """A ``--trainer.logger.init_args.save_dir`` other than the root directory is refused:
-        the link (:meth:`add_arguments_to_parser`) would otherwise override it without a word."""
-        option = "--trainer.logger.init_args.save_dir"
-        given = None
-        for index, arg in enumerate(argv):
-            if arg == option and index + 1 < len(argv):
-                given = argv[index + 1]
-            elif arg.startswith(option + "="):
-                given = arg[len(option) + 1 :]
+    def _apply_given_save_dir(self, argv: list[str]) -> None:
+        """Put a ``save_dir`` the command gives into the parsed logger.
+
+        The parser link from ``trainer.default_root_dir`` (:meth:`add_arguments_to_parser`)
+        overwrites ``save_dir`` with the root directory, whatever was given; without the link a
+        logger with no ``save_dir`` fails to parse. So the link stays and a given one is put
+        back here: ``--trainer.logger.save_dir`` (LightningCLI's short spelling, which the link
+        overrode without a word), ``--trainer.logger.init_args.save_dir`` (which was refused
+        for it) or a ``--config`` file's -- the last in the command line's order wins, as the
+        parser's own values do (issue #53, item 10)."""
+        given = given_save_dir(argv)
+        if given is None:
+            return
         subcommand = self.config.get("subcommand")
         config = self.config.get(subcommand) if subcommand else self.config
         trainer = config.get("trainer") if config is not None else None
-        root = trainer.get("default_root_dir") if trainer is not None else None
-        if given is not None and Path(given).resolve() != Path(root or os.getcwd()).resolve():
-            raise InputError(f"the logger writes under --trainer.default_root_dir ({root or 'the working directory'}); "
-                             "give that instead of a separate save_dir", field="trainer.logger.init_args.save_dir")
+        logger = trainer.get("logger") if trainer is not None else None
+        init_args = logger.get("init_args") if hasattr(logger, "get") else None
+        if init_args is None:
+            raise InputError("is given, but there is no one logger to give it to (trainer.logger is "
+                             f"{one_line(logger, 60)!r})", field="trainer.logger.save_dir")
+        init_args["save_dir"] = str(given)
 
     def before_instantiate_classes(self) -> None:
         """Put the logger under the root directory; refuse settings that would train nothing,

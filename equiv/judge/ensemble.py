@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from equiv.errors import InputError, check_fraction, exit_on_input_error
+from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.export import export_metrics, stored_policy, update_policy, update_settings
 from equiv.judge.export_keys import MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                         "model.decision_threshold (0.5 when it sets none), as fit does")
     args = parser.parse_args(argv)
     with exit_on_input_error():
+        check_config_files(["--config", args.config])  # malformed or an alias bomb: one line naming it
         choice = threshold_choice(args.config, from_val=args.threshold_from_val)
         pairs, labels, _, questions = calibration_split(args.config)
         if not pairs:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from equiv.errors import InputError
+from equiv.errors import InputError, one_line
 
 STRUCTURED = ("json_schema", "choice", "none")
 
@@ -32,6 +32,12 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "required": ["reasoning_step", "result"],
     "additionalProperties": False,
 }
+
+
+class BadReply(ValueError):
+    """A 200 answer that is not a chat completion: a body that is not JSON or not UTF-8, a web
+    page (``text/html``, say a proxy's), no ``choices``. ``str()`` is a short reason; the run
+    records it as the pair's failed try (retried, then ``<out>.failed.jsonl``), never a traceback."""
 
 
 @dataclass(frozen=True)
@@ -75,18 +81,47 @@ def request_options(structured: str, *, reasoning_chars: int | None = None) -> d
 
 async def ask(client: Any, model: str, messages: Sequence[dict[str, str]], *, temperature: float, max_tokens: int,
               seed: int | None, options: dict[str, Any]) -> Reply:
-    """Send one chat request and return its :class:`Reply` (API errors propagate to the caller)."""
-    response = await client.chat.completions.create(
-        model=model, messages=list(messages), temperature=temperature, max_tokens=max_tokens, seed=seed, **options)
-    choice = response.choices[0]
-    message = choice.message
+    """Send one chat request and return its :class:`Reply`. API errors propagate to the caller; a
+    200 whose body is not a chat completion is :class:`BadReply`."""
+    try:
+        response = await client.chat.completions.create(
+            model=model, messages=list(messages), temperature=temperature, max_tokens=max_tokens, seed=seed,
+            **options)
+    except UnicodeDecodeError as err:  # a ValueError too: before the JSON check
+        raise BadReply(f"the server's answer is not UTF-8 ({err.reason} at byte {err.start})") from None
+    except ValueError as err:  # json.JSONDecodeError from the client's parse of a 200
+        raise BadReply(f"the server's answer is not JSON ({one_line(err, 120)})") from None
+    return _reply(response, model)
+
+
+def _reply(response: Any, model: str) -> Reply:
+    """The :class:`Reply` in a parsed response, or :class:`BadReply` saying what it lacks. The
+    client builds responses without validating them, so a body of another shape arrives as a
+    string (a non-JSON content type), a list, or an object whose fields are anything."""
+    if isinstance(response, (str, bytes)):
+        raise BadReply(f"the server's answer is not a chat completion but text: {one_line(response, 120)!r}")
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        what = "an empty 'choices'" if isinstance(choices, list) else "no 'choices' list"
+        raise BadReply(f"the server's answer has {what} (no answer in it)")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    content = getattr(message, "content", None)
+    if message is None or not (content is None or isinstance(content, str)):
+        raise BadReply("the server's answer has no message text in its first choice")
     thinking = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-    usage = response.usage
+    usage = getattr(response, "usage", None)
+    answered = getattr(response, "model", None)
     return Reply(
-        text=message.content or "",
-        model=response.model or model,
-        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-        finish_reason=str(choice.finish_reason),
+        text=content or "",
+        model=answered if isinstance(answered, str) and answered else model,
+        prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
+        completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
+        finish_reason=str(getattr(choice, "finish_reason", None)),
         thinking=thinking if isinstance(thinking, str) else None,
     )
+
+
+def _count(value: Any) -> int:
+    """A token count as the server gave it; anything but a non-negative integer counts 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -10,6 +10,10 @@
   its finish reason and why it failed), ``label_tries``, ``label_usage`` (tokens of all tries),
   ``label_prompt`` (few-shot file hash and prompt options) and, from reasoning models,
   ``label_thinking``. ``trainer_cli.py fit`` reads the file as it is.
+- **Capped**: each raw answer, explanation and thinking is stored up to :data:`STORED_CHARS`
+  (65,536) characters: a raw answer cut there says ``"truncated": true``, a cut explanation or
+  thinking is named in ``label_truncated``. A runaway model (megabytes of answer per try) would
+  otherwise grow the file by megabytes per pair. The level is parsed from the whole answer.
 - **Resumable**: each label is appended and fsynced as its answer arrives; a rerun skips every
   pair whose key is already in the output, so a killed run loses at most the answers in flight
   and labels nothing twice. A torn last line (killed mid-write) is cut off before appending.
@@ -30,14 +34,28 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.errors import InputError
-from equiv.labelling.client import Reply, ask, request_options
+from equiv.labelling.client import BadReply, Reply, ask, request_options
 from equiv.labelling.parse import MalformedAnswer, parse_answer
 from equiv.labelling.prompt import Example, build_messages
 from equiv.rundir.io import append_jsonl, read_json_lines, write_jsonl_atomic
 from equiv.rundir.lock import hold_lock
 
 LABEL_FIELDS = ("result", "label_reasoning", "label_model", "label_raw", "label_tries", "label_usage",
-                "label_prompt", "label_thinking")
+                "label_prompt", "label_thinking", "label_truncated")
+STORED_CHARS = 65_536  # of each raw answer, explanation and thinking kept in the output (module docstring)
+
+
+def capped(text: str | None, limit: int = STORED_CHARS) -> tuple[str | None, bool]:
+    """``(text, truncated)``: at most ``limit`` characters of ``text``, and whether any were cut."""
+    if text is None or len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def raw_entry(text: str | None, finish_reason: str | None, error: str | None) -> dict[str, Any]:
+    """One try as ``label_raw`` stores it: the answer capped (:data:`STORED_CHARS`), with ``truncated``."""
+    kept, truncated = capped(text)
+    return {"text": kept, "finish_reason": finish_reason, "error": error, "truncated": truncated}
 
 
 @dataclass(frozen=True)
@@ -194,12 +212,16 @@ async def label_pair(client: Any, pair: dict[str, Any], examples: Sequence[Examp
         try:
             reply = await ask(client, settings.model, messages, temperature=temperature,
                               max_tokens=settings.max_tokens, seed=_seed(settings, key, attempt), options=options)
+        except BadReply as err:  # a 200 that is no chat completion: this try's failure, retried
+            stats.requests += 1
+            raw.append(raw_entry(None, None, str(err)))
+            continue
         except Exception as err:  # noqa: BLE001 -- sorted by pair_error: this pair's, or the run's
             why = pair_error(err)
             if why is None:
                 raise
             stats.requests += 1
-            raw.append({"text": None, "finish_reason": None, "error": why})
+            raw.append(raw_entry(None, None, why))
             continue
         stats.requests += 1
         usage["prompt_tokens"] += reply.prompt_tokens
@@ -209,15 +231,20 @@ async def label_pair(client: Any, pair: dict[str, Any], examples: Sequence[Examp
         try:
             answer = parse_answer(reply.text, bare_level=settings.structured == "choice")
         except MalformedAnswer as err:
-            raw.append({"text": reply.text, "finish_reason": reply.finish_reason, "error": str(err)})
+            raw.append(raw_entry(reply.text, reply.finish_reason, str(err)))
             continue
-        raw.append({"text": reply.text, "finish_reason": reply.finish_reason, "error": None})
-        row = {**pair, "result": answer.result, "label_reasoning": answer.reasoning, "label_model": reply.model,
+        raw.append(raw_entry(reply.text, reply.finish_reason, None))
+        reasoning, cut_reasoning = capped(answer.reasoning)
+        row = {**pair, "result": answer.result, "label_reasoning": reasoning, "label_model": reply.model,
                "label_raw": raw, "label_tries": attempt + 1, "label_usage": usage,
                "label_prompt": {"fewshot": settings.prompt_id, "structured": settings.structured,
                                 "with_question": settings.with_question, "with_prefix": settings.with_prefix}}
-        if reply.thinking:
-            row["label_thinking"] = reply.thinking
+        thinking, cut_thinking = capped(reply.thinking)
+        if thinking:
+            row["label_thinking"] = thinking
+        cut = [name for name, was in (("label_reasoning", cut_reasoning), ("label_thinking", cut_thinking)) if was]
+        if cut:
+            row["label_truncated"] = cut
         return row, True
     return {"key": key, "id": pair.get("id"), "sentence1": pair["sentence1"], "sentence2": pair["sentence2"],
             "label_model": reply.model if reply else settings.model, "label_raw": raw, "label_usage": usage}, False

@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping
 
-from equiv.errors import InputError, JSONShapeError, loads_strict
+from equiv.errors import InputError, JSONShapeError, loads_strict, raw_lines, read_document_bytes
 
 
 def temporary_name(path: Path) -> Path:
@@ -76,51 +76,45 @@ def read_json_lines(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]],
     """``(line number, object)`` for each line of a JSONL file, and whether a torn final line
     (the writer died mid-write: no newline after it) was left out. A missing file is empty.
 
-    Lines are split on ``\\n`` only and decoded one at a time: a torn last line may end inside a
-    multi-byte UTF-8 character, and decoding the whole file first would turn that tear into an
-    unreadable file instead of one dropped line. A bad byte on any other line is an input error
-    naming the line and the byte offset in the file.
+    Lines are streamed (:func:`equiv.errors.raw_lines`: the file is never held whole), split on
+    ``\\n`` only and decoded one at a time: a torn last line may end inside a multi-byte UTF-8
+    character, and decoding the whole file first would turn that tear into an unreadable file
+    instead of one dropped line. A bad byte on any other line is an input error naming the line
+    and the byte offset in the file.
     """
     path = Path(path)
     if not path.exists():
         return [], False
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read: {err}", path=path) from None
-    lines = raw.split(b"\n")
-    ends_whole = raw.endswith(b"\n")
     rows: list[tuple[int, dict[str, Any]]] = []
     torn = False
-    offset = 0
-    for number, data in enumerate(lines, start=1):
-        start, offset = offset, offset + len(data) + 1
-        last_unfinished = number == len(lines) and not ends_whole
-        try:
-            line = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            if last_unfinished:
-                torn = True
+    try:
+        for number, start, data, last_unfinished in raw_lines(path):
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                if last_unfinished:
+                    torn = True
+                    continue
+                raise InputError(f"not UTF-8 (byte offset {start + err.start} in the file); fix or delete the line",
+                                 path=path, line=number) from None
+            if not line.strip():
                 continue
-            raise InputError(
-                f"not UTF-8 (byte offset {start + err.start} in the file); fix or delete the line", path=path, line=number
-            ) from None
-        if not line.strip():
-            continue
-        try:
-            obj = loads_strict(line)
-        except json.JSONDecodeError as err:
-            if last_unfinished:
-                torn = True
-                continue
-            raise InputError(
-                f"malformed JSON: {err.msg} (column {err.colno}); fix or delete the line", path=path, line=number
-            ) from None
-        except JSONShapeError as err:
-            raise InputError(f"{err}; fix or delete the line", path=path, line=number) from None
-        if not isinstance(obj, dict):
-            raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=number)
-        rows.append((number, obj))
+            try:
+                obj = loads_strict(line)
+            except json.JSONDecodeError as err:
+                if last_unfinished:
+                    torn = True
+                    continue
+                raise InputError(
+                    f"malformed JSON: {err.msg} (column {err.colno}); fix or delete the line", path=path, line=number
+                ) from None
+            except JSONShapeError as err:
+                raise InputError(f"{err}; fix or delete the line", path=path, line=number) from None
+            if not isinstance(obj, dict):
+                raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=number)
+            rows.append((number, obj))
+    except OSError as err:
+        raise InputError(f"cannot read: {err}", path=path) from None
     return rows, torn
 
 
@@ -128,7 +122,7 @@ def read_json_file(path: str | Path) -> Any:
     """One JSON document; unreadable or malformed files are located input errors."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_document_bytes(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read: {err}", path=path) from None
     try:

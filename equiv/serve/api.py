@@ -6,13 +6,14 @@ processes per LitAPI, so five routes would load five copies of the judge with fi
 counters, and a ``/group`` request could never share a forward batch with a ``/predict`` one.
 The middleware checks each public request (:mod:`equiv.serve.protocol`), answers bad ones with a
 4xx itself, rewrites good ones into one internal request on one endpoint, and answers the
-reference's ``/get_worker_address`` with this server's own address. LitServe then batches requests
+reference's ``/get_worker_address`` with this server's own address (:func:`worker_address`). LitServe then batches requests
 of every route together (``max_batch_size``, ``batch_timeout``) into one judge call.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any, Callable
 
@@ -209,6 +210,29 @@ def _answering(send: Callable) -> Callable:
     return wrapped
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # "listen on every interface": no client can connect to these
+_HOST_HEADER = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
+def worker_address(configured: str, scope: dict) -> str:
+    """The address ``/get_worker_address`` advertises: the server's own, unless it listens on every
+    interface (``--host 0.0.0.0``), which no client can connect to. Then the address this client
+    reached it by: its ``Host`` header (a name or an IP, through any port forwarding), else the
+    local address the connection arrived on, else loopback."""
+    scheme, _, rest = configured.partition("://")
+    host, _, port = rest.rpartition(":")
+    if host.strip("[]") not in WILDCARD_HOSTS:
+        return configured
+    header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1").strip()
+    if _HOST_HEADER.fullmatch(header):
+        return f"{scheme}://{header}"
+    server = scope.get("server")
+    if server and server[0] and server[0].strip("[]") not in WILDCARD_HOSTS:
+        name = f"[{server[0]}]" if ":" in server[0] else server[0]
+        return f"{scheme}://{name}:{server[1]}"
+    return f"{scheme}://127.0.0.1:{port}"
+
+
 async def _send_json(send: Callable, status: int, payload: Any) -> None:
     body = json.dumps(payload).encode("utf-8")
     await send({"type": "http.response.start", "status": status,
@@ -245,7 +269,7 @@ class RouteMiddleware:
             return await _send_json(send, 404, {"error": f"no route {path}"})
         if path == "/get_worker_address":
             # the reference's controller: this server is its own (only) worker
-            return await _send_json(send, 200, {"address": self.address})
+            return await _send_json(send, 200, {"address": worker_address(self.address, scope)})
         route = ROUTES.get(path)
         if route is None:
             return await self.app(scope, receive, send)

@@ -45,8 +45,9 @@ def describe_served(config: PrunerConfig) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="search_cli.py serve", description="Serve an exported judge over HTTP (LitServe).")
     p.add_argument("--model", required=True, help="exported judge directory (trainer_cli.py fit --export_dir)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default loopback only; 0.0.0.0 is every interface, with a warning)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port to listen on, 1-65535 (default 8000)")
     p.add_argument("--device", default="auto", help="auto (LitServe picks CUDA if visible), cpu, cuda")
     p.add_argument("--devices", default="auto", help="how many devices LitServe spreads workers over (auto: all)")
     p.add_argument("--workers_per_device", type=int, default=1)
@@ -64,24 +65,30 @@ def build_parser() -> argparse.ArgumentParser:
 def serve_main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     with exit_on_input_error():
-        for name in ("port", "workers_per_device", "max_batch_size", "batch_size", "max_pairs", "max_chars"):
-            if getattr(args, name) < (0 if name == "port" else 1):
+        if not 1 <= args.port <= 65535:  # uvicorn would fail inside LitServe's start with a traceback
+            raise InputError(f"--port must be a TCP port, 1 to 65535, got {args.port}")
+        for name in ("workers_per_device", "max_batch_size", "batch_size", "max_pairs", "max_chars"):
+            if getattr(args, name) < 1:
                 raise InputError(f"must be a positive integer, got {getattr(args, name)}", field=name)
         config = PrunerConfig(strategy="model", model=args.model, batch_size=args.batch_size, device=args.device)
         metadata = describe_served(config)
     if args.device not in ("auto", "cpu") and not args.device.startswith(("cuda", "mps")):
         print(f"error: field 'device': unknown device {args.device!r}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from equiv.serve.api import build_server
+    from equiv.serve.api import WILDCARD_HOSTS, build_server
 
     accelerator = "auto" if args.device == "auto" else args.device.split(":")[0]
     devices: int | str = int(args.devices) if str(args.devices).isdigit() else args.devices
-    address = f"http://{args.host}:{args.port}"
+    address = f"http://[{args.host}]:{args.port}" if ":" in args.host else f"http://{args.host}:{args.port}"
     server = build_server(LoadJudge(config), address=address, metadata=metadata, accelerator=accelerator,
                           devices=devices, workers_per_device=args.workers_per_device,
                           max_batch_size=args.max_batch_size, batch_timeout=args.batch_timeout,
                           limits=Limits(max_pairs=args.max_pairs, max_chars=args.max_chars),
                           default_output=args.output_type, timeout=args.timeout)
+    if args.host in WILDCARD_HOSTS:
+        print(f"warning: --host {args.host or repr('')} listens on every network interface: anyone who can reach this "
+              "machine can use the judge (there is no authentication); serve on 127.0.0.1 behind an authenticating "
+              "proxy instead (docs/serving.md)", file=sys.stderr, flush=True)
     print(f"serving {args.model} ({metadata['judge_fingerprint'][:19]}...) at {address}", file=sys.stderr, flush=True)
     server.run(host=args.host, port=args.port, generate_client_file=False, log_level="warning")
     return 0
