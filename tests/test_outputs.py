@@ -1,0 +1,133 @@
+"""Outputs never destroy inputs, locks follow the real file (issue #53, items 7, 8 and parts of 10).
+
+Every command that writes a file the user names (``label``, ``agreement``, ``siblings``, ``pairs
+--output``, ``report --out``, ``solution_pairs``) refuses, in one line and before any work, an
+output that is one of its inputs (by real path or as a hard link) or that lies inside a run
+directory (:mod:`equiv.rundir.outputs`). The issue's two reproductions run the real CLI in a
+subprocess; the rest call it in process (tests/helpers/cli.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from equiv.rundir.lock import hold_run_dir
+from tests.helpers.cli import Result, invoke, search_cli
+from tests.helpers.paths import REPO_ROOT
+from tests.helpers.runs import runner_runs
+
+
+def _cli(*argv: object) -> subprocess.CompletedProcess[str]:
+    """``python search_cli.py ARGV`` in a real process."""
+    return subprocess.run([sys.executable, str(REPO_ROOT / "search_cli.py"), *map(str, argv)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _refused(result: Result | subprocess.CompletedProcess[str], *needles: str) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _labels(path: Path, levels: tuple[int, ...]) -> Path:
+    return _write(path, [{"id": f"p-{i}", "sentence1": f"s{i}", "sentence2": f"t{i}", "result": lvl}
+                         for i, lvl in enumerate(levels)])
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory) -> Path:
+    """A real run directory with saved trees (eval on scripted engines)."""
+    return runner_runs(tmp_path_factory.mktemp("runs"), n=1)[0]
+
+
+@pytest.fixture()
+def run(tmp_path: Path, saved_run: Path) -> Path:
+    return Path(shutil.copytree(saved_run, tmp_path / "run"))
+
+
+# -- item 7: the issue's two reproductions, real processes -----------------------------------------
+def test_agreement_never_writes_its_disagreements_over_an_input(tmp_path):
+    """Before: ``agreement a b --disagreements a`` left ``a.jsonl`` empty (no disagreement to write)."""
+    a = _labels(tmp_path / "a.jsonl", (4, 3, 0))
+    b = _labels(tmp_path / "b.jsonl", (4, 3, 0))
+    before = a.read_bytes()
+    _refused(_cli("agreement", a, b, "--disagreements", a), str(a), "field 'disagreements'", "also an input")
+    assert a.read_bytes() == before
+    # the same file under another name: a symbolic link, a hard link, a path through '..'
+    (tmp_path / "sym.jsonl").symlink_to(a)
+    os.link(b, tmp_path / "hard.jsonl")
+    for other in (tmp_path / "sym.jsonl", tmp_path / "hard.jsonl", tmp_path / "x" / ".." / "b.jsonl"):
+        (tmp_path / "x").mkdir(exist_ok=True)
+        _refused(search_cli("agreement", a, b, "--disagreements", other), "also an input")
+    assert a.read_bytes() == before and b.read_bytes() == before
+    ok = search_cli("agreement", a, b, "--disagreements", tmp_path / "dis.jsonl")
+    assert ok.returncode == 0 and (tmp_path / "dis.jsonl").read_text() == ""
+
+
+def test_siblings_never_writes_into_a_run_directory_locked_or_not(tmp_path, run):
+    """Before: ``siblings RUN --out RUN/results.jsonl`` replaced the run's records, lock or no lock."""
+    records = (run / "results.jsonl").read_bytes()
+    with hold_run_dir(run):  # an eval writing the run
+        line = _refused(_cli("siblings", run, "--out", run / "results.jsonl", "--prefilter", "0.3"),
+                        "field 'out'", f"inside the run directory {run}")
+    assert (run / "results.jsonl").read_bytes() == records
+    for out in (run / "results.jsonl", run / "pairs.jsonl", run / "trees" / "new.jsonl"):
+        _refused(search_cli("siblings", run, "--out", out, "--prefilter", "0.3"), "inside the run directory")
+    _refused(search_cli("siblings", run, "--out", run, "--split", 8, 1, 1), "also an input")
+    assert (run / "results.jsonl").read_bytes() == records and "Traceback" not in line
+    assert not (run / "pairs.jsonl").exists() and not (run / "train.jsonl").exists()
+
+
+# -- item 7: every other command with an output ----------------------------------------------------
+def test_every_command_with_an_output_refuses_one_of_its_inputs(tmp_path, run):
+    pairs = _write(tmp_path / "pairs.jsonl", [{"id": f"p-{i}", "sentence1": f"x = {i}", "sentence2": f"x = {i + 1}",
+                                               "result": i % 2 * 4} for i in range(4)])
+    (tmp_path / "link.jsonl").symlink_to(pairs)
+    before = pairs.read_bytes()
+    label = ("label", pairs, "--model", "m", "--base_url", "http://127.0.0.1:9/v1", "--out")
+    for out in (pairs, tmp_path / "link.jsonl"):
+        _refused(search_cli(*label, out), "field 'out'", "also an input")
+    # the labelling's side files count too: a --out whose failures file is the input
+    todo = Path(shutil.copy(pairs, tmp_path / "labels.failed.jsonl"))
+    _refused(search_cli("label", todo, *label[2:], tmp_path / "labels.jsonl"),
+             "labels.failed.jsonl, which is also an input")
+    _refused(search_cli("pairs", "--strategy", "exact", "--data", pairs, "--output", pairs), "field 'output'",
+             "also an input")
+    held = _write(tmp_path / "split" / "test.jsonl", [{"question": "What is 1 + 1?"}])
+    _refused(search_cli("siblings", run, "--out", tmp_path / "split", "--split", 8, 1, 1, "--holdout", held),
+             "would write", "test.jsonl, which is also an input")
+    assert held.read_text() == json.dumps({"question": "What is 1 + 1?"}) + "\n"
+    _refused(search_cli("report", run, "--out", run), "field 'out'", "also an input")
+    _refused(search_cli("report", run, "--out", run / "report"), "inside the run directory")
+    trees_only = tmp_path / "trees_only"
+    shutil.copytree(run / "trees", trees_only / "trees")
+    _refused(search_cli("siblings", trees_only, "--out", trees_only / "trees" / "x.json"), "inside the input directory")
+    from equiv.data.solution_pairs import main as solution_pairs_main
+
+    solutions = _write(tmp_path / "solutions.jsonl", [{"problem": "p", "question": "q", "solutions": ["a\nb", "a\nc"]}])
+    _refused(invoke(solution_pairs_main, [solutions, "--out", solutions]), "also an input")
+    assert pairs.read_bytes() == before and not (run / "report").exists() and not (tmp_path / "split" / "train.jsonl").exists()
+    # a directory that only looks like a run (a results.jsonl of someone else's) is not one
+    _write(tmp_path / "elsewhere" / "results.jsonl", [{"x": 1}])
+    ok = search_cli("pairs", "--strategy", "exact", "--data", pairs, "--output", tmp_path / "elsewhere" / "m.json")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_output_checks_name_a_run_directory_reached_through_a_link(tmp_path, run):
+    (tmp_path / "alias").symlink_to(run)
+    _refused(search_cli("agreement", _labels(tmp_path / "a.jsonl", (4,)), _labels(tmp_path / "b.jsonl", (4,)),
+                        "--disagreements", tmp_path / "alias" / "dis.jsonl"), f"inside the run directory {run}")
