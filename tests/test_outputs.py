@@ -131,3 +131,66 @@ def test_output_checks_name_a_run_directory_reached_through_a_link(tmp_path, run
     (tmp_path / "alias").symlink_to(run)
     _refused(search_cli("agreement", _labels(tmp_path / "a.jsonl", (4,)), _labels(tmp_path / "b.jsonl", (4,)),
                         "--disagreements", tmp_path / "alias" / "dis.jsonl"), f"inside the run directory {run}")
+
+
+# -- item 8: locks follow the real file -------------------------------------------------------------
+def _pair_file(path: Path, n: int, bad: int = 0) -> Path:
+    """``n`` pairs to label; the first ``bad`` carry a marker the stub answers without a level."""
+    return _write(path, [{"id": f"p-{i}", "sentence1": f"{'BAD ' if i < bad else ''}x = {i} + 1",
+                          "sentence2": f"x = 1 + {i}"} for i in range(n)])
+
+
+def _label_argv(pairs: Path, out: Path, url: str, *extra: object) -> list[str]:
+    return [sys.executable, str(REPO_ROOT / "search_cli.py"), "label", str(pairs), "--out", str(out), "--model", "m",
+            "--base_url", url, "--structured", "none", "--timeout", "30", *map(str, extra)]
+
+
+def test_two_labellers_on_one_file_under_two_names_are_one_writer(tmp_path):
+    """Before: ``--out k.jsonl`` and ``--out link.jsonl`` (a link to it) took two locks and both
+    labelled: 36 lines for 20 pairs. Now the second is refused, naming the first."""
+    import time
+
+    from tests.helpers.chat_stub import chat_stub
+
+    pairs = _pair_file(tmp_path / "pairs.jsonl", 20)
+    out = tmp_path / "k.jsonl"
+    out.touch()
+    (tmp_path / "link.jsonl").symlink_to(out)
+    with chat_stub(hold_first=True) as stub:  # the first labelling waits on its first answer
+        first = subprocess.Popen(_label_argv(pairs, out, stub.url, "--concurrency", 1), cwd=REPO_ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while stub.requests == 0 and first.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stub.requests > 0, "the first labelling never asked"
+            second = subprocess.run(_label_argv(pairs, tmp_path / "link.jsonl", stub.url, "--concurrency", 1),
+                                    cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        finally:
+            stub.release.set()
+            _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    _refused(second, "link.jsonl", "another labelling", f"pid {first.pid}")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 20 and len({r["id"] for r in rows}) == 20
+    assert (tmp_path / "link.jsonl").is_symlink()  # the link is still a link to the one file
+
+
+def test_a_run_directory_reached_through_a_link_is_the_same_lock(tmp_path):
+    """A run directory and a link to it are one directory: one lock (a second process is refused)."""
+    from equiv.errors import InputError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "alias").symlink_to(run)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom equiv.rundir.lock import hold_run_dir\n"
+                               "with hold_run_dir(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)\n",
+                               str(tmp_path / "alias")], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(InputError, match=f"in use by pid {holder.pid}"):
+            with hold_run_dir(run):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()

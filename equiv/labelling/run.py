@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,18 +229,29 @@ async def run_labelling(client: Any, pairs: Sequence[dict[str, Any]], out: str |
     """Label every pair of ``pairs`` not yet in ``out`` (at most ``limit`` this run), appending as answers arrive.
 
     One labelling per ``out`` at a time (:func:`equiv.rundir.lock.hold_lock` on ``<out>.lock``): two
-    runs would both read ``out`` as it stands, label the same pairs twice and interleave their lines."""
+    runs would both read ``out`` as it stands, label the same pairs twice and interleave their lines.
+    ``out`` is followed to the file it really is (symbolic links resolved) before anything else, so
+    two names of one file share one lock and one failures file, and the torn-line repair replaces
+    the file, not a link to it."""
     settings.validate()
-    out = Path(out)
+    given, out = Path(out), real_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with hold_lock(lock_path(out), out, "is being written by another labelling ({holder}); wait for it to "
-                   "finish, or give another --out"):
+    alias = "" if given.absolute() == out else f" (it is {out})"
+    with hold_lock(lock_path(out), given, f"is being written by another labelling{alias} ({{holder}}); wait for "
+                   "it to finish, or give another --out"):
         return await _run_locked(client, pairs, out, examples, settings, limit)
 
 
+def real_out(out: str | Path) -> Path:
+    """The file ``out`` really names, symbolic links resolved (issue #53, item 8: ``--out k.jsonl``
+    and ``--out link.jsonl``, a link to it, took two locks and both labelled: 36 lines for 20 pairs)."""
+    return Path(os.path.realpath(out))
+
+
 def lock_path(out: str | Path) -> Path:
-    """The writer lock of a labelling's ``--out``: ``labels.jsonl`` -> ``labels.jsonl.lock``."""
-    out = Path(out)
+    """The writer lock of a labelling's ``--out``, beside the real file: ``labels.jsonl`` ->
+    ``labels.jsonl.lock`` (for a link, the lock of the file it points to)."""
+    out = real_out(out)
     return out.with_name(out.name + ".lock")
 
 
@@ -282,6 +294,7 @@ async def _run_locked(client: Any, pairs: Sequence[dict[str, Any]], out: Path, e
 
 
 def failures_path(out: str | Path) -> Path:
-    """Where a run's unanswerable pairs go: ``labels.jsonl`` -> ``labels.failed.jsonl``."""
-    out = Path(out)
+    """Where a run's unanswerable pairs go: ``labels.jsonl`` -> ``labels.failed.jsonl`` (beside the
+    real file, as the lock is)."""
+    out = real_out(out)
     return out.with_name(out.stem + ".failed.jsonl")

@@ -52,8 +52,9 @@ def hold_run_dir(out_dir: str | Path) -> Iterator[Path]:
     """Hold ``out_dir``'s writer lock for the block; refuse in one line if another process holds it.
 
     Never waits: a second writer is a mistake to report (two runs would mix their records), not
-    a turn to queue for."""
-    with hold_lock(Path(out_dir) / LOCK, Path(out_dir),
+    a turn to queue for. The directory is followed to the one it really is (symbolic links
+    resolved), so two names of one run directory share one lock."""
+    with hold_lock(Path(os.path.realpath(out_dir)) / LOCK, Path(out_dir),
                    "run directory is in use by {holder}; wait for that run to finish, or use another --out") as path:
         yield path
 
@@ -63,8 +64,9 @@ def hold_lock(lock_file: str | Path, names: str | Path, refusal: str) -> Iterato
     """Hold the writer lock ``lock_file`` for the block (re-entrant within a process); when another
     process holds it, refuse in one line naming ``names``: ``refusal`` with ``{holder}`` replaced
     by who holds it. The one lock of every equiv writer that appends where another could (a run
-    directory, a labelling's ``--out``)."""
-    path = Path(lock_file).resolve()
+    directory, a labelling's ``--out``). The lock file is taken by its real path (symbolic links
+    resolved), so a link to it is the same lock (issue #53, item 8)."""
+    path = Path(os.path.realpath(lock_file))
     key = str(path)
     if key in _HELD:
         fd, depth = _HELD[key]
