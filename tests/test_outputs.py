@@ -194,3 +194,33 @@ def test_a_run_directory_reached_through_a_link_is_the_same_lock(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+# -- item 10: a --limit rerun keeps the earlier failures ---------------------------------------------
+def test_a_limited_rerun_merges_the_failures_file_and_never_loses_one(tmp_path):
+    """Before: each run replaced ``<out>.failed.jsonl`` with its own failures, so a ``--limit 1``
+    rerun that retried one of two failed pairs lost the other, and a rerun that labelled a failed
+    pair left it in the file."""
+    from tests.helpers.chat_stub import GOOD, chat_stub
+
+    pairs = _pair_file(tmp_path / "pairs.jsonl", 3, bad=2)  # p-0 and p-1 get no usable answer
+    out = tmp_path / "labels.jsonl"
+    failed = tmp_path / "labels.failed.jsonl"
+
+    def keys() -> list[str]:
+        return sorted(json.loads(line)["key"] for line in failed.read_text().splitlines()) if failed.exists() else []
+
+    def label(stub_url: str, *extra: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(_label_argv(pairs, out, stub_url, "--tries", 1, "--concurrency", 1, *extra),
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+    with chat_stub(lambda prompt: "I cannot tell." if "BAD" in prompt else GOOD) as stub:
+        assert label(stub.url, "--limit", 2).returncode == 1 and keys() == ["p-0", "p-1"]
+        assert label(stub.url, "--limit", 1).returncode == 1  # p-0 tried again and failed again
+        assert keys() == ["p-0", "p-1"]  # p-1, not reached, is still there
+        retried = [json.loads(line) for line in failed.read_text().splitlines()]
+        assert all(len(r["label_raw"]) == 1 for r in retried)  # p-0's row is its latest try, not two
+        stub.answer = lambda _: GOOD  # the server answers everything now
+        assert label(stub.url, "--limit", 1).returncode == 0 and keys() == ["p-1"]  # p-0 labelled: gone
+        assert label(stub.url).returncode == 0 and not failed.exists()  # every pair labelled
+    assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == ["p-0", "p-1", "p-2"]
