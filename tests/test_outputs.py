@@ -224,3 +224,14 @@ def test_a_limited_rerun_merges_the_failures_file_and_never_loses_one(tmp_path):
         assert label(stub.url, "--limit", 1).returncode == 0 and keys() == ["p-1"]  # p-0 labelled: gone
         assert label(stub.url).returncode == 0 and not failed.exists()  # every pair labelled
     assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == ["p-0", "p-1", "p-2"]
+
+
+# -- item 10: one run directory given twice ------------------------------------------------------------
+def test_siblings_refuses_one_run_directory_given_twice(tmp_path, run):
+    """Before: ``siblings RUN RUN`` wrote every pair twice (under two run tags)."""
+    (tmp_path / "alias").symlink_to(run)
+    _refused(_cli("siblings", run, run, "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
+             "field 'run_dirs'", "is given twice")
+    _refused(search_cli("siblings", run, tmp_path / "alias", "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
+             f"is given twice (as {run})")
+    assert not (tmp_path / "twice.jsonl").exists()
