@@ -235,3 +235,52 @@ def test_siblings_refuses_one_run_directory_given_twice(tmp_path, run):
     _refused(search_cli("siblings", run, tmp_path / "alias", "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
              f"is given twice (as {run})")
     assert not (tmp_path / "twice.jsonl").exists()
+
+
+# -- item 10: a lock held by another program ------------------------------------------------------------
+def _stale_note(lock: Path) -> int:
+    """Leave in ``lock`` the note of an equiv holder that has ended (a pid no longer running)."""
+    import socket
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    lock.write_text(json.dumps({"pid": gone.pid, "host": socket.gethostname(), "started": "2026-01-01T00:00:00Z"}))
+    return gone.pid
+
+
+def test_a_lock_held_by_another_program_names_that_holder_not_the_stale_note(tmp_path):
+    """Before: a labelling refused by a lock another program holds (``flock FILE.lock ...``) named
+    the pid an earlier labelling had left in the file, a process long gone."""
+    from equiv.labelling.run import lock_path
+
+    pairs = _pair_file(tmp_path / "pairs.jsonl", 1)
+    out = tmp_path / "labels.jsonl"
+    lock = lock_path(out)
+    stale = _stale_note(lock)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True)\ntime.sleep(60)\n", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        result = subprocess.run(_label_argv(pairs, out, "http://127.0.0.1:9/v1"), cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    line = _refused(result, "another labelling", f"(pid {holder.pid} (the kernel's lock table")
+    assert f"(pid {stale} on host" not in line and "earlier holder" in line
+
+
+def test_without_the_kernel_lock_table_a_dead_pid_is_not_called_the_holder(tmp_path, monkeypatch):
+    """Where ``/proc/locks`` says nothing (another OS, a holder out of sight), the note's pid is
+    checked: a pid no longer running is said to be so, not named as the holder."""
+    import equiv.rundir.lock as lock_module
+
+    lock = tmp_path / "run.lock"
+    stale = _stale_note(lock)
+    monkeypatch.setattr(lock_module, "kernel_holders", lambda path: None)
+    text = lock_module.holder_text(lock)
+    assert f"names pid {stale}, which is no longer running" in text and not text.startswith(f"pid {stale}")
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": __import__("socket").gethostname(), "started": "T"}))
+    assert lock_module.holder_text(lock).startswith(f"pid {os.getpid()} on host")  # a live note is believed
