@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,13 +104,11 @@ def test_bad_inputs_get_one_line(tmp_path):
     assert sibling_pairs  # imported API stays public
 
 
-def _bounded_cli(*argv: object, seconds: int = 120) -> "subprocess.CompletedProcess[str]":
+def _bounded_cli(*argv: object, seconds: int = 120) -> subprocess.CompletedProcess[str]:
     """``python search_cli.py ARGV`` in a real process, with its memory capped (2 GiB of address
     space) and its time bounded, so a reader that walks a loop for ever fails the test instead of
     filling the machine (issue #53, item 6: 5.7 GB in 150 s)."""
     import resource
-    import subprocess
-    import sys
 
     from tests.helpers.paths import REPO_ROOT
 
