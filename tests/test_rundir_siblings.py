@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from equiv.data.records import problem_key, read_pair_records
+from equiv.errors import InputError
 from equiv.rundir.siblings import sibling_pairs, tree_sibling_pairs
 from equiv.rundir.trees import read_tree
 from tests.helpers.cli import search_cli
@@ -99,6 +102,78 @@ def test_bad_inputs_get_one_line(tmp_path):
         assert result.returncode == 2 and needle in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
     assert sibling_pairs  # imported API stays public
+
+
+def _bounded_cli(*argv: object, seconds: int = 120) -> subprocess.CompletedProcess[str]:
+    """``python search_cli.py ARGV`` in a real process, with its memory capped (2 GiB of address
+    space) and its time bounded, so a reader that walks a loop for ever fails the test instead of
+    filling the machine (issue #53, item 6: 5.7 GB in 150 s)."""
+    import resource
+
+    from tests.helpers.paths import REPO_ROOT
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    try:
+        return subprocess.run([sys.executable, str(REPO_ROOT / "search_cli.py"), *map(str, argv)], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=seconds, preexec_fn=cap)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"search_cli.py {argv[0]} did not end in {seconds} s (walking a loop of links?)")
+
+
+def _break_links(tree_file: Path, how: str) -> str:
+    """Rewrite a saved tree so its links loop; returns the field the refusal must name."""
+    data = json.loads(tree_file.read_text())
+    nodes = data["nodes"]
+    if how == "cycle":  # the issue's case: the root hangs under the last node
+        nodes[0]["parent"] = nodes[-1]["id"]
+    elif how == "own_parent":
+        nodes[-1]["parent"] = nodes[-1]["id"]
+    elif how == "unknown_parent":
+        nodes[-1]["parent"] = 10_000
+    elif how == "merged_loop":  # a child merged into a sibling that is merged back into it
+        kids = [n for n in nodes if n["parent"] == nodes[0]["id"]]
+        kids[0]["merged_into"], kids[1]["merged_into"] = kids[1]["id"], kids[0]["id"]
+    tree_file.write_text(json.dumps(data))
+    return "merged_into" if how == "merged_loop" else "parent"
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory) -> Path:
+    """A real run directory with saved trees (the eval CLI on scripted engines), copied by each test."""
+    return runner_runs(tmp_path_factory.mktemp("runs"), n=1)[0]
+
+
+@pytest.mark.parametrize("how", ["cycle", "own_parent", "unknown_parent", "merged_loop"])
+def test_every_reader_of_a_tree_file_refuses_looping_links_in_one_line(tmp_path, saved_run, how):
+    """A tree file whose links loop or dangle is refused by its one loader (read_tree), so every
+    reader -- siblings, report -- ends at once with one line naming the file and the field."""
+    import shutil
+
+    run = Path(shutil.copytree(saved_run, tmp_path / "run"))
+    tree_file = sorted((run / "trees").glob("*.json"))[0]
+    field = _break_links(tree_file, how)
+    with pytest.raises(InputError, match=f"field '{field}'"):
+        read_tree(tree_file)
+    siblings = _bounded_cli("siblings", run, "--out", tmp_path / "pairs.jsonl", "--prefilter", "0.3")
+    report = _bounded_cli("report", run, "--out", tmp_path / "report")
+    for result in (siblings, report):
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+        assert str(tree_file) in lines[0] and f"field '{field}'" in lines[0], lines[0]
+    assert not (tmp_path / "pairs.jsonl").exists() and not (tmp_path / "report" / "index.html").exists()
+
+
+def test_a_loop_check_is_linear_in_the_tree_size(tmp_path):
+    """A long chain (a deep DFS) is read without recursion and in one pass; a loop at its far end
+    is still found."""
+    depth = 20_000
+    nodes = [(0, None, 0, "")] + [(i, i - 1, i, f"step {i}") for i in range(1, depth)]
+    assert len(read_tree(_tree(tmp_path / "chain.json", nodes)).nodes) == depth
+    looped = [(0, depth - 1, 0, "")] + nodes[1:]
+    with pytest.raises(InputError, match="cycle of parent links"):
+        read_tree(_tree(tmp_path / "looped.json", looped))
 
 
 @pytest.mark.parametrize("name", ["gsm8k_train_siblings_gemma270m.jsonl", "gsm8k_train_siblings_gemma270m_heldout.jsonl"])

@@ -24,6 +24,7 @@ from equiv.data.pair_sampling import (DEFAULT_BINS, PAPER_WINDOW, SPLIT_NAMES, b
                                       in_window, pair_problem, sample_splits, split_by_problem)
 from equiv.errors import InputError, check_fraction, exit_on_input_error
 from equiv.rundir.io import write_jsonl_atomic
+from equiv.rundir.outputs import check_output
 from equiv.rundir.siblings import sibling_pairs
 
 
@@ -79,6 +80,8 @@ def siblings_main(argv: list[str] | None = None) -> int:
         if args.split is not None and out.exists() and not out.is_dir():
             raise InputError("names a file; with --split it is the directory for train/valid/test.jsonl",
                              path=out, field="out")
+        check_output(out, option="--out", inputs=[*args.run_dirs, *args.holdout], directory=args.split is not None,
+                     files=[f"{name}.jsonl" for name in SPLIT_NAMES])
         pairs, counts = sibling_pairs(args.run_dirs, prefilter=prefilter, holdout=args.holdout)
         kept = pairs if args.prefilter is not None else in_window(pairs, low, high)
         print(counts.summary().rsplit(";", 1)[0] + f"; {len(pairs) - len(kept)} outside the window "

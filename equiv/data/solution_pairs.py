@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction, exit_on_input_error
 from equiv.rundir.io import read_json_lines, write_jsonl_atomic
+from equiv.rundir.outputs import check_output
 from equiv.rundir.siblings import holdout_questions
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     with exit_on_input_error():
+        check_output(args.out, option="--out", inputs=[*args.solutions, *args.holdout])
         pairs = solution_pairs(args.solutions, low=args.low, high=args.high, per_problem=args.per_problem,
                                seed=args.seed, holdout=args.holdout)
         write_jsonl_atomic(args.out, pairs)

@@ -19,8 +19,9 @@ from equiv.errors import InputError, exit_on_input_error, one_line
 from equiv.labelling.agreement import compare, read_labels
 from equiv.labelling.client import STRUCTURED, make_client
 from equiv.labelling.prompt import DEFAULT_FEWSHOT, fewshot_digest, read_fewshot
-from equiv.labelling.run import LabelSettings, failures_path, read_pairs, run_labelling
+from equiv.labelling.run import LabelSettings, failures_path, lock_path, read_pairs, run_labelling
 from equiv.rundir.io import write_jsonl_atomic
+from equiv.rundir.outputs import check_output
 
 EXIT_UNANSWERED = 1
 
@@ -73,6 +74,8 @@ def label_main(argv: list[str] | None = None) -> int:
             raise InputError(f"must be at least 1, got {args.reasoning_chars}", field="reasoning_chars")
         if Path(args.out).is_dir():
             raise InputError("is a directory; give a file name", path=args.out, field="out")
+        check_output(args.out, option="--out", inputs=[args.pairs, args.fewshot],
+                     also=[failures_path(args.out), lock_path(args.out)])
         settings = LabelSettings(
             model=args.model, structured=args.structured, temperature=args.temperature,
             retry_temperature=args.retry_temperature, max_tokens=args.max_tokens, tries=args.tries,
@@ -126,6 +129,8 @@ def _fmt(value: float | None) -> str:
 def agreement_main(argv: list[str] | None = None) -> int:
     args = build_agreement_parser().parse_args(argv)
     with exit_on_input_error():
+        if args.disagreements:  # before reading: never over either labelling
+            check_output(args.disagreements, option="--disagreements", inputs=[args.a, args.b])
         mapping = LabelMapping(tuple(args.equivalent), tuple(args.not_equivalent))
         result = compare(read_labels(args.a), read_labels(args.b), mapping)
         if args.disagreements:

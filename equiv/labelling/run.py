@@ -21,13 +21,17 @@
 - **Malformed answers** are retried up to ``tries`` times in all (later tries at
   ``retry_temperature``, so a deterministic server does not repeat itself); a pair that never
   gives a usable answer goes to ``<out>.failed.jsonl`` with its raw answers, is *not* written to
-  the output (so ``fit`` never sees a row without a label), and is tried again on a rerun.
+  the output (so ``fit`` never sees a row without a label), and is tried again on a rerun. The
+  file is merged, never replaced: a rerun (``--limit`` or not) keeps every earlier failure it did
+  not label, replaces the ones it tried again with their new raw answers, and drops the ones it
+  labelled; the file goes when no failure is left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,24 +259,37 @@ async def run_labelling(client: Any, pairs: Sequence[dict[str, Any]], out: str |
     """Label every pair of ``pairs`` not yet in ``out`` (at most ``limit`` this run), appending as answers arrive.
 
     One labelling per ``out`` at a time (:func:`equiv.rundir.lock.hold_lock` on ``<out>.lock``): two
-    runs would both read ``out`` as it stands, label the same pairs twice and interleave their lines."""
+    runs would both read ``out`` as it stands, label the same pairs twice and interleave their lines.
+    ``out`` is followed to the file it really is (symbolic links resolved) before anything else, so
+    two names of one file share one lock and one failures file, and the torn-line repair replaces
+    the file, not a link to it."""
     settings.validate()
-    out = Path(out)
+    given, out = Path(out), real_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with hold_lock(lock_path(out), out, "is being written by another labelling ({holder}); wait for it to "
-                   "finish, or give another --out"):
+    alias = "" if given.absolute() == out else f" (it is {out})"
+    with hold_lock(lock_path(out), given, f"is being written by another labelling{alias} ({{holder}}); wait for "
+                   "it to finish, or give another --out"):
         return await _run_locked(client, pairs, out, examples, settings, limit)
 
 
+def real_out(out: str | Path) -> Path:
+    """The file ``out`` really names, symbolic links resolved (issue #53, item 8: ``--out k.jsonl``
+    and ``--out link.jsonl``, a link to it, took two locks and both labelled: 36 lines for 20 pairs)."""
+    return Path(os.path.realpath(out))
+
+
 def lock_path(out: str | Path) -> Path:
-    """The writer lock of a labelling's ``--out``: ``labels.jsonl`` -> ``labels.jsonl.lock``."""
-    out = Path(out)
+    """The writer lock of a labelling's ``--out``, beside the real file: ``labels.jsonl`` ->
+    ``labels.jsonl.lock`` (for a link, the lock of the file it points to)."""
+    out = real_out(out)
     return out.with_name(out.name + ".lock")
 
 
 async def _run_locked(client: Any, pairs: Sequence[dict[str, Any]], out: Path, examples: Sequence[Example],
                       settings: LabelSettings, limit: int | None) -> RunStats:
     done = load_done(out)
+    failed_file = failures_path(out)
+    earlier = read_failures(failed_file)  # read first: a damaged file is one line before any request
     stats = RunStats(pairs=len(pairs))
     pending = [p for p in pairs if pair_key(p) not in done]
     stats.already = len(pairs) - len(pending)
@@ -293,6 +310,7 @@ async def _run_locked(client: Any, pairs: Sequence[dict[str, Any]], out: Path, e
                 if ok:
                     append_jsonl(handle, [row])
                     stats.labelled += 1
+                    done.add(pair_key(row))
                 else:
                     stats.failures.append(row)
                     stats.failed += 1
@@ -300,15 +318,42 @@ async def _run_locked(client: Any, pairs: Sequence[dict[str, Any]], out: Path, e
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        failed_file = failures_path(out)
-        if stats.failures:  # also when the run stopped early: what failed so far is kept
-            write_jsonl_atomic(failed_file, stats.failures)
-        elif failed_file.exists() and stats.already + stats.labelled == stats.pairs:
-            failed_file.unlink()  # every pair is labelled now: the old failures are stale
+        # also when the run stopped early: what failed so far is kept, beside what failed before
+        write_failures(failed_file, merge_failures(earlier, stats.failures, done))
     return stats
 
 
+def read_failures(path: Path) -> list[dict[str, Any]]:
+    """The failures an earlier run left in ``<out>.failed.jsonl`` (a torn last line left out)."""
+    rows, _ = read_json_lines(path)
+    for line, row in rows:
+        if not isinstance(row.get("key"), str):
+            raise InputError("has no 'key': not a failures file written by this command", path=path, line=line,
+                             field="key")
+    return [row for _, row in rows]
+
+
+def merge_failures(earlier: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]],
+                   labelled: set[str]) -> list[dict[str, Any]]:
+    """The failures file after a run: every earlier failure that is still unlabelled, each replaced
+    by this run's try where the pair was tried again, then this run's new ones. Never loses a
+    failure a ``--limit`` run did not reach (issue #53, item 10: a rerun used to replace the file)."""
+    merged: dict[str, dict[str, Any]] = {row["key"]: row for row in earlier if row["key"] not in labelled}
+    for row in new:
+        merged[row["key"]] = row
+    return list(merged.values())
+
+
+def write_failures(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Replace ``path`` with ``rows`` atomically; no rows: no file (every pair got its label)."""
+    if rows:
+        write_jsonl_atomic(path, rows)
+    elif path.exists():
+        path.unlink()
+
+
 def failures_path(out: str | Path) -> Path:
-    """Where a run's unanswerable pairs go: ``labels.jsonl`` -> ``labels.failed.jsonl``."""
-    out = Path(out)
+    """Where a run's unanswerable pairs go: ``labels.jsonl`` -> ``labels.failed.jsonl`` (beside the
+    real file, as the lock is)."""
+    out = real_out(out)
     return out.with_name(out.stem + ".failed.jsonl")

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records
-from equiv.errors import InputError, exit_on_input_error, writable_file
+from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.calibrate import choose_threshold
 from equiv.judge.decide import Verdict, decide, reason_counts, sweep_scores
 from equiv.judge.calibrate import binary_metrics, prefilter_sweep, spread_by_problem, threshold_sweep
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
+from equiv.rundir.outputs import check_output
 from equiv.text.levenshtein import levenshtein_ratio
 
 
@@ -174,7 +175,8 @@ def check_pairs_args(args: argparse.Namespace) -> None:
     if not Path(args.data).exists():
         raise InputError("file not found", path=args.data, field="data")
     if args.output:
-        writable_file(args.output, option="--output")  # before the scoring, not after it
+        # before the scoring, not after it; never over the data or the judge it reads
+        check_output(args.output, option="--output", inputs=[args.data, args.sweep_data, args.model])
 
 
 class ThresholdChoice(NamedTuple):

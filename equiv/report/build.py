@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from equiv.errors import InputError, writable_directory
+from equiv.errors import InputError
 from equiv.report import plots
 from equiv.report.analysis import analyse_runs, correlations_html, record_map
 from equiv.report.html import render_page
@@ -15,6 +15,7 @@ from equiv.report.stats import compare_rows
 from equiv.report.tree_view import select_trees, tree_payload
 from equiv.rundir import PAIRS as PAIRS_FILE
 from equiv.rundir import read_pairs
+from equiv.rundir.outputs import check_output
 
 INDEX = "index.html"
 PLOTS_DIR = "plots"
@@ -69,6 +70,7 @@ def build_report(
         raise InputError(f"must be > 0, got {max_mb}", field="max_mb")
     if collapse_depth < 0:
         raise InputError(f"must be >= 0, got {collapse_depth}", field="collapse_depth")
+    out = check_output(out, option="--out", inputs=run_dirs, directory=True)  # never over a run, before the work
     runs = load_runs(list(run_dirs))
     rows = compare_rows(runs)
     if rows[0].problems == 0:
@@ -99,7 +101,6 @@ def build_report(
         analysis=analysis_block(runs),
     )
 
-    out = writable_directory(out)
     (out / PLOTS_DIR).mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for name, png in images.items():

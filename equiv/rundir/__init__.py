@@ -27,7 +27,8 @@ multi-worker driver, ``compare`` and ``report`` read and write it the same way:
   (:func:`compare_rows`), used by ``summary.json``, ``compare`` and the report alike.
 
 The package sits below ``search`` and ``report`` and imports neither; import from
-``equiv.rundir`` (the submodules are ``layout``, ``io``, ``lock``, ``records``, ``trees``, ``binding``, ``summary``).
+``equiv.rundir`` (the submodules are ``layout``, ``io``, ``lock``, ``records``, ``trees``, ``binding``, ``summary``;
+``outputs`` -- where the other commands may write -- and ``siblings`` are imported by their users directly).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Sequence
 from equiv.errors import InputError, check_fraction
 from equiv.rundir.io import read_json_lines
 from equiv.rundir.layout import TREES
+from equiv.rundir.outputs import same_file
 from equiv.rundir.trees import TreeFile, TreeNode, read_tree
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 
@@ -159,12 +160,19 @@ def sibling_pairs(
     problems (a pruned and an unpruned run, two policies) hold trees with the same ids, so with
     several run directories each id starts with its run's tag (the directory's name, or ``runK``
     when two names are alike): a labeller resuming by id, or an agreement joining two labellings,
-    must never take one run's pair for another's."""
+    must never take one run's pair for another's. One run directory given twice (under one name or
+    two: a link, ``RUN`` and ``./RUN/``) is refused: it would write every pair twice."""
     check_fraction(prefilter, "prefilter", closed=False)
+    dirs = [Path(d) for d in run_dirs]
+    for k, run_dir in enumerate(dirs):
+        for earlier in dirs[:k]:
+            if same_file(run_dir, earlier):
+                also = "" if str(run_dir) == str(earlier) else f" (as {earlier})"
+                raise InputError(f"is given twice{also}; give each run directory once", path=run_dir,
+                                 field="run_dirs")
     held = holdout_questions(holdout)
     counts = SiblingCounts()
     out: list[dict[str, Any]] = []
-    dirs = [Path(d) for d in run_dirs]
     names = [d.resolve().name for d in dirs]
     tags = names if len(set(names)) == len(names) else [f"run{k}" for k in range(len(dirs))]
     for run_dir, tag in zip(dirs, tags):

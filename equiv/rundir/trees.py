@@ -135,11 +135,49 @@ class TreeFile:
         return sum(1 for n in self.nodes if n.merged_into is not None)
 
 
+def _cycle(links: Mapping[int, int | None]) -> list[int] | None:
+    """A cycle of ``links`` (node -> the node it hangs under, or ``None``) as the ids around it, or
+    ``None``. Linear: each node is walked once, and a walk stops at a node already cleared."""
+    cleared: set[int] = set()
+    for start in links:
+        walk: dict[int, int] = {}  # node -> its position on this walk
+        node: int | None = start
+        while node is not None and node not in cleared:
+            if node in walk:
+                order = list(walk)
+                return order[walk[node]:] + [node]
+            walk[node] = len(walk)
+            node = links.get(node)
+        cleared.update(walk)
+    return None
+
+
+def check_acyclic(nodes: Sequence[TreeNode], *, path: str | Path) -> None:
+    """Refuse a tree whose links loop, in one line naming the file, the field and the loop.
+
+    Every reader walks these links: the root path of a step (``siblings``' prefixes), the
+    viewer's nesting (a node under its parent, a pruned sibling under its representative). A
+    loop would make each of them walk for ever (issue #53, item 6: ``siblings`` reached 5.7 GB).
+    Parent links are checked first; then the links the viewer nests by (``merged_into`` where set,
+    else ``parent``), which can only loop through a ``merged_into``."""
+    loop = _cycle({n.id: n.parent for n in nodes})
+    if loop is not None:
+        raise InputError(f"nodes {' -> '.join(map(str, loop))} form a cycle of parent links; a tree has none",
+                         path=path, field="parent")
+    loop = _cycle({n.id: n.merged_into if n.merged_into is not None else n.parent for n in nodes})
+    if loop is not None:
+        raise InputError(f"nodes {' -> '.join(map(str, loop))} form a cycle of merged_into and parent links "
+                         "(a pruned sibling hangs under a representative that hangs under it)",
+                         path=path, field="merged_into")
+
+
 def read_tree(path: str | Path) -> TreeFile:
     """One ``trees/<id>.json`` file, with its node links checked.
 
     Links are checked because a viewer nests nodes by ``parent`` and groups pruned siblings
-    under ``merged_into``: a dangling id would silently drop part of the tree.
+    under ``merged_into``: a dangling id would silently drop part of the tree, and a node that is
+    its own parent, or a loop of links, would make every reader walk for ever
+    (:func:`check_acyclic`). Every reader of a tree file (``siblings``, ``report``) comes through here.
     """
     path = Path(path)
     data = read_json_file(path)
@@ -156,8 +194,13 @@ def read_tree(path: str | Path) -> TreeFile:
     for n in nodes:
         if n.parent is not None and n.parent not in ids:
             raise InputError(f"node {n.id} has unknown parent {n.parent}", path=path, field="parent")
+        if n.parent == n.id:
+            raise InputError(f"node {n.id} is its own parent", path=path, field="parent")
         if n.merged_into is not None and n.merged_into not in ids:
             raise InputError(f"node {n.id} is merged into unknown node {n.merged_into}", path=path, field="merged_into")
+        if n.merged_into == n.id:
+            raise InputError(f"node {n.id} is merged into itself", path=path, field="merged_into")
+    check_acyclic(nodes, path=path)
     correct = data.get("correct")
     seed = data.get("seed")
     return TreeFile(
