@@ -40,7 +40,7 @@ def test_eval_help_is_plain_and_lists_the_choices():
     res = search_cli("eval", "--help")
     assert res.returncode == 0
     assert not [m for m in (":data:`", ":mod:`", ":func:`", ":class:`", "``") if m in res.stdout], res.stdout
-    for usage in ("--search.prune_stage {after_prm,before_prm}", "--policy.backend {vllm,transformers}",
+    for usage in ("--search.prune_stage {after_prm,before_prm}", "--policy.backend {vllm,llamacpp,transformers}",
                   "--reward.kind {math_shepherd,likelihood,qwen25_math_prm}", "--algo {mcts,sbs,dfs,lookahead}"):
         assert usage in res.stdout
     assert "--pruner.strategy {none,exact,levenshtein,embedding,formula,model,remote}" in res.stdout

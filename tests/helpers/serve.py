@@ -46,10 +46,13 @@ def _parsed(body: bytes) -> Any:
 
 
 @contextmanager
-def running_server(model: Path, *extra: str, log: Path | None = None) -> Iterator[str]:
-    """``search_cli.py serve --model MODEL`` on 127.0.0.1; yields its URL once ``/health`` is 200."""
+def running_server(model: Path, *extra: str, log: Path | None = None,
+                   env: dict[str, str] | None = None) -> Iterator[str]:
+    """``search_cli.py serve --model MODEL`` on 127.0.0.1; yields its URL once ``/health`` is 200.
+    ``env``: variables set on top of this process's environment."""
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           **(env or {})}
     out = open(log, "w") if log is not None else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "search_cli.py", "serve", "--model", str(model), "--port", str(port),
                              "--device", "cpu", *extra], cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
