@@ -81,3 +81,28 @@ def test_a_step_with_a_huge_number_is_judged_not_a_crash(judge):
     found = verdicts(judge, pairs, [QUESTION] * len(pairs))
     assert len(found) == 2 and all(isinstance(v.merged, bool) for v in found)
 
+
+
+def test_requests_are_checked_by_pydantic_models_with_the_servers_limits():
+    """The request shapes are pydantic models (issue #54 item 5): one line naming the first bad
+    field by its place, with the count of the others; the limits are the server's settings
+    (the validation context), not constants; ``output_type`` null is the server's default."""
+    from equiv.serve.protocol import GroupRequest, MergeRequest, PredictRequest, VerdictsRequest
+
+    with pytest.raises(RequestError) as refused:
+        parse_request("verdicts", {"pairs": [["a", 1], [2, "b"]], "score_ruled": "yes"})
+    assert refused.value.status == 400
+    assert refused.value.message == "field 'pairs[0][1]': input should be a valid string, got 1 (and 2 more errors)"
+    small = Limits(max_pairs=2, max_chars=5)
+    for route, body, field in [("verdicts", {"pairs": [["a", "b"]] * 3}, "pairs"),
+                               ("group", {"steps": ["a", "b", "c"]}, "steps"),
+                               ("predict", {"inputs": ["abcdef", "b"]}, "inputs[0]"),
+                               ("merge_model_inference", {"input_pairs": [["a", "b"], ["c", "abcdef"]]}, "input_pairs[1][1]")]:
+        with pytest.raises(RequestError) as refused:
+            parse_request(route, body, small)
+        assert refused.value.status == 413 and refused.value.message.startswith(f"field '{field}': ")
+        assert parse_request(route, body)["route"] == route  # within the default limits
+    assert parse_request("merge_model_inference", {"input_pairs": ["a", "b"], "output_type": None},
+                         default_output="similarity")["output_type"] == "similarity"
+    assert {"pairs", "questions", "score_ruled"} <= set(VerdictsRequest.model_json_schema()["properties"])
+    assert all(hasattr(m, "model_validate") for m in (GroupRequest, PredictRequest, MergeRequest))

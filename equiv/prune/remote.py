@@ -8,16 +8,17 @@ model, guard, floor) and its threshold is the one grouping uses, so records equa
 
 A service that is down or answers badly is retried a bounded number of times, then a
 :class:`~equiv.errors.ServiceError` (one line, the run stops with a non-zero exit) -- never the
-reference client's silent "not similar" after three tries. Standard library only (urllib).
+reference client's silent "not similar" after three tries. The HTTP is httpx's: one pooled
+connection per judge, and its transport's retries (:class:`RetryingTransport`).
 """
 
 from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Sequence
+
+import httpx
 
 from equiv.errors import InputError, ServiceError
 from equiv.judge.decide import Verdict
@@ -29,32 +30,77 @@ from equiv.prune.stats import JudgeStats
 CHUNK = 1024  # pairs per /verdicts request (under the service's default limit of 4096)
 
 
-def _request(url: str, payload: Any | None, *, timeout: float, retries: int, backoff: float) -> Any:
-    """GET (payload None) or POST JSON with a bounded retry; a 4xx is not retried (it will not change)."""
-    data = None if payload is None else json.dumps(payload).encode("utf-8")
-    last = ""
-    for attempt in range(retries + 1):
-        if attempt:
-            time.sleep(backoff * 2 ** (attempt - 1))
-        req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            body = err.read()[:300].decode("utf-8", "replace")
-            last = f"HTTP {err.code}: {body}"
-            if 400 <= err.code < 500:
-                break
-        except (urllib.error.URLError, OSError, json.JSONDecodeError) as err:
-            last = str(getattr(err, "reason", None) or err)
-    tries = attempt + 1
+class RetryingTransport(httpx.HTTPTransport):
+    """httpx's transport, retrying what a later try may find well, at most ``retries`` times.
+
+    A connection that cannot be opened (refused, connect timeout) is retried by httpx itself
+    (``HTTPTransport(retries=...)``, httpcore's backoff of 0, 0.5, 1, ... s); httpx retries nothing
+    else, so this transport adds the other passing failures of a service restarting or overloaded:
+    a 5xx answer, and a request that timed out or whose connection broke after it opened (a pooled
+    keep-alive connection the server closed), with a backoff of ``backoff * 2**k`` s. A 4xx is
+    answered at once: it would not change.
+    """
+
+    def __init__(self, retries: int, backoff: float) -> None:
+        super().__init__(retries=retries)
+        self.retries, self.backoff = retries, backoff
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            last = attempt == self.retries
+            try:
+                response = super().handle_request(request)
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                raise  # httpx's own retries are spent
+            except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError):
+                if last:
+                    raise
+                continue
+            if response.status_code < 500 or last:
+                return response
+            response.close()
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def client(*, timeout: float, retries: int, backoff: float) -> httpx.Client:
+    """An HTTP client for the service: ``timeout`` s for each of connect, read and write."""
+    return httpx.Client(transport=RetryingTransport(retries, backoff), timeout=timeout,
+                        headers={"Content-Type": "application/json"})
+
+
+def _request(http: httpx.Client, url: str, payload: Any | None, *, retries: int) -> Any:
+    """GET (payload None) or POST JSON through ``http``, whose transport retries ``retries`` times;
+    the answer's JSON, else a one-line :class:`ServiceError` naming the URL and what the last try
+    got (an answer that is not JSON is not retried: a service that sends one sends it again)."""
+    tries = retries + 1
+    try:
+        response = (http.get(url) if payload is None
+                    else http.post(url, content=json.dumps(payload).encode("utf-8")))
+    except httpx.HTTPError as err:
+        last = str(err) or type(err).__name__
+    else:
+        if response.is_success:
+            try:
+                return response.json()
+            except ValueError as err:
+                last, tries = f"not JSON ({err})", 1
+        else:
+            last = f"HTTP {response.status_code}: {response.content[:300].decode('utf-8', 'replace')}"
+            tries = 1 if response.status_code < 500 else tries
     raise ServiceError(f"the judge service at {url} failed after {tries} tr{'y' if tries == 1 else 'ies'}: {last}"[:400],
                        field="pruner.url")
 
 
-def service_info(url: str, *, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5) -> dict[str, Any]:
-    """The service's ``/info`` ``model`` block: model path, ``judge_fingerprint``, ``policy``."""
-    info = _request(url.rstrip("/") + "/info", None, timeout=timeout, retries=retries, backoff=backoff)
+def service_info(url: str, *, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5,
+                 http: httpx.Client | None = None) -> dict[str, Any]:
+    """The service's ``/info`` ``model`` block: model path, ``judge_fingerprint``, ``policy``
+    (asked through ``http``, else a client of its own)."""
+    if http is None:
+        with client(timeout=timeout, retries=retries, backoff=backoff) as own:
+            return service_info(url, retries=retries, http=own)
+    info = _request(http, url.rstrip("/") + "/info", None, retries=retries)
     model = info.get("model") if isinstance(info, dict) else None
     if not isinstance(model, dict) or not isinstance(model.get("judge_fingerprint"), str) \
             or not isinstance(model.get("policy"), dict) or "threshold" not in model["policy"]:
@@ -85,7 +131,8 @@ class RemoteJudge:
         self.stats = JudgeStats()
         self.url = url.rstrip("/")
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
-        info = service_info(self.url, timeout=timeout, retries=retries, backoff=backoff)
+        self.http = client(timeout=timeout, retries=retries, backoff=backoff)
+        info = service_info(self.url, retries=retries, http=self.http)
         self.fingerprint: str = info["judge_fingerprint"]
         self.served: dict[str, Any] = info["policy"]
         if expected_fingerprint is not None and expected_fingerprint != self.fingerprint:
@@ -111,9 +158,9 @@ class RemoteJudge:
         out: list[dict[str, Any]] = []
         for start in range(0, len(pairs), CHUNK):
             chunk = [list(p) for p in pairs[start:start + CHUNK]]
-            answer = _request(self.url + "/verdicts", {"pairs": chunk, "questions": questions[start:start + CHUNK],
-                                                      "score_ruled": score_ruled},
-                              timeout=self.timeout, retries=self.retries, backoff=self.backoff)
+            answer = _request(self.http, self.url + "/verdicts",
+                              {"pairs": chunk, "questions": questions[start:start + CHUNK], "score_ruled": score_ruled},
+                              retries=self.retries)
             found = answer.get("verdicts") if isinstance(answer, dict) else None
             if not isinstance(found, list) or len(found) != len(chunk) or not all(
                     isinstance(v, dict) and (v.get("probability") is None or isinstance(v.get("probability"), (int, float)))

@@ -1,9 +1,11 @@
 """What the service accepts and answers, checked before a request reaches the judge (no torch).
 
-Each public route's JSON body is checked by :func:`parse_request` and turned into one internal
-request ``{"route": NAME, ...}`` that the judge worker serves; anything else is a
-:class:`RequestError` -- a 4xx status and one line naming the field -- so a bad request costs the
-worker nothing and the server keeps serving. Routes:
+Each public route's JSON body is checked by :func:`parse_request` against the route's pydantic
+model (:class:`VerdictsRequest`, :class:`GroupRequest`, :class:`PredictRequest`,
+:class:`MergeRequest`) and turned into one internal request ``{"route": NAME, ...}`` that the judge
+worker serves; anything else is a :class:`RequestError` -- a 4xx status and one line naming the
+field, from pydantic's error location (``pairs[0][1]``) -- so a bad request costs the worker
+nothing and the server keeps serving. Routes:
 
 - ``/verdicts``: ``{"pairs": [[a, b], ...], "questions": [q, ...]?, "score_ruled": bool?}`` -> a
   verdict per pair (what the ``remote`` pruning strategy asks); a pair a guard rule or the
@@ -23,7 +25,11 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag, ValidationError,
+                      ValidationInfo, field_validator)
+from pydantic_core import PydanticCustomError
 
 from equiv.errors import unencodable
 
@@ -44,6 +50,11 @@ class Limits:
     max_body_bytes: int = 64 * 1024 * 1024
 
 
+_UNLIMITED = Limits(max_pairs=sys.maxsize, max_chars=sys.maxsize, max_body_bytes=sys.maxsize)
+TOO_LARGE = "too_large"
+"""The pydantic error type of a limit exceeded: answered 413, every other refusal 400."""
+
+
 class RequestError(ValueError):
     """A request the service refuses: an HTTP status and one line saying why."""
 
@@ -53,48 +64,137 @@ class RequestError(ValueError):
         self.message = message
 
 
-def _text(value: Any, field: str, limits: Limits) -> str:
-    if not isinstance(value, str):
-        raise RequestError(400, f"field '{field}': must be a string, got {type(value).__name__}")
-    if len(value) > limits.max_chars:
-        raise RequestError(413, f"field '{field}': {len(value)} characters, more than the limit of {limits.max_chars}")
+# -- the request models ---------------------------------------------------------------------------
+# pydantic checks types, required fields, literals and each item's place (``pairs[0][1]``); the
+# validators below add what it cannot know: the server's limits (passed as the validation context,
+# since ``--max_pairs``/``--max_chars`` are settings, not constants), text a tokenizer cannot read,
+# and which of the two shapes ``[a, b]`` / ``[[a, b], ...]`` a reference-compatible route got. Strict
+# mode: JSON's ``"yes"`` is not a boolean and ``1`` not a string. Unknown keys are ignored (TEI
+# clients send ``truncate`` and the like).
+
+def _limits(info: ValidationInfo) -> Limits:
+    return (info.context or {}).get("limits", _UNLIMITED)
+
+
+def _text(value: str, info: ValidationInfo) -> str:
+    limit = _limits(info).max_chars
+    if len(value) > limit:
+        raise PydanticCustomError(TOO_LARGE, "{n} characters, more than the limit of {limit}",
+                                  {"n": len(value), "limit": limit})
     problem = unencodable(value)
     if problem:
-        raise RequestError(400, f"field '{field}': {problem}")
+        raise PydanticCustomError("not_text", problem)
     return value
 
 
-def _pair(value: Any, field: str, limits: Limits) -> list[str]:
+def _a_pair(value: Any) -> Any:
     if not isinstance(value, list) or len(value) != 2:
-        raise RequestError(400, f"field '{field}': must be a pair of two strings [a, b]")
-    return [_text(value[0], f"{field}[0]", limits), _text(value[1], f"{field}[1]", limits)]
+        raise PydanticCustomError("pair", "must be a pair of two strings [a, b]")
+    return value
 
 
-def _pairs(value: Any, field: str, limits: Limits) -> list[list[str]]:
+def _a_batch(value: Any, info: ValidationInfo) -> Any:
+    """The batch's shape and size before its items are checked: an enormous one costs nothing."""
     if not isinstance(value, list):
-        raise RequestError(400, f"field '{field}': must be a list of [a, b] pairs")
+        raise PydanticCustomError("pairs", "must be a list of [a, b] pairs")
     if not value:
-        raise RequestError(400, f"field '{field}': empty; send at least one pair")
-    if len(value) > limits.max_pairs:
-        raise RequestError(413, f"field '{field}': {len(value)} pairs, more than the limit of {limits.max_pairs}")
-    return [_pair(p, f"{field}[{i}]", limits) for i, p in enumerate(value)]
+        raise PydanticCustomError("empty", "empty; send at least one pair")
+    limit = _limits(info).max_pairs
+    if len(value) > limit:
+        raise PydanticCustomError(TOO_LARGE, "{n} pairs, more than the limit of {limit}", {"n": len(value), "limit": limit})
+    return value
 
 
-def _one_or_many(value: Any, field: str, limits: Limits) -> tuple[list[list[str]], bool]:
-    """``[a, b]`` (one pair) or ``[[a, b], ...]``; True when it was one pair."""
-    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
-        return [_pair(value, field, limits)], True
-    return _pairs(value, field, limits), False
+def _siblings(value: Any, info: ValidationInfo) -> Any:
+    if not isinstance(value, list) or not value:
+        raise PydanticCustomError("steps", "must be a non-empty list of sibling step strings")
+    limit = _limits(info).max_pairs
+    if len(value) * (len(value) - 1) // 2 > limit:  # n steps make n(n-1)/2 pairs: the pair limit bounds the width
+        raise PydanticCustomError(TOO_LARGE, "{n} steps make more than {limit} pairs", {"n": len(value), "limit": limit})
+    return value
 
 
-def _object(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise RequestError(400, f"the body must be a JSON object, got {type(body).__name__}")
-    return body
+def _one_pair(value: Any) -> str:
+    """``[a, b]`` is one pair, anything else a batch (the TEI and reference shapes)."""
+    return "one" if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value) else "many"
+
+
+Text = Annotated[str, AfterValidator(_text)]
+Pair = Annotated[list[Text], BeforeValidator(_a_pair)]
+Pairs = Annotated[list[Pair], BeforeValidator(_a_batch)]
+OneOrMany = Annotated[Union[Annotated[Pair, Tag("one")], Annotated[Pairs, Tag("many")]], Discriminator(_one_pair)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class VerdictsRequest(_Body):
+    """``/verdicts`` (and the worker's check of every pair route's internal request)."""
+
+    pairs: Pairs
+    questions: Optional[list[Text]] = None
+    score_ruled: bool = False
+
+    @field_validator("questions")
+    @classmethod
+    def _one_per_pair(cls, value: Optional[list[str]], info: ValidationInfo) -> Optional[list[str]]:
+        pairs = info.data.get("pairs")
+        if value is not None and pairs is not None and len(value) != len(pairs):
+            raise PydanticCustomError("questions", "must be a list of {n} strings, one per pair", {"n": len(pairs)})
+        return value
+
+
+class GroupRequest(_Body):
+    """``/group``: one problem's sibling steps."""
+
+    steps: Annotated[list[Text], BeforeValidator(_siblings)]
+    question: Optional[Text] = None
+    grouping: Literal["greedy", "transitive"] = "greedy"
+
+
+class PredictRequest(_Body):
+    """``/predict``: text-embeddings-inference's pair classification."""
+
+    inputs: OneOrMany
+
+
+class MergeRequest(_Body):
+    """``/merge_model_inference``: the reference's worker (``output_type`` null or absent: the server's)."""
+
+    input_pairs: OneOrMany
+    output_type: Optional[Literal["binary", "similarity"]] = None
+
+
+def _where(loc: tuple[Any, ...], rename: dict[str, str]) -> str:
+    """``('pairs', 0, 1)`` -> ``pairs[0][1]`` (the models are flat: only the first name is a field;
+    later names are pydantic's union tags and validator labels)."""
+    name = str(loc[0])
+    return rename.get(name, name) + "".join(f"[{part}]" for part in loc[1:] if isinstance(part, int))
+
+
+def _got(value: Any) -> str:
+    return repr(value)[:60] if isinstance(value, (str, bool, int, float)) or value is None else type(value).__name__
+
+
+def _refusal(err: ValidationError, rename: dict[str, str] | None = None) -> RequestError:
+    """The first of pydantic's errors as one line naming its field; a limit exceeded is a 413."""
+    first = err.errors(include_url=False)[0]
+    kind, loc, value = first["type"], first["loc"], first.get("input")
+    if not loc:
+        return RequestError(400, f"the body must be a JSON object, got {type(value).__name__}")
+    message = {"missing": "missing"}.get(kind, first["msg"][:1].lower() + first["msg"][1:])
+    if kind.endswith("_type") or kind == "literal_error":
+        message += f", got {_got(value)}"
+    more = err.error_count() - 1
+    tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
+    return RequestError(413 if kind == TOO_LARGE else 400, f"field '{_where(loc, rename or {})}': {message}{tail}"[:400])
 
 
 def decode_json(raw: bytes, limits: Limits) -> Any:
-    """The request body as JSON (malformed or too large: a :class:`RequestError`)."""
+    """The request body as JSON (malformed or too large: a :class:`RequestError`). The standard
+    library's parser, not pydantic's: it reads a lone surrogate into a ``str`` the models then
+    refuse by name, and a too-deep or too-long document is a 400 here."""
     if len(raw) > limits.max_body_bytes:
         raise RequestError(413, f"request body of {len(raw)} bytes, more than the limit of {limits.max_body_bytes}")
     if not raw.strip():
@@ -109,83 +209,49 @@ def decode_json(raw: bytes, limits: Limits) -> Any:
         raise RequestError(400, f"malformed JSON: {str(err).splitlines()[0][:200]}") from None
 
 
+def _validated(model: type[BaseModel], body: Any, limits: Limits, rename: dict[str, str] | None = None) -> Any:
+    try:
+        return model.model_validate(body, context={"limits": limits})
+    except ValidationError as err:
+        raise _refusal(err, rename) from None
+
+
 def parse_request(route: str, body: Any, limits: Limits = Limits(), *, default_output: str = "binary") -> dict[str, Any]:
     """The internal request for a public route's parsed JSON body."""
     if route == "metrics":
         return {"route": "metrics"}
-    data = _object(body)
     if route == "verdicts":
-        pairs = _pairs(data.get("pairs"), "pairs", limits)
-        questions = data.get("questions")
-        if questions is not None:
-            if not isinstance(questions, list) or len(questions) != len(pairs):
-                raise RequestError(400, f"field 'questions': must be a list of {len(pairs)} strings, one per pair")
-            questions = [_text(q, f"questions[{i}]", limits) for i, q in enumerate(questions)]
-        score_ruled = data.get("score_ruled", False)
-        if not isinstance(score_ruled, bool):
-            raise RequestError(400, f"field 'score_ruled': must be true or false, got {score_ruled!r}"[:200])
-        return {"route": route, "pairs": pairs, "questions": questions, "score_ruled": score_ruled}
+        asked = _validated(VerdictsRequest, body, limits)
+        return {"route": route, "pairs": asked.pairs, "questions": asked.questions, "score_ruled": asked.score_ruled}
     if route == "group":
-        steps = data.get("steps")
-        if not isinstance(steps, list) or not steps:
-            raise RequestError(400, "field 'steps': must be a non-empty list of sibling step strings")
-        # n steps make n(n-1)/2 pairs: the pair limit bounds the width
-        if len(steps) * (len(steps) - 1) // 2 > limits.max_pairs:
-            raise RequestError(413, f"field 'steps': {len(steps)} steps make more than {limits.max_pairs} pairs")
-        texts = [_text(s, f"steps[{i}]", limits) for i, s in enumerate(steps)]
-        question = data.get("question")
-        if question is not None:
-            question = _text(question, "question", limits)
-        grouping = data.get("grouping", "greedy")
-        if grouping not in ("greedy", "transitive"):
-            raise RequestError(400, f"field 'grouping': must be greedy or transitive, got {grouping!r}"[:200])
-        return {"route": route, "steps": texts, "question": question, "grouping": grouping}
+        sibs = _validated(GroupRequest, body, limits)
+        return {"route": route, "steps": sibs.steps, "question": sibs.question, "grouping": sibs.grouping}
     if route == "predict":
-        if "inputs" not in data:
-            raise RequestError(400, "field 'inputs': missing; send [a, b] or [[a, b], ...]")
-        pairs, single = _one_or_many(data["inputs"], "inputs", limits)
-        return {"route": route, "pairs": pairs, "single": single}
+        tei = _validated(PredictRequest, body, limits)
+        single = isinstance(tei.inputs[0], str)
+        return {"route": route, "pairs": [tei.inputs] if single else tei.inputs, "single": single}
     if route == "merge_model_inference":
-        if "input_pairs" not in data:
-            raise RequestError(400, "field 'input_pairs': missing; send [s1, s2] or [[s1, s2], ...]")
-        pairs, single = _one_or_many(data["input_pairs"], "input_pairs", limits)
-        output = data.get("output_type", default_output)
-        if output not in OUTPUT_TYPES:
-            raise RequestError(400, f"field 'output_type': must be binary or similarity, got {output!r}"[:200])
-        return {"route": route, "pairs": pairs, "single": single, "output_type": output}
+        ref = _validated(MergeRequest, body, limits)
+        single = isinstance(ref.input_pairs[0], str)
+        return {"route": route, "pairs": [ref.input_pairs] if single else ref.input_pairs, "single": single,
+                "output_type": ref.output_type or default_output}
     raise RequestError(404, f"no route {route!r}")
-
-
-_UNLIMITED = Limits(max_pairs=sys.maxsize, max_chars=sys.maxsize, max_body_bytes=sys.maxsize)
 
 
 def check_internal(request: Any) -> dict[str, Any]:
     """An internal request checked again where the judge worker receives it (its shape, and every
     text encodable; the sizes were the middleware's to check): the middleware checks each public
     request first, so this is the worker's own guard against a request that would fail every
-    request batched with it."""
+    request batched with it. The same models, without limits; a pair route's ``pairs`` is named
+    as its client sent it."""
     if not isinstance(request, dict) or request.get("route") not in set(ROUTES.values()):
         raise RequestError(400, "not an internal request of this service")
     route = request["route"]
-    if route == "metrics":
-        return request
     if route == "group":
-        steps = request.get("steps")
-        if not isinstance(steps, list) or not steps or request.get("grouping") not in ("greedy", "transitive"):
-            raise RequestError(400, "field 'steps': must be a non-empty list of sibling step strings")
-        for i, step in enumerate(steps):
-            _text(step, f"steps[{i}]", _UNLIMITED)
-        if request.get("question") is not None:
-            _text(request["question"], "question", _UNLIMITED)
-        return request
-    field = {"verdicts": "pairs", "predict": "inputs", "merge_model_inference": "input_pairs"}[route]
-    pairs = _pairs(request.get("pairs"), field, _UNLIMITED)
-    questions = request.get("questions")
-    if questions is not None:
-        if not isinstance(questions, list) or len(questions) != len(pairs):
-            raise RequestError(400, f"field 'questions': must be a list of {len(pairs)} strings, one per pair")
-        for i, question in enumerate(questions):
-            _text(question, f"questions[{i}]", _UNLIMITED)
+        _validated(GroupRequest, request, _UNLIMITED)
+    elif route != "metrics":
+        public = {"verdicts": "pairs", "predict": "inputs", "merge_model_inference": "input_pairs"}[route]
+        _validated(VerdictsRequest, request, _UNLIMITED, {"pairs": public})
     return request
 
 
