@@ -12,37 +12,23 @@ judge's own, for the model strategy; otherwise the paper's 3-4 vs 0-1).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from types import SimpleNamespace
+from typing import Any, NamedTuple, Optional
 
 from equiv.data.records import LabelMapping, problem_key, question_of, read_pair_records
 from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.calibrate import choose_threshold
 from equiv.judge.decide import Verdict, decide, reason_counts, sweep_scores
 from equiv.judge.calibrate import binary_metrics, prefilter_sweep, spread_by_problem, threshold_sweep
-from equiv.prune.strategies import STRATEGIES, PrunerConfig, build_judge
+from equiv.cliargs import command_parser, parse_or_refuse
+from equiv.prune.options import add_pruner_group, pruner_config
+from equiv.prune.strategies import STRATEGIES, build_judge
 from equiv.rundir.outputs import check_output
 from equiv.text.levenshtein import levenshtein_ratio
-
-
-def _guard_option(value: str) -> bool | list[str]:
-    """``--guard``: true, false, or comma-separated rule names (checked when the judge is built)."""
-    lowered = value.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    return [name.strip() for name in value.split(",") if name.strip()]
-
-
-def _bool_option(value: str) -> bool:
-    """``--restate``: true or false (argparse reports anything else as an invalid value)."""
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"must be true or false, got {value!r}")
-    return lowered == "true"
 
 
 def strategy_choices() -> list[str]:
@@ -50,43 +36,70 @@ def strategy_choices() -> list[str]:
     return [s.name for s in STRATEGIES if s.prunes]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="search_cli.py pairs",
-        description="Evaluate an equivalence strategy on a MathEquiv-format file (JSON list or JSONL).",
+PRUNER_ALIASES = {
+    "strategy": ["--strategy"], "model": ["--model"], "threshold": ["--threshold"], "prefilter": ["--prefilter"],
+    "batch_size": ["--batch_size", "--batch-size"], "max_length": ["--max_length", "--max-length"],
+    "device": ["--device"], "dtype": ["--dtype"], "guard": ["--guard"], "floor": ["--floor"], "restate": ["--restate"],
+}
+"""``pairs``' older spellings of the ``--pruner.*`` settings, kept as aliases."""
+
+PAIRS_SKIP = ("grouping", "representative", "url", "judge_fingerprint")
+"""Pruner settings ``pairs`` has no use for: how search groups siblings, and the remote service's."""
+
+
+@dataclass
+class PairsData:
+    """The labelled pairs.
+
+    Attributes:
+        path: labelled pairs (sentence1, sentence2, result 0-4), a JSON list or JSONL; required.
+            The older spelling --data FILE still works.
+    """
+
+    path: Optional[str] = None
+
+
+DATA_ALIAS = {"--data": "--data.path"}
+"""``--data FILE``, ``pairs``' older spelling: jsonargparse keeps ``--data`` for the group's own
+config file, so the parser spells the alias out before parsing (:func:`equiv.cliargs.spelled_out`)."""
+
+
+def build_parser() -> Any:
+    """``pairs``' jsonargparse parser: the shared ``--pruner.*`` group (equiv.prune.options) and
+    ``--data.path``, eval's spellings, with the older flat ones as aliases; ``--config`` reads them
+    from YAML."""
+    p = command_parser(
+        "search_cli.py pairs",
+        "Evaluate an equivalence strategy on a MathEquiv-format file (JSON list or JSONL).",
+        spelled=DATA_ALIAS,
     )
-    # The first spelling is eval's (--pruner.*, --data.path); the older ones stay as aliases.
-    p.add_argument("--data.path", "--data", dest="data", required=True,
-                   help="labelled pairs: sentence1, sentence2, result (0-4)")
-    p.add_argument("--pruner.strategy", "--strategy", dest="strategy", required=True, choices=strategy_choices())
-    p.add_argument("--pruner.model", "--model", dest="model", help="model: exported judge dir or .ckpt; embedding: sentence-transformers model "
-                   "(default bundled:all-MiniLM-L6-v2)")
-    p.add_argument("--pruner.threshold", "--threshold", dest="threshold", type=float, help="equivalent iff probability >= X (levenshtein: ratio > X); "
-                   "default: the strategy's / the judge's")
-    p.add_argument("--pruner.prefilter", "--prefilter", dest="prefilter", type=float, help="model only: Levenshtein ratio <= X is 'not equivalent' "
-                   "without the model; 0: off; default: the judge's policy (0.75 for an export without one)")
-    p.add_argument("--pruner.batch_size", "--batch_size", "--batch-size", dest="batch_size", type=int, default=64)
-    p.add_argument("--pruner.max_length", "--max_length", "--max-length", dest="max_length", type=int)
-    p.add_argument("--pruner.device", "--device", dest="device", default="auto")
-    p.add_argument("--pruner.dtype", "--dtype", dest="dtype", default="auto")
-    p.add_argument("--sweep", action="store_true", help="choose the threshold by a sweep (best F1)")
-    p.add_argument("--sweep_data", "--sweep-data", help="with --sweep: choose the threshold on this file, report on --data")
+    p.add_class_arguments(PairsData, "data")  # --data FILE: an alias, rewritten by spelled_out (DATA_ALIAS)
+    add_pruner_group(p, skip=PAIRS_SKIP, aliases=PRUNER_ALIASES, strategies=strategy_choices())
+    p.add_argument("--sweep", action="store_true",
+                   help="choose the threshold by a sweep (best F1)")
+    p.add_argument("--sweep_data", "--sweep-data", type=Optional[str], default=None,
+                   help="with --sweep: choose the threshold on this file, report on --data")
     p.add_argument("--sweep_prefilter", "--sweep-prefilter", action="store_true",
                    help="model only: also print, per prefilter in 0, 0.5, 0.55, ..., 0.95, the threshold the sweep "
                    "would pick and its metrics (one model pass); the reported metrics stay those of --prefilter")
-    p.add_argument("--pruner.guard", "--guard", dest="guard", type=_guard_option,
-                   help="the guard rules that veto a merge (equiv.text.guard; they read each record's 'question'): true "
-                   "(every rule), false, or comma-separated rule names; default: the judge's policy")
-    p.add_argument("--pruner.floor", "--floor", dest="floor", type=float,
-                   help="the statement floor: a pair of steps that both compute nothing merges only at this probability "
-                   "or above (equiv.text.guard.computes_nothing); default: the judge's policy; 0: off")
-    p.add_argument("--pruner.restate", "--restate", dest="restate", type=_bool_option,
-                   help="the restatement rule: two steps that compute nothing and restate each other merge without the "
-                   "model (equiv.text.restate): true or false; default: the judge's policy (on where it has a floor)")
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
-    p.add_argument("--output", help="write the metrics (and the sweep) as JSON here")
+    p.add_argument("--output", type=Optional[str], default=None, help="write the metrics (and the sweep) as JSON here")
     return p
+
+
+def options(args: Any) -> SimpleNamespace:
+    """The parsed command line as one flat namespace (``data``, ``strategy``, ``threshold``, ...,
+    ``pruner``: the :class:`PrunerConfig`); a missing data file or strategy is refused here."""
+    if not args.data.path:
+        raise InputError("--data.path FILE is required (the labelled pairs)")
+    if args.pruner.strategy not in strategy_choices():
+        STRATEGIES.get(args.pruner.strategy)  # an unknown name lists every strategy
+        raise InputError(f"pairs needs a strategy that judges pairs: one of {', '.join(strategy_choices())}",
+                         field="pruner.strategy")
+    cfg = pruner_config(args.pruner)
+    flat = {k: v for k, v in vars(args).items() if k not in ("data", "pruner", "config", "__path__")}
+    return SimpleNamespace(**flat, **vars(cfg), data=args.data.path, pruner=cfg)
 
 
 class Labelled(NamedTuple):
@@ -116,17 +129,14 @@ def _read_labelled(path: str, mapping: Any, skip_invalid: bool) -> Labelled:
                     [r.source for r in kept])
 
 
-def run_pairs(args: argparse.Namespace) -> dict[str, Any]:
+def run_pairs(args: Any) -> dict[str, Any]:
     """Evaluate one strategy; returns the metrics dict (the CLI prints and writes it). Every pair
     is decided by the judge's policy (:func:`equiv.judge.decide.decide`); ``_pairs`` holds one
     row per pair (probability, merged, reason) for ``--output``."""
+    if not isinstance(args, SimpleNamespace):
+        args = options(args)
     check_pairs_args(args)
-    cfg = PrunerConfig(
-        strategy=args.strategy, model=args.model, threshold=args.threshold, prefilter=args.prefilter,
-        batch_size=args.batch_size, max_length=args.max_length, device=args.device, dtype=args.dtype,
-        guard=args.guard, floor=args.floor, restate=args.restate,
-    )
-    judge = build_judge(cfg)
+    judge = build_judge(args.pruner)
     assert judge is not None
     settings = getattr(judge, "settings", {}) or {}
     mapping = LabelMapping.from_dict(settings["label_mapping"]) if "label_mapping" in settings else LabelMapping()
@@ -162,7 +172,7 @@ def _verdicts(judge: Any, data: Labelled, *, score_ruled: bool = False) -> list[
             for v in judge.pair_verdicts(data.pairs, data.questions, score_ruled=score_ruled)]
 
 
-def check_pairs_args(args: argparse.Namespace) -> None:
+def check_pairs_args(args: Any) -> None:
     """Option combinations that would mean nothing, refused before any model loads."""
     if args.sweep_data and not (args.sweep or args.sweep_prefilter):
         raise InputError("--sweep_data needs --sweep", field="sweep_data")
@@ -188,7 +198,7 @@ class ThresholdChoice(NamedTuple):
     points: list[dict[str, float]]
 
 
-def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, verdicts: list[Verdict],
+def _sweep_threshold(judge: Any, args: Any, mapping: Any, verdicts: list[Verdict],
                      data: Labelled) -> ThresholdChoice:
     """The policy's threshold chosen by :func:`equiv.judge.calibrate.choose_threshold` (best F1) on
     ``--data``, or on ``--sweep_data`` when given."""
@@ -206,7 +216,7 @@ def _sweep_threshold(judge: Any, args: argparse.Namespace, mapping: Any, verdict
     return ThresholdChoice(round(chosen.threshold, 6), source, chosen.threshold, table)
 
 
-def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predictions: list[bool],
+def _metrics_record(judge: Any, args: Any, data: Labelled, predictions: list[bool],
                     choice: ThresholdChoice) -> dict[str, Any]:
     """The metrics object ``pairs`` prints as its last line and writes to ``--output``."""
     labels, ratios = data.labels, data.ratios
@@ -233,7 +243,7 @@ def _metrics_record(judge: Any, args: argparse.Namespace, data: Labelled, predic
     return out
 
 
-def _prefilter_table(judge: Any, args: argparse.Namespace, mapping: Any, data: Labelled) -> list[dict[str, float]]:
+def _prefilter_table(judge: Any, args: Any, mapping: Any, data: Labelled) -> list[dict[str, float]]:
     """Model probabilities for every pair (prefilter off), then the prefilter x threshold grid."""
     if args.sweep_data:
         data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
@@ -285,9 +295,9 @@ def _print_report(out: dict[str, Any]) -> None:
 
 def pairs_main(argv: list[str]) -> int:
     """Entry point of ``search_cli.py pairs``; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)  # argparse prints usage and exits 2 on unknown options
+    parsed = parse_or_refuse(build_parser(), argv)  # a bad option or value: one line, exit 2
     with exit_on_input_error():
+        args = options(parsed)
         out = run_pairs(args)
         rows = out.pop("_pairs")
         sweep = out.pop("_sweep", None)

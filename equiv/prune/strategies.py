@@ -79,7 +79,7 @@ class PrunerConfig:
         grouping: ``greedy`` (the paper: merge into the first matching class) or ``transitive``.
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
         guard: the guard rules that veto a merge (:mod:`equiv.text.guard`): true = every rule,
-            false = none, or a list of rule names; None = the export's policy for
+            false = none, or rule names (a list, or comma-separated: ``RULE,RULE``); None = the export's policy for
             ``model`` (off for the other strategies).
         floor: the statement floor: a pair of steps that both compute nothing
             (:func:`equiv.judge.decide.below_floor`) merges only at this probability or
@@ -103,7 +103,7 @@ class PrunerConfig:
     dtype: str = "auto"
     grouping: Literal["greedy", "transitive"] = "greedy"
     representative: Literal["first", "prior", "score"] = "first"
-    guard: bool | list[str] | None = None
+    guard: bool | list[str] | str | None = None
     floor: float | None = None
     restate: bool | None = None
     url: str | None = None

@@ -26,7 +26,8 @@ from equiv.backbones import check_local_model
 from equiv.data.problems import DATASETS, load_problems, resolve_data_path
 from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
-from equiv.prune import build_judge, PrunerConfig, STRATEGIES
+from equiv.prune import build_judge
+from equiv.prune.options import add_pruner_group
 from equiv.rundir import (CONFIG, MODELS, RESULTS, bind, check_digest, count_records, data_binding, load_records,
                           model_bindings, read_bound_config, read_bound_data, read_bound_models)
 from equiv.rundir import compare_rows as rundir_compare_rows
@@ -65,10 +66,10 @@ def build_eval_parser() -> Any:
     parser.add_class_arguments(RunConfig, "run")
     parser.add_class_arguments(PolicyConfig, "policy")
     parser.add_class_arguments(RewardConfig, "reward")
-    parser.add_class_arguments(PrunerConfig, "pruner")
+    add_pruner_group(parser)  # the same --pruner.* group as pairs and serve (equiv.prune.options)
     parser.add_class_arguments(ScaleConfig, "scale")
     show_choices(parser, {"algo": ALGORITHMS.names(), "search.prune_stage": PRUNE_STAGES, "policy.backend": BACKENDS.names(),
-                          "reward.kind": REWARDS.names(), "pruner.strategy": STRATEGIES.names(), "data.dataset": DATASETS})
+                          "reward.kind": REWARDS.names(), "data.dataset": DATASETS})
     return parser
 
 

@@ -7,12 +7,13 @@ before binding it to anything but loopback (docs/serving.md).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
+from equiv.cliargs import command_parser, parse_or_refuse
+from equiv.prune.options import add_pruner_group, pruner_config
 from equiv.prune.strategies import PrunerConfig, build_judge
 from equiv.serve.protocol import OUTPUT_TYPES, Limits
 from equiv.serve.verdicts import REASONS
@@ -42,42 +43,55 @@ def describe_served(config: PrunerConfig) -> dict[str, Any]:
             "policy": policy, "reasons": list(REASONS)}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="search_cli.py serve", description="Serve an exported judge over HTTP (LitServe).")
-    p.add_argument("--model", required=True, help="exported judge directory (trainer_cli.py fit --export_dir)")
-    p.add_argument("--host", default="127.0.0.1",
+SERVE_SKIP = ("strategy", "threshold", "prefilter", "grouping", "representative", "guard", "floor", "restate", "url",
+              "judge_fingerprint")
+"""Pruner settings ``serve`` does not take: it serves the ``model`` strategy with the export's own
+policy (a client changes nothing of it; docs/serving.md)."""
+
+SERVE_ALIASES = {"model": ["--model"], "device": ["--device"], "batch_size": ["--batch_size"]}
+"""``serve``'s older spellings of the ``--pruner.*`` settings, kept as aliases."""
+
+
+def build_parser() -> Any:
+    """``serve``'s jsonargparse parser: the judge as the shared ``--pruner.*`` group
+    (equiv.prune.options; ``--model``, ``--device``, ``--batch_size`` as before), the server's
+    own options, and ``--config`` for a YAML file of them."""
+    p = command_parser("search_cli.py serve", "Serve an exported judge over HTTP (LitServe).")
+    add_pruner_group(p, skip=SERVE_SKIP, aliases=SERVE_ALIASES)
+    p.add_argument("--host", type=str, default="127.0.0.1",
                    help="address to bind (default loopback only; 0.0.0.0 is every interface, with a warning)")
     p.add_argument("--port", type=int, default=8000, help="TCP port to listen on, 1-65535 (default 8000)")
-    p.add_argument("--device", default="auto", help="auto (LitServe picks CUDA if visible), cpu, cuda")
-    p.add_argument("--devices", default="auto", help="how many devices LitServe spreads workers over (auto: all)")
+    p.add_argument("--devices", type=str, default="auto", help="how many devices LitServe spreads workers over (auto: all)")
     p.add_argument("--workers_per_device", type=int, default=1)
     p.add_argument("--max_batch_size", type=int, default=64, help="requests LitServe batches into one judge call")
     p.add_argument("--batch_timeout", type=float, default=0.005, help="seconds LitServe waits to fill a batch")
-    p.add_argument("--batch_size", type=int, default=64, help="pairs per forward pass")
     p.add_argument("--max_pairs", type=int, default=Limits.max_pairs, help="pairs one request may hold")
     p.add_argument("--max_chars", type=int, default=Limits.max_chars, help="characters one step may hold")
-    p.add_argument("--output_type", choices=OUTPUT_TYPES, default="binary",
+    p.add_argument("--output_type", type=Literal[tuple(OUTPUT_TYPES)], default="binary",
                    help="/merge_model_inference's default answer (the reference worker's --output-type)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a request may wait before a 504")
     return p
 
 
 def serve_main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(list(argv))
+    args = parse_or_refuse(build_parser(), argv)  # a bad option or value: one line, exit 2
     with exit_on_input_error():
+        if not args.pruner.model:
+            raise InputError("--pruner.model DIR is required (an exported judge: trainer_cli.py fit --export_dir)")
         if not 1 <= args.port <= 65535:  # uvicorn would fail inside LitServe's start with a traceback
             raise InputError(f"--port must be a TCP port, 1 to 65535, got {args.port}")
-        for name in ("workers_per_device", "max_batch_size", "batch_size", "max_pairs", "max_chars"):
+        for name in ("workers_per_device", "max_batch_size", "max_pairs", "max_chars"):
             if getattr(args, name) < 1:
                 raise InputError(f"must be a positive integer, got {getattr(args, name)}", field=name)
-        config = PrunerConfig(strategy="model", model=args.model, batch_size=args.batch_size, device=args.device)
+        config = pruner_config(args.pruner, strategy="model")
+        config.validate()  # batch_size, named as pruner's
         metadata = describe_served(config)
-    if args.device not in ("auto", "cpu") and not args.device.startswith(("cuda", "mps")):
-        print(f"error: field 'device': unknown device {args.device!r}", file=sys.stderr)
+    if config.device not in ("auto", "cpu") and not config.device.startswith(("cuda", "mps")):
+        print(f"error: field 'device': unknown device {config.device!r}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from equiv.serve.api import WILDCARD_HOSTS, build_server
 
-    accelerator = "auto" if args.device == "auto" else args.device.split(":")[0]
+    accelerator = "auto" if config.device == "auto" else config.device.split(":")[0]
     devices: int | str = int(args.devices) if str(args.devices).isdigit() else args.devices
     address = f"http://[{args.host}]:{args.port}" if ":" in args.host else f"http://{args.host}:{args.port}"
     server = build_server(LoadJudge(config), address=address, metadata=metadata, accelerator=accelerator,
@@ -89,6 +103,6 @@ def serve_main(argv: Sequence[str]) -> int:
         print(f"warning: --host {args.host or repr('')} listens on every network interface: anyone who can reach this "
               "machine can use the judge (there is no authentication); serve on 127.0.0.1 behind an authenticating "
               "proxy instead (docs/serving.md)", file=sys.stderr, flush=True)
-    print(f"serving {args.model} ({metadata['judge_fingerprint'][:19]}...) at {address}", file=sys.stderr, flush=True)
+    print(f"serving {config.model} ({metadata['judge_fingerprint'][:19]}...) at {address}", file=sys.stderr, flush=True)
     server.run(host=args.host, port=args.port, generate_client_file=False, log_level="warning")
     return 0

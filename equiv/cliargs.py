@@ -1,0 +1,79 @@
+"""One command-line stack for the search-side subcommands: jsonargparse parsers that read
+``--config`` files, show the same ``--help`` and refuse bad input in one line.
+
+Why: ``eval`` was jsonargparse (config files, dotted groups) while ``pairs``, ``serve``,
+``siblings`` and ``label`` were plain argparse, so the same setting had two spellings, two help
+layouts, two kinds of error message, and only one command read config files. Each command now
+builds its parser with :func:`command_parser` and parses with :func:`parse_or_refuse`; a setting
+that had an older spelling keeps it as an alias (:func:`add_aliases`), so every command line that
+worked still does. Imports jsonargparse only when a parser is built (light modules must not pay
+for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Iterable, Mapping, Sequence
+
+from equiv.errors import EXIT_BAD_INPUT, check_config_files, exit_on_input_error, one_line
+from equiv.helptext import plain_formatter
+
+
+def command_parser(prog: str, description: str, *, spelled: Mapping[str, str] | None = None) -> Any:
+    """A jsonargparse parser with ``--config`` (YAML files; later ones and later flags override
+    earlier ones) that raises parse errors instead of exiting, so :func:`parse_or_refuse` prints
+    them as one line. ``spelled``: aliases its ``parse_args`` spells out first (:func:`spelled_out`)."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    class CommandParser(ArgumentParser):
+        def parse_args(self, args: Sequence[str] | None = None, *rest: Any, **kwargs: Any) -> Any:
+            argv = list(sys.argv[1:] if args is None else args)
+            return super().parse_args(spelled_out(argv, spelled or {}), *rest, **kwargs)
+
+    parser = CommandParser(prog=prog, description=description, exit_on_error=False, default_meta=False,
+                           formatter_class=plain_formatter())
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML file(s) of these options; later ones "
+                        "and later flags override earlier")
+    return parser
+
+
+def add_aliases(parser: Any, aliases: Mapping[str, Iterable[str]]) -> None:
+    """Give the option whose destination is each key the extra spellings listed (``{"pruner.model":
+    ["--model"]}``): they parse to the same setting and show beside it in ``--help``.
+
+    jsonargparse's class groups take no aliases of their own, so they are added to the built
+    actions, as argparse itself records the spellings of an option."""
+    by_dest = {action.dest: action for action in parser._actions}
+    for dest, spellings in aliases.items():
+        action = by_dest[dest]
+        for spelling in spellings:
+            if spelling in parser._option_string_actions:
+                raise ValueError(f"{spelling} already names another option")
+            action.option_strings.append(spelling)
+            parser._option_string_actions[spelling] = action
+
+
+def spelled_out(argv: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
+    """``argv`` with each alias option (``--data FILE``, ``--data=FILE``) in its full spelling
+    (``--data.path``): for an older spelling that jsonargparse keeps for something else, such as
+    ``--data``, which loads the ``data`` group's own config file. (A value spelled exactly like
+    an alias would be rewritten too; no file or setting of these commands is named ``--data``.)"""
+    out: list[str] = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        out.append(aliases[name] + eq + value if name in aliases else arg)
+    return out
+
+
+def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
+    """``parser.parse_args(argv)``; a config file that does not parse, an unknown option or a value
+    of the wrong type is one ``error: ...`` line on stderr and exit status 2 (``SystemExit``)."""
+    argv = list(argv)
+    with exit_on_input_error():
+        check_config_files(argv)  # a YAML error names the file, not "<unicode string>"
+    try:
+        return parser.parse_args(argv)
+    except argparse.ArgumentError as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
