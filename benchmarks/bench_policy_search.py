@@ -56,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="bundled:qwen2.5-coder-1.5b-instruct", help="policy (a GGUF spelling for llamacpp)")
     ap.add_argument("--backend", default="llamacpp", choices=("llamacpp", "transformers", "vllm"))
+    ap.add_argument("--prompt_format", default="auto", help="the policy's prompt format (auto: its chat template)")
     ap.add_argument("--judge", default=str(ROOT / "outputs" / "gsm8k_equiv" / "ensemble"), help="the model arm's judge")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--algos", default=",".join(ALGOS))
@@ -251,6 +252,7 @@ def measure(args: argparse.Namespace, out: Path, algos: list[str], arms: list[st
     from equiv.search.policies import PolicyConfig, build_policy
     from equiv.search.rewards import RewardConfig, bind_policy_reward
     from equiv.search.runner import Engines, run_eval
+    from equiv.search.tiny import resolve_tiny
 
     if "model" in arms and not Path(args.judge).exists():
         raise InputError("no trained judge here; build the recommended one first (docs/training.md, "
@@ -258,7 +260,8 @@ def measure(args: argparse.Namespace, out: Path, algos: list[str], arms: list[st
     problems = load_problems("gsm8k", path=args.data, start=args.start, end=args.start + args.problems)
     started = time.perf_counter()
     policy = build_policy(PolicyConfig(
-        backend=args.backend, model=args.model, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+        backend=args.backend, model=resolve_tiny(args.model, "policy"), prompt_format=args.prompt_format,
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature,
         parallel=args.parallel, threads=args.threads, max_model_len=2048, device="cpu",
     ))
     print(f"policy {args.model} ({args.backend}) loaded in {time.perf_counter() - started:.0f} s; "

@@ -191,3 +191,37 @@ def test_bench_decide_order_quick_counts_fewer_forwards_with_the_same_verdicts()
     assert any(line.startswith("gsm8k_train_siblings_gemma270m.jsonl") for line in lines)
     ratio = float(next(line for line in lines if line.startswith("ratio: ")).split()[1])
     assert ratio > 2.0 and any(line.startswith("speedup: ") for line in lines)
+
+
+def test_bench_policy_search_pairs_its_arms_resumes_and_refuses_the_held_out_problems(tmp_path):
+    """The four-arm measurement's whole path on a tiny random-init policy (the real run is the same
+    script with the bundled Qwen in llama.cpp): every (algorithm, arm) is a run directory, a second
+    invocation finds every problem done and adds nothing, and the table is printed from the runs."""
+    from equiv.judge.tiny import build_tiny_judge
+
+    judge = build_tiny_judge(tmp_path / "judge")
+    out = tmp_path / "runs"
+    argv = [sys.executable, str(ROOT / "benchmarks" / "bench_policy_search.py"), "--backend", "transformers",
+            "--model", f"tiny:{tmp_path / 'tiny'}", "--judge", str(judge), "--data",
+            str(ROOT / "equiv" / "data" / "demo_data" / "gsm8k_demo_problems.jsonl"), "--problems", "2", "--chunk", "1",
+            "--algos", "mcts,sbs", "--width", "2", "--simulations", "1", "--beam", "1", "--max_depth", "2",
+            "--max_new_tokens", "8", "--concurrency", "1", "--out", str(out), "--json", str(tmp_path / "f.json")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1].startswith("token_ratio: ")
+    figures = json.loads((tmp_path / "f.json").read_text())["figures"]
+    for algo in ("mcts", "sbs"):
+        assert figures[algo]["problems"] == 2
+        assert figures[algo]["unpruned"]["ratio"] == pytest.approx(1.0)
+        for arm in ("unpruned", "exact", "formula", "model"):
+            records = (out / algo / arm / "results.jsonl").read_text().splitlines()
+            assert len(records) == 2
+            assert json.loads((out / algo / arm / "bench_seconds.json").read_text())["generation"] > 0
+        unpruned = [json.loads(x) for x in (out / algo / "unpruned" / "results.jsonl").read_text().splitlines()]
+        assert all(r["duplicates"] == 0 for r in unpruned)  # the unpruned arm keeps exact copies
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len((out / "mcts" / "model" / "results.jsonl").read_text().splitlines()) == 2  # resumed: nothing added
+    held = subprocess.run([*argv[:2], "--start", "1049", "--problems", "2", "--report_only"],
+                          capture_output=True, text=True, timeout=300)
+    assert held.returncode == 2 and "overlap the held-out 1050-1318" in held.stderr
