@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from typing import Iterator
+from equiv.text.scan import MonotoneFinder
 
 __all__ = ["ABBREVIATIONS", "SENTENCE_STARTERS", "protected_spans", "sentence_spans", "split_sentences"]
 
@@ -117,29 +118,12 @@ def _environment_ends(text: str) -> dict[int, int]:
     return ends
 
 
-class _Closers:
-    """``text.find(closer, start)`` for starts that only grow: an answer still ahead is reused, so
-    openers that never close do not each rescan the rest of the text (issue #53)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._last: dict[str, tuple[int, int]] = {}
-
-    def find(self, closer: str, start: int) -> int:
-        known = self._last.get(closer)
-        if known is not None and known[0] <= start and (known[1] == -1 or known[1] >= start):
-            return known[1]
-        found = self.text.find(closer, start)
-        self._last[closer] = (start, found)
-        return found
-
-
 def protected_spans(text: str) -> list[tuple[int, int]]:
     """Sorted, disjoint ``(start, end)`` character ranges that no boundary may fall inside."""
     spans: list[tuple[int, int]] = []
     n = len(text)
     i = 0
-    closers = _Closers(text)
+    closers = MonotoneFinder(text)
     environment_ends: dict[int, int] | None = None
     while i < n:
         c = text[i]

@@ -25,6 +25,7 @@ import re
 from collections import Counter
 
 from equiv.text.normalize import CALCULATOR_NOTE, THOUSANDS_COMMA, normalise_whitespace
+from equiv.text.scan import MonotoneFinder
 
 __all__ = ["CALCULATOR_NOTE", "extract_formulas", "formula_signature", "formulas_equivalent", "normalise_formula"]
 
@@ -50,26 +51,9 @@ _SPECIAL = re.compile(r"[$\\]")
 _MATH_DELIMITERS = (("$$", "$$", 1), ("$", "$", 1), ("\\(", "\\)", 1), ("\\[", "\\]", 1))
 
 
-class _Finder:
-    """``text.find(token, start)`` for starts that only grow: each token's last answer is reused
-    while it still lies ahead, so a scan that finds nothing is never repeated (linear in all)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._last: dict[str, tuple[int, int]] = {}
-
-    def find(self, token: str, start: int) -> int:
-        known = self._last.get(token)
-        if known is not None and known[0] <= start and (known[1] == -1 or known[1] >= start):
-            return known[1]
-        found = self.text.find(token, start)
-        self._last[token] = (start, found)
-        return found
-
-
 def _calculator_notes(text: str) -> list[str]:
     """``re.findall(r"<<(.*?)>>", text, re.S)``, in linear time."""
-    finder, out, pos = _Finder(text), [], 0
+    finder, out, pos = MonotoneFinder(text), [], 0
     while (start := finder.find("<<", pos)) >= 0:
         end = finder.find(">>", start + 2)
         if end < 0:
@@ -82,7 +66,7 @@ def _calculator_notes(text: str) -> list[str]:
 def _math_spans(text: str) -> list[str]:
     """The contents of :data:`_MATH`'s matches (its ``finditer``), in linear time: at each ``$`` or
     backslash, the first of its alternatives whose closer follows (after at least one character)."""
-    finder, out, pos = _Finder(text), [], 0
+    finder, out, pos = MonotoneFinder(text), [], 0
     while (special := _SPECIAL.search(text, pos)) is not None:
         at = special.start()
         for opener, closer, least in _MATH_DELIMITERS:
