@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from equiv.data.tokenize import canonical_pair
 from equiv.judge.decide import decide
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import CachedJudge
@@ -64,7 +65,7 @@ def test_precomputed_scores_decide_as_a_scorer_does():
     rows = read_rows(FILES[key])
     pairs = [(row["sentence1"], row["sentence2"]) for row in rows]
     questions = [row.get("question") or "" for row in rows]
-    scores = [hash_probability(a, b) for a, b in pairs]
+    scores = [hash_probability(*canonical_pair(a, b)) for a, b in pairs]  # a caller scores the canonical order
     for name, policy in policies().items():
         got = [encode(v.merged, v.reason) for v in decide(pairs, policy, scores, questions)]
         assert got == [PINNED["verdicts"][key][name][row["id"]] for row in rows]

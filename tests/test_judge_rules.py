@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from equiv.data.tokenize import canonical_pair
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
 from equiv.search.dispatch import judge_verdicts
 from equiv.judge.decide import below_floor, decide
@@ -42,12 +43,12 @@ def test_the_rules_decide_before_the_model_which_scores_only_the_pairs_left_open
         return [0.95] * len(pairs)
 
     verdicts = decide([vetoed, restated, open_pair], policy, scorer, [Q] * 3)
-    assert asked == [open_pair]  # the guard's veto and the restatement took no model
+    assert asked == [canonical_pair(*open_pair)]  # the guard's veto and the restatement took no model
     assert [(v.merged, v.reason, v.probability) for v in verdicts] == [
         (False, "guard:different_numbers", None), (True, "restated", None), (True, "threshold", 0.95)]
     asked.clear()
     again = decide([vetoed, restated, open_pair], policy, scorer, [Q] * 3, score_ruled=True)
-    assert asked == [vetoed, restated, open_pair]  # asked for: every probability, the same verdicts
+    assert asked == [canonical_pair(*p) for p in (vetoed, restated, open_pair)]  # every probability, the same verdicts
     assert [(v.merged, v.reason) for v in again] == [(v.merged, v.reason) for v in verdicts]
     assert [v.probability for v in again] == [0.95] * 3
     # precomputed scores: a ruled pair may have none, and keeps the one it has

@@ -246,7 +246,8 @@ def test_embedding_baseline_with_bundled_minilm():
         EmbeddingJudge("/no/such/dir", device="cpu")
 
 
-def test_new_pairs_reach_the_judge_in_the_order_asked_and_the_cache_ignores_order():
+def test_new_pairs_reach_the_judge_in_canonical_order_and_the_cache_ignores_order():
+    """Whichever sibling comes first, the strategy scores the sorted pair (issue #53 item 11)."""
     from equiv.prune import CachedJudge
 
     class Recording(CachedJudge):
@@ -262,6 +263,6 @@ def test_new_pairs_reach_the_judge_in_the_order_asked_and_the_cache_ignores_orde
 
     judge = Recording()
     judge.pair_probabilities([("zeta: 2 + 2 = 4", "alpha: 4")])  # (earlier, later) sibling
-    assert judge.received == [("zeta: 2 + 2 = 4", "alpha: 4")]
+    assert judge.received == [("alpha: 4", "zeta: 2 + 2 = 4")]  # the canonical (sorted) order
     judge.pair_probabilities([("alpha: 4", "zeta: 2 + 2 = 4")])
     assert len(judge.received) == 1 and judge.stats.cache_hits == 1

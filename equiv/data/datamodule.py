@@ -32,7 +32,7 @@ from equiv.backbones import BUNDLED_MINILM, resolve_model_name
 from equiv.data.records import (DEFAULT_MAX_CHARS, LabelMapping, PairRecord, load_pair_records, problem_key,
                                 question_of)
 from equiv.errors import InputError, check_fraction
-from equiv.data.tokenize import pad_multiple_for, tokenize_pairs
+from equiv.data.tokenize import canonical_pair, pad_multiple_for, tokenize_pairs
 
 
 class PairDataset(Dataset):
@@ -51,18 +51,24 @@ class PairDataset(Dataset):
 
 
 class PairCollator:
-    """Tokenise a list of samples as one batch: longer side truncated first, padded per batch."""
+    """Tokenise a list of samples as one batch: longer side truncated first, padded per batch.
+    ``canonical``: each pair in its canonical order (:func:`equiv.data.tokenize.canonical_pair`),
+    the order the shipped judge scores it in -- the evaluation loaders'; training batches keep
+    the file's order."""
 
-    def __init__(self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None) -> None:
+    def __init__(self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None,
+                 canonical: bool = False) -> None:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.canonical = canonical
 
     def __call__(self, samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        pairs = [(s["sentence1"], s["sentence2"]) for s in samples]
         batch = dict(
             tokenize_pairs(
                 self.tokenizer,
-                [(s["sentence1"], s["sentence2"]) for s in samples],
+                [canonical_pair(a, b) for a, b in pairs] if self.canonical else pairs,
                 max_length=self.max_length,
                 pad_to_multiple_of=self.pad_to_multiple_of,
             )
@@ -295,8 +301,10 @@ class MathEquivDataModule(L.LightningDataModule):
             self._pad_resolved = True
         return self._pad_to_multiple_of
 
-    def collator(self) -> PairCollator:
-        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of)
+    def collator(self, canonical: bool = False) -> PairCollator:
+        """The batch collator; ``canonical``: pairs in the order the shipped judge scores them
+        (the evaluation loaders), else the file's (training)."""
+        return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of, canonical)
 
     # -- loading ---------------------------------------------------------------------------
     def load_split(self, split: str) -> list[PairRecord]:
@@ -447,7 +455,7 @@ class MathEquivDataModule(L.LightningDataModule):
             dataset,
             batch_size=self.eval_batch_size,
             sampler=FixedOrderSampler(order),
-            collate_fn=self.collator(),
+            collate_fn=self.collator(canonical=True),  # validation, test, predict: as the judge scores
             num_workers=self.num_workers,
         )
 

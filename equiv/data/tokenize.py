@@ -21,6 +21,17 @@ if TYPE_CHECKING:
 Pair = tuple[str, str]
 
 
+def canonical_pair(a: str, b: str) -> Pair:
+    """The order a pair is judged in: its two texts sorted (by code point, the same order on
+    every machine). The cross-encoder reads ``[CLS] a [SEP] b`` and is not symmetric, so without
+    one order the sibling that came first chose the probability; the evaluator
+    (:func:`equiv.judge.decide.decide`), the judges' cache key, every scorer of an export
+    (:func:`equiv.judge.members.score_members`) and the evaluation loaders (validation, test,
+    predict) all use it. Training batches keep the files' order (training on both orders was
+    measured and removed)."""
+    return (a, b) if a <= b else (b, a)
+
+
 def pad_multiple_for(config: Any) -> int | None:
     """The multiple a model config needs inputs padded to: its attention window (Longformer
     and friends), or None when any length works."""

@@ -21,6 +21,14 @@ first and the model last, so the model scores only the pairs the rules leave ope
 7. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``: kept apart.
 8. ``threshold`` -- merged.
 
+Every stage reads a pair in one canonical order (:func:`canonical_pair`: the two texts sorted), so
+a verdict -- its probability, merge, reason and detail -- is the same for ``(a, b)`` and
+``(b, a)``: the rules are symmetric, but the cross-encoder is not (it reads ``[CLS] a [SEP] b``),
+and before this the first sibling decided which probability a pair got (18 false merges one way
+on fresh solution pairs, 17 with every pair swapped). A scorer passed as a function receives
+the pairs in that order; a caller passing probabilities it computed itself scores
+:func:`canonical_pair` of each pair (:func:`equiv.judge.members.score_members` does).
+
 Stages 3 and 4 do not read the probability, so running them before the model gives the verdicts
 the old order (model, then guard and restatement) gave, without the model's work on the pairs
 they decide (on search's sibling pairs the guard alone decides most of those the prefilter
@@ -35,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
+from equiv.data.tokenize import canonical_pair
 from equiv.judge.policy import DecisionPolicy
 from equiv.text.formatting import format_key
 from equiv.text.guard import computes_nothing, guard_veto
@@ -140,12 +149,13 @@ def model_verdict(policy: DecisionPolicy, a: str, b: str, probability: float) ->
 
 def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Sequence[float | None],
            questions: Sequence[str] | None = None, *, score_ruled: bool = False) -> list[Verdict]:
-    """One :class:`Verdict` per pair, in order.
+    """One :class:`Verdict` per pair, in order; each pair decided in its canonical order
+    (:func:`canonical_pair`), so swapping a pair's texts changes nothing.
 
     ``scores``: either a function called once with the pairs that need the model (as asked),
-    returning one probability each; or one probability per pair already computed (entries of
+    returning one probability each (the pairs come in canonical order); or one probability per pair already computed (entries of
     pairs a rule decides are not required and may be None; when given they are kept as the
-    verdict's probability). ``questions``: each pair's problem text ("" when unknown), which the
+    verdict's probability; they should be the canonical pairs' probabilities). ``questions``: each pair's problem text ("" when unknown), which the
     guard reads for restated givens; the model never does. ``score_ruled``: also score the pairs
     a guard rule or the restatement rule decided, for their probability (the verdict does not
     change); off by default, so the model runs only on the pairs the rules leave open.
@@ -155,6 +165,7 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
     if not callable(scores) and len(scores) != len(pairs):
         raise ValueError(f"{len(scores)} scores for {len(pairs)} pairs")
     asked = list(questions) if questions is not None else [""] * len(pairs)
+    pairs = [canonical_pair(a, b) for a, b in pairs]
     out: list[Verdict | None] = [None] * len(pairs)
     todo: list[int] = []  # pairs the model scores: those the rules left open (+ the ruled ones, asked)
     for i, (a, b) in enumerate(pairs):
@@ -164,7 +175,7 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
             todo.append(i)
     if todo:
         if callable(scores):
-            got = list(scores([(pairs[i][0], pairs[i][1]) for i in todo]))
+            got = list(scores([pairs[i] for i in todo]))
             if len(got) != len(todo):
                 raise ValueError(f"the scorer returned {len(got)} scores for {len(todo)} pairs")
         else:

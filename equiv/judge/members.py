@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Sequence
 from equiv.errors import InputError
 from equiv.judge.export import load_judge, refuse_removed_settings
 from equiv.judge.export_keys import MEMBERS_KEY, SETTINGS_KEY
+from equiv.data.tokenize import canonical_pair
 from equiv.judge.inference import score_pairs
 
 _LOGIT_CLIP = 1e-6
@@ -82,10 +83,14 @@ def score_members(
     autocast_dtype: Any = None,
 ) -> list[float]:
     """P(equivalent) per pair: each member scores the pairs at its own length, and with more than
-    one member the result is the sigmoid of their mean logit (:func:`average_logits`)."""
+    one member the result is the sigmoid of their mean logit (:func:`average_logits`). Each pair
+    is scored in its canonical order (:func:`equiv.data.tokenize.canonical_pair`), as the
+    evaluator asks it, so ``(a, b)`` and ``(b, a)`` get one probability wherever they are scored
+    (search, ``pairs``, fit's report, the ensemble's calibration)."""
+    ordered = [canonical_pair(a, b) for a, b in pairs]
     per_member = [
         score_pairs(  # cuts huge steps before tokenising, see CHARS_PER_TOKEN_CAP
-            m.model, m.tokenizer, list(pairs), batch_size=batch_size, max_length=m.max_length,
+            m.model, m.tokenizer, ordered, batch_size=batch_size, max_length=m.max_length,
             positive_index=m.positive_index, autocast_dtype=autocast_dtype,
         ).tolist()
         for m in members

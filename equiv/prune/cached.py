@@ -17,7 +17,9 @@ because search collects the sibling pairs of many problems and asks once. Each j
   so search can report judge work apart from PRM work.
 
 Every judge caches per pair with an order-insensitive key, so within a search a pair of step
-texts is scored once however often and in whichever order it is asked: the score reads the two
+texts is scored once however often and in whichever order it is asked; the key is the pair's
+canonical order (:func:`equiv.data.tokenize.canonical_pair`), the one order every pair is
+scored in, so the cached probability is the same whichever order came first. The score reads the two
 steps only, and the claim guard, which also reads each pair's question, is applied to the cached
 score on every ask. The model strategy is
 the paper's two-stage check: identical steps are equivalent (free), a Levenshtein ratio <=
@@ -37,6 +39,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from equiv.errors import InputError, check_fraction
+from equiv.data.tokenize import canonical_pair
 from equiv.judge.decide import IDENTICAL, PREFILTERED, Verdict, decide
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.lru import BoundedLRU, text_bytes
@@ -46,8 +49,9 @@ Pair = tuple[str, str]
 
 
 def pair_key(a: str, b: str) -> Pair:
-    """The order-insensitive identity of a pair (the judge's cache key)."""
-    return (a, b) if a <= b else (b, a)
+    """The order-insensitive identity of a pair (the judge's cache key): its canonical order, the
+    order it is scored in."""
+    return canonical_pair(a, b)
 
 
 def checked_pairs(pairs: Sequence[Pair], questions: Sequence[str] | None) -> list[str]:
@@ -81,9 +85,10 @@ class CachedJudge:
 
     Subclasses implement :meth:`_judge_new` for pairs not scored before and return ``(probability,
     score)`` per pair; the policy (:attr:`policy`, applied by :func:`equiv.judge.decide.decide`)
-    turns the probability into a verdict. The cache key ignores order, but a new pair reaches
-    :meth:`_judge_new` in the order it was first asked: search asks (earlier, later) sibling, the
-    order the judge was trained on.
+    turns the probability into a verdict. The cache key ignores order, and a new pair reaches
+    :meth:`_judge_new` in that key's order (:func:`~equiv.data.tokenize.canonical_pair`), never in
+    the order it was first asked, so what the cache holds does not depend on which sibling came
+    first.
     """
 
     name: str = "base"
@@ -140,7 +145,7 @@ class CachedJudge:
                 continue
             fresh.add(key)
             new.append(key)
-            asked.append(pair)
+            asked.append(key)  # the canonical order, whatever order the caller used
             known[key] = (0.0, 0.0)  # a placeholder until the batch below is scored
         if new:
             for key, result in zip(new, self._judge_new(asked)):
@@ -164,7 +169,7 @@ class CachedJudge:
         """
         asked_questions = checked_pairs(pairs, questions)
         start = time.perf_counter()
-        asked = [(a, b) for a, b in pairs]
+        asked = [(a, b) for a, b in pairs]  # decide() puts each in canonical order
         scored_now: set[Pair] = set()
         keys = [pair_key(a, b) for a, b in asked]
         seen = {key for key in keys if key in self.cache}  # decided before this call
@@ -203,7 +208,7 @@ class CachedJudge:
                 out.append(float(v.probability or 0.0))
                 continue
             cached = self.cache.get(pair_key(a, b))  # None only if evicted since: scored again
-            out.append((cached or self._results([(a, b)], set())[0])[1])
+            out.append((cached or self._results([pair_key(a, b)], set())[0])[1])
         return out
 
     def describe(self) -> dict[str, Any]:
