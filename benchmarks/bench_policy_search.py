@@ -159,7 +159,8 @@ def table(out: Path, algos: list[str], arms: list[str]) -> dict[str, dict[str, A
             path = out / algo / arm / "results.jsonl"
             records = read_records(path)[0] if path.exists() else []
             by_arm[arm] = {str(r["id"]): r for r in records if not r.get("error")}
-        common = sorted(set.intersection(*(set(v) for v in by_arm.values())) if by_arm else set(), key=str)
+        shared = set.intersection(*(set(v) for v in by_arm.values())) if by_arm else set()
+        common = sorted(shared, key=str)
         rows: dict[str, Any] = {"problems": len(common)}
         base_tokens = [float(by_arm["unpruned"][p]["generated_tokens"]) for p in common] if "unpruned" in by_arm else []
         base_correct = [float(bool(by_arm["unpruned"][p]["correct"])) for p in common] if "unpruned" in by_arm else []
@@ -170,10 +171,8 @@ def table(out: Path, algos: list[str], arms: list[str]) -> dict[str, dict[str, A
             run_dir = out / algo / arm
             seconds = json.loads((run_dir / SECONDS).read_text()) if (run_dir / SECONDS).exists() else {}
             pairs_path = run_dir / "judge_pairs.jsonl"
-            all_records = read_records(run_dir / "results.jsonl")[0] if (run_dir / "results.jsonl").exists() else []
-            merges = merged_pairs([r for r in all_records if str(r["id"]) in set(common)],
-                                  [p for p in (read_pairs(pairs_path)[0] if pairs_path.exists() else [])
-                                   if str(p["id"]) in set(common)], arm)
+            pairs = read_pairs(pairs_path)[0] if pairs_path.exists() else []
+            merges = merged_pairs(recs, [p for p in pairs if str(p["id"]) in shared], arm)
             ratio, ratio_sd = paired_ratio(base_tokens, tokens) if base_tokens else (float("nan"), float("nan"))
             acc_diff, acc_sd = paired_difference(base_correct, correct)
             engine_s = float(seconds.get("generation", 0.0)) + float(seconds.get("judge", 0.0))
