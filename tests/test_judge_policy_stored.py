@@ -52,7 +52,7 @@ def _verdicts(directory: Path, pairs, questions) -> list[tuple[float, bool, str]
 
 
 def test_an_old_format_export_loads_and_decides_as_the_same_policy_stored(tmp_path: Path) -> None:
-    old = make_tiny_judge(tmp_path / "old", settings=OLD)
+    old = make_tiny_judge(tmp_path / "old", settings=OLD, legacy=True)
     new = _new_format(tmp_path / "new")
     assert stored_policy(old) == stored_policy(new) == NEW_POLICY
     pairs, questions = _pairs()
@@ -63,7 +63,7 @@ def test_an_old_format_export_loads_and_decides_as_the_same_policy_stored(tmp_pa
 
 
 def test_rewriting_an_old_export_leaves_the_policy_alone_and_the_verdicts_as_they_were(tmp_path: Path) -> None:
-    old = make_tiny_judge(tmp_path / "old", settings=OLD)
+    old = make_tiny_judge(tmp_path / "old", settings=OLD, legacy=True)
     pairs, questions = _pairs(40)
     before = _verdicts(old, pairs, questions)
     block = update_settings(old, {"note": "rewritten"})

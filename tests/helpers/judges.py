@@ -2,6 +2,9 @@
 
 They load through the real ``ModelJudge`` path (config, tokenizer, ``equiv`` settings block) in a
 fraction of a second, so any test or documented command that needs "a judge directory" gets one.
+Settings may be given in the old scattered keys (``decision_threshold``, ...), the shorter way to
+write a test's knobs; they are stored as ``fit`` stores them today, as the one ``equiv.policy``
+block, unless a test of the old-export loader asks for the old form (``legacy=True``).
 """
 
 from __future__ import annotations
@@ -20,8 +23,22 @@ SETTINGS = {
 }
 
 
-def make_tiny_judge(out: Path, *, kind: str = "bert", settings: dict | None = SETTINGS, seed: int = 0) -> Path:
-    """A random-init 2-label classifier + the bundled MiniLM tokenizer, saved like an export."""
+def stored_settings(settings: dict) -> dict:
+    """``settings`` as an export of today's ``fit`` stores them: the old scattered keys become the
+    ``policy`` block they convert to (:func:`equiv.judge.policy.policy_from_settings`)."""
+    from equiv.judge.policy import LEGACY_KEYS, POLICY_KEY, policy_from_settings
+
+    if POLICY_KEY in settings or not set(settings) & set(LEGACY_KEYS):
+        return dict(settings)
+    block = {k: v for k, v in settings.items() if k not in LEGACY_KEYS}
+    block[POLICY_KEY] = policy_from_settings(settings).to_dict()
+    return block
+
+
+def make_tiny_judge(out: Path, *, kind: str = "bert", settings: dict | None = SETTINGS, seed: int = 0,
+                    legacy: bool = False) -> Path:
+    """A random-init 2-label classifier + the bundled MiniLM tokenizer, saved like an export
+    (``legacy``: keep ``settings``' old scattered keys as an export from before the policy did)."""
     from transformers import (
         AutoTokenizer,
         BertConfig,
@@ -46,7 +63,7 @@ def make_tiny_judge(out: Path, *, kind: str = "bert", settings: dict | None = SE
     tok.save_pretrained(out)
     if settings is not None:
         config = json.loads((out / "config.json").read_text())
-        config["equiv"] = settings
+        config["equiv"] = dict(settings) if legacy else stored_settings(settings)
         (out / "config.json").write_text(json.dumps(config))
     return out
 
