@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any, Iterable, Mapping, Sequence
 
-from equiv.errors import EXIT_BAD_INPUT, check_config_files, exit_on_input_error, one_line
+from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, one_line
 from equiv.helptext import plain_formatter
 
 
@@ -64,6 +64,26 @@ def spelled_out(argv: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
         name, eq, value = arg.partition("=")
         out.append(aliases[name] + eq + value if name in aliases else arg)
     return out
+
+
+def as_lists(args: Any, *names: str) -> Any:
+    """``args`` with each named repeatable or many-valued option a list: a config file may give one
+    value as a scalar (``holdout: test.jsonl``, ``run_dirs: runs/x``), which argparse's ``nargs``
+    and ``append`` leave a string -- and a string would be read one character at a time."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and not isinstance(value, list):
+            setattr(args, name, list(value) if isinstance(value, tuple) else [value])
+    return args
+
+
+def check_counts(args: Any, **counts: int) -> None:
+    """Refuse a many-valued option that holds the wrong number of values (``--window LOW HIGH``
+    from a config file as ``window: [0.5]``): argparse counts ``nargs`` on the command line only."""
+    for name, count in counts.items():
+        value = getattr(args, name)
+        if value is not None and len(value) != count:
+            raise InputError(f"takes {count} values, got {len(value)}: {value!r}", field=name)
 
 
 def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
