@@ -93,7 +93,20 @@ def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
     with exit_on_input_error():
         check_config_files(argv)  # a YAML error names the file, not "<unicode string>"
     try:
-        return parser.parse_args(argv)
+        args = parser.parse_args(argv)
     except argparse.ArgumentError as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    with exit_on_input_error():
+        check_switches(parser, args)
+    return args
+
+
+def check_switches(parser: Any, args: Any) -> None:
+    """Refuse a switch (``store_true``, such as ``--json``) that a config file set to anything but
+    true or false: jsonargparse takes a config's ``json: maybe`` as it is, and it would read as true."""
+    for action in parser._actions:
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            value = args.get(action.dest) if hasattr(args, "get") else getattr(args, action.dest, None)
+            if not isinstance(value, bool):
+                raise InputError(f"is a switch: true or false, got {value!r}", field=action.dest)
