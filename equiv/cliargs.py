@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any, Iterable, Mapping, Sequence
 
-from equiv.errors import EXIT_BAD_INPUT, check_config_files, exit_on_input_error, one_line
+from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, one_line
 from equiv.helptext import plain_formatter
 
 
@@ -66,6 +66,26 @@ def spelled_out(argv: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
     return out
 
 
+def as_lists(args: Any, *names: str) -> Any:
+    """``args`` with each named repeatable or many-valued option a list: a config file may give one
+    value as a scalar (``holdout: test.jsonl``, ``run_dirs: runs/x``), which argparse's ``nargs``
+    and ``append`` leave a string -- and a string would be read one character at a time."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and not isinstance(value, list):
+            setattr(args, name, list(value) if isinstance(value, tuple) else [value])
+    return args
+
+
+def check_counts(args: Any, **counts: int) -> None:
+    """Refuse a many-valued option that holds the wrong number of values (``--window LOW HIGH``
+    from a config file as ``window: [0.5]``): argparse counts ``nargs`` on the command line only."""
+    for name, count in counts.items():
+        value = getattr(args, name)
+        if value is not None and len(value) != count:
+            raise InputError(f"takes {count} values, got {len(value)}: {value!r}", field=name)
+
+
 def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
     """``parser.parse_args(argv)``; a config file that does not parse, an unknown option or a value
     of the wrong type is one ``error: ...`` line on stderr and exit status 2 (``SystemExit``)."""
@@ -73,7 +93,20 @@ def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
     with exit_on_input_error():
         check_config_files(argv)  # a YAML error names the file, not "<unicode string>"
     try:
-        return parser.parse_args(argv)
+        args = parser.parse_args(argv)
     except argparse.ArgumentError as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    with exit_on_input_error():
+        check_switches(parser, args)
+    return args
+
+
+def check_switches(parser: Any, args: Any) -> None:
+    """Refuse a switch (``store_true``, such as ``--json``) that a config file set to anything but
+    true or false: jsonargparse takes a config's ``json: maybe`` as it is, and it would read as true."""
+    for action in parser._actions:
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            value = args.get(action.dest) if hasattr(args, "get") else getattr(args, action.dest, None)
+            if not isinstance(value, bool):
+                raise InputError(f"is a switch: true or false, got {value!r}", field=action.dest)

@@ -97,3 +97,152 @@ def test_serve_reads_a_config_file_and_refuses_a_bad_port_in_one_line(tmp_path: 
     typed = search_cli("serve", "--model", tmp_path / "judge", "--max_pairs", "lots")
     lines = typed.stderr.strip().splitlines()
     assert typed.returncode == 2 and len(lines) == 1 and "max_pairs" in lines[0], lines
+
+
+# -- siblings, label, agreement, compare, report: the same stack (before: plain argparse, no --config) --
+
+def _one_error_line(done, *names: str) -> None:
+    """Exit 2 and one ``error: ...`` line on stderr naming each of ``names``."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (done.returncode, lines)
+    assert all(name in lines[0] for name in names), lines
+
+
+def _sibling_run(tmp_path: Path) -> Path:
+    from tests.test_label_data import _tree
+
+    run = tmp_path / "run"
+    for k in range(4):
+        _tree(run, f"prob-{k}", [f"So x = {k} + 10 = {k + 10} apples.", f"So x = {k} + 10 = {k + 11} apples.",
+                                 "Something else entirely here."])
+    return run
+
+
+def test_siblings_reads_a_config_file_and_flags_override_it(tmp_path: Path):
+    run = _sibling_run(tmp_path)
+    holdout = tmp_path / "holdout.jsonl"
+    holdout.write_text(json.dumps({"question": "Not one of these?", "answer": "1"}) + "\n")
+    recipe = tmp_path / "siblings.yaml"  # one holdout file as a scalar, as a person writes it
+    recipe.write_text(f"run_dirs: [{run}]\nout: {tmp_path / 'a.jsonl'}\nwindow: [0.1, 0.99]\nholdout: {holdout}\n")
+    from_file = search_cli("siblings", "--config", recipe)
+    flags = search_cli("siblings", run, "--out", tmp_path / "b.jsonl", "--window", 0.1, 0.99, "--holdout", holdout)
+    assert from_file.returncode == 0 and flags.returncode == 0, from_file.stderr + flags.stderr
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text() != ""
+    narrow = search_cli("siblings", "--config", recipe, "--out", tmp_path / "c.jsonl", "--window", 0.9, 0.99)
+    assert narrow.returncode == 0 and not (tmp_path / "a.jsonl").read_text() == (tmp_path / "c.jsonl").read_text()
+    assert json.loads(narrow.stdout.strip().splitlines()[-1])["out"] == str(tmp_path / "c.jsonl")
+    short = tmp_path / "short.yaml"
+    short.write_text(f"run_dirs: [{run}]\nout: {tmp_path / 'd.jsonl'}\nwindow: [0.5]\n")
+    _one_error_line(search_cli("siblings", "--config", short), "window", "2 values")
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["--bins", "many"], ["bins"]),
+    (["--window", "0.1", "high"], ["--window"]),
+    (["--window", "0.1", "0.9", "--prefilter", "0.5"], ["--prefilter", "--window"]),
+    (["--frobnicate"], ["unrecognized arguments", "--frobnicate"]),
+])
+def test_siblings_bad_values_are_one_line(tmp_path: Path, argv, names):
+    _one_error_line(search_cli("siblings", _sibling_run(tmp_path), "--out", tmp_path / "x.jsonl", *argv), *names)
+
+
+def _label_argv(tmp_path: Path) -> list[object]:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"id": "p-1", "sentence1": "a", "sentence2": "b"}) + "\n")
+    return [pairs, "--out", tmp_path / "labels.jsonl"]
+
+
+def test_label_reads_a_config_file_and_flags_override_it(tmp_path: Path):
+    """The config's tries: 0 is refused; a later --tries 2 overrides it, and the run goes on to
+    the (unreachable) server the config names."""
+    recipe = tmp_path / "labeller.yaml"
+    recipe.write_text("model: m\nbase_url: http://127.0.0.1:9/v1\ntries: 0\ntimeout: 5\n")
+    _one_error_line(search_cli("label", *_label_argv(tmp_path), "--config", recipe), "field 'tries'")
+    _one_error_line(search_cli("label", *_label_argv(tmp_path), "--config", recipe, "--tries", 2),
+                    "http://127.0.0.1:9/v1: field 'base_url'")
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["--temperature", "hot"], ["temperature", "hot"]),
+    (["--structured", "bogus"], ["--structured", "bogus"]),
+    (["--frobnicate"], ["unrecognized arguments", "--frobnicate"]),
+])
+def test_label_bad_values_are_one_line(tmp_path: Path, argv, names):
+    done = search_cli("label", *_label_argv(tmp_path), "--model", "m", "--base_url", "http://127.0.0.1:9/v1", *argv)
+    _one_error_line(done, *names)
+    assert not (tmp_path / "labels.jsonl").exists()
+
+
+def _labelled(tmp_path: Path) -> tuple[Path, Path]:
+    base = [{"id": f"p-{i}", "sentence1": f"s{i}", "sentence2": f"t{i}"} for i in range(4)]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps({**r, "result": lvl}) + "\n" for r, lvl in zip(base, (4, 3, 0, 1))))
+    b.write_text("".join(json.dumps({**r, "result": lvl}) + "\n" for r, lvl in zip(base, (4, 4, 1, 0))))
+    return a, b
+
+
+def test_agreement_reads_a_config_file_and_flags_override_it(tmp_path: Path):
+    a, b = _labelled(tmp_path)
+    recipe = tmp_path / "agreement.yaml"
+    recipe.write_text(f"a: {a}\nb: {b}\nequivalent: [4]\nnot_equivalent: [0, 1, 3]\n")
+    from_file = search_cli("agreement", "--config", recipe)
+    flags = search_cli("agreement", a, b, "--equivalent", 4, "--not_equivalent", 0, 1, 3)
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout == flags.stdout
+    overridden = search_cli("agreement", "--config", recipe, "--equivalent", 3, 4, "--not_equivalent", 0, 1)
+    assert overridden.stdout == search_cli("agreement", a, b).stdout != from_file.stdout
+
+
+def test_agreement_bad_values_are_one_line(tmp_path: Path):
+    a, b = _labelled(tmp_path)
+    _one_error_line(search_cli("agreement", a, b, "--equivalent", "three"), "equivalent", "three")
+    _one_error_line(search_cli("agreement", a, b, "--frobnicate"), "unrecognized arguments")
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    from tests.helpers.runs import write_run
+
+    return write_run(tmp_path / "base", pruned=False), write_run(tmp_path / "pruned", pruned=True)
+
+
+def test_compare_reads_a_config_file_and_flags_override_it(tmp_path: Path, two_runs):
+    base, pruned = two_runs
+    recipe = tmp_path / "compare.yaml"
+    recipe.write_text(f"runs: [{base}, {pruned}]\njson: true\n")
+    from_file = search_cli("compare", "--config", recipe)
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout == search_cli("compare", base, pruned, "--json").stdout
+    assert len(json.loads(from_file.stdout)["rows"]) == 2
+    one = search_cli("compare", "--config", recipe, base)  # the positional runs override the file's
+    assert one.returncode == 0 and len(json.loads(one.stdout)["rows"]) == 1
+
+
+def test_compare_bad_values_are_one_line(tmp_path: Path, two_runs):
+    recipe = tmp_path / "compare.yaml"
+    recipe.write_text(f"runs: [{two_runs[0]}]\njson: maybe\n")
+    _one_error_line(search_cli("compare", "--config", recipe), "field 'json'", "maybe")
+    _one_error_line(search_cli("compare", *two_runs, "--json=maybe"), "--json")
+    _one_error_line(search_cli("compare", *two_runs, "--frobnicate"), "unrecognized arguments")
+
+
+def test_report_reads_a_config_file_and_flags_override_it(tmp_path: Path, two_runs):
+    recipe = tmp_path / "report.yaml"
+    recipe.write_text(f"runs: [{two_runs[0]}, {two_runs[1]}]\nout: {tmp_path / 'page'}\ntitle: From the file\n"
+                      "max_trees: 1\n")
+    done = search_cli("report", "--config", recipe)
+    assert done.returncode == 0, done.stderr
+    assert "<title>From the file</title>" in (tmp_path / "page" / "index.html").read_text()
+    assert "embedded trees for 1 of" in done.stdout
+    flagged = search_cli("report", "--config", recipe, "--title", "From a flag", "--max_trees", 2)
+    assert flagged.returncode == 0 and "embedded trees for 2 of" in flagged.stdout
+    assert "<title>From a flag</title>" in (tmp_path / "page" / "index.html").read_text()
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["--max_trees", "lots"], ["max_trees", "lots"]),
+    (["--max_mb", "big"], ["max_mb", "big"]),
+])
+def test_report_bad_values_are_one_line(tmp_path: Path, two_runs, argv, names):
+    _one_error_line(search_cli("report", *two_runs, "--out", tmp_path / "page", *argv), *names)
+    assert not (tmp_path / "page").exists()

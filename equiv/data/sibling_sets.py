@@ -14,12 +14,12 @@ not depend on the window or the sample size.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from equiv.cliargs import as_lists, check_counts, command_parser, parse_or_refuse
 from equiv.data.pair_sampling import (DEFAULT_BINS, PAPER_WINDOW, SPLIT_NAMES, balanced_sample, check_window,
                                       in_window, pair_problem, sample_splits, split_by_problem)
 from equiv.errors import InputError, check_fraction, exit_on_input_error
@@ -28,11 +28,13 @@ from equiv.rundir.outputs import check_output
 from equiv.rundir.siblings import sibling_pairs
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="search_cli.py siblings",
-        description="Write the sibling step pairs of saved search trees as MathEquiv-format pairs to label "
-                    "(no 'result' field: search_cli.py label adds it, or a reader against RUBRIC.md).",
+def build_parser() -> Any:
+    """``siblings``' parser (jsonargparse, :func:`equiv.cliargs.command_parser`): the same flags as
+    ever, and ``--config`` for a YAML file of them (``run_dirs: [...]``, ``window: [LOW, HIGH]``)."""
+    p = command_parser(
+        "search_cli.py siblings",
+        "Write the sibling step pairs of saved search trees as MathEquiv-format pairs to label "
+        "(no 'result' field: search_cli.py label adds it, or a reader against RUBRIC.md).",
     )
     p.add_argument("run_dirs", nargs="+", help="run directories written with --run.save_trees true")
     p.add_argument("--out", required=True,
@@ -42,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"keep pairs with Levenshtein ratio in [LOW, HIGH] (default the paper's "
                              f"{PAPER_WINDOW[0]} {PAPER_WINDOW[1]})")
     window.add_argument("--prefilter", type=float, default=None,
-                        help="instead of --window: keep every pair with ratio above this (the judge's prefilter, e.g. 0.5)")
+                        help="instead of --window: keep every pair with ratio above this (the judge's prefilter, e.g. 0.5); "
+                             "wins over a window from a config file")
     p.add_argument("--split", type=int, nargs=3, metavar=("TRAIN", "VALID", "TEST"), default=None,
                    help="split by problem in these proportions (the paper's: 8 1 1) into --out/{train,valid,test}.jsonl")
     p.add_argument("--per_problem", type=int, default=None, help="at most this many pairs of any one problem")
@@ -60,7 +63,7 @@ def _describe(pairs: Sequence[dict[str, Any]]) -> dict[str, int]:
     return {"pairs": len(pairs), "problems": len({pair_problem(p) for p in pairs})}
 
 
-def _window(args: argparse.Namespace) -> tuple[float, float, float]:
+def _window(args: Any) -> tuple[float, float, float]:
     """``(extraction prefilter, low, high)``: the window as the user gave it, or (P, 1] for ``--prefilter P``."""
     if args.prefilter is not None:
         prefilter = check_fraction(args.prefilter, "prefilter", closed=False)
@@ -70,8 +73,9 @@ def _window(args: argparse.Namespace) -> tuple[float, float, float]:
 
 
 def siblings_main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = as_lists(parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv), "run_dirs", "holdout")
     with exit_on_input_error():
+        check_counts(args, window=2, split=3)
         prefilter, low, high = _window(args)
         out = Path(args.out)
         if args.split is None and out.is_dir():

@@ -7,13 +7,14 @@ answered usably are one line and exit 1, after every other pair was labelled and
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from equiv.cliargs import as_lists, command_parser, parse_or_refuse
 from equiv.data.records import LabelMapping
 from equiv.errors import InputError, exit_on_input_error, one_line
 from equiv.labelling.agreement import compare, read_labels
@@ -26,11 +27,13 @@ from equiv.rundir.outputs import check_output
 EXIT_UNANSWERED = 1
 
 
-def build_label_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="search_cli.py label",
-        description="Label step pairs on the MathEquiv five-level scale with an LLM behind any OpenAI-compatible "
-                    "chat endpoint (vllm serve, SGLang, a hosted API). Resumable: rerun the same command after a kill.")
+def build_label_parser() -> Any:
+    """``label``'s parser (jsonargparse, :func:`equiv.cliargs.command_parser`): the same flags as
+    ever, and ``--config`` for a YAML file of them (a labeller's settings, kept beside its labels)."""
+    p = command_parser(
+        "search_cli.py label",
+        "Label step pairs on the MathEquiv five-level scale with an LLM behind any OpenAI-compatible "
+        "chat endpoint (vllm serve, SGLang, a hosted API). Resumable: rerun the same command after a kill.")
     p.add_argument("pairs", help="JSONL of pairs (search_cli.py siblings output): sentence1, sentence2, id, question, prefix")
     p.add_argument("--out", required=True, help="labelled JSONL (appended; a rerun skips labelled pairs)")
     p.add_argument("--model", required=True, help="the model name the server serves")
@@ -66,7 +69,7 @@ def _api_error_line(err: Exception, base_url: str, model: str) -> InputError:
 
 
 def label_main(argv: list[str] | None = None) -> int:
-    args = build_label_parser().parse_args(argv)
+    args = parse_or_refuse(build_label_parser(), sys.argv[1:] if argv is None else argv)
     with exit_on_input_error():
         if args.limit is not None and args.limit < 1:
             raise InputError(f"must be at least 1, got {args.limit}", field="limit")
@@ -109,11 +112,12 @@ def label_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def build_agreement_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="search_cli.py agreement",
-        description="Compare two labellings of the same pairs (two models, two samplings, a model and a human file): "
-                    "level and binary agreement, Cohen's kappa, and the disagreements to settle.")
+def build_agreement_parser() -> Any:
+    """``agreement``'s parser (jsonargparse, :func:`equiv.cliargs.command_parser`), with ``--config``."""
+    p = command_parser(
+        "search_cli.py agreement",
+        "Compare two labellings of the same pairs (two models, two samplings, a model and a human file): "
+        "level and binary agreement, Cohen's kappa, and the disagreements to settle.")
     p.add_argument("a", help="labelled JSONL (e.g. the model's)")
     p.add_argument("b", help="labelled JSONL (e.g. a human's, or a second model's)")
     p.add_argument("--disagreements", default=None, help="write every disagreement here (JSONL, binary ones first)")
@@ -127,8 +131,9 @@ def _fmt(value: float | None) -> str:
 
 
 def agreement_main(argv: list[str] | None = None) -> int:
-    args = build_agreement_parser().parse_args(argv)
+    args = parse_or_refuse(build_agreement_parser(), sys.argv[1:] if argv is None else argv)
     with exit_on_input_error():
+        as_lists(args, "equivalent", "not_equivalent")
         if args.disagreements:  # before reading: never over either labelling
             check_output(args.disagreements, option="--disagreements", inputs=[args.a, args.b])
         mapping = LabelMapping(tuple(args.equivalent), tuple(args.not_equivalent))

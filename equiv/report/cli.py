@@ -1,34 +1,32 @@
 """``python search_cli.py report RUN_DIR [RUN_DIR ...] --out report/``.
 
-argparse (not jsonargparse) because the command has a few flat options and must not import
-anything heavy; its errors are turned into the project's one-line ``error: ...`` + exit 2.
+Parsed like every search subcommand (:func:`equiv.cliargs.command_parser`: ``--config`` YAML
+files, one-line ``error: ...`` + exit 2); jsonargparse is the only import it adds, nothing of
+torch.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import Any, Optional
 
-from equiv.errors import InputError, exit_on_input_error
+from equiv.cliargs import as_lists, command_parser, parse_or_refuse
+from equiv.errors import exit_on_input_error
 from equiv.report.build import build_report
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise InputError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="search_cli.py report",
-        description="Write a self-contained HTML report (summary table, plots, search trees) for "
+def build_parser() -> Any:
+    """``report``'s parser: the same flags as ever, and ``--config`` for a YAML file of them."""
+    p = command_parser(
+        "search_cli.py report",
+        "Write a self-contained HTML report (summary table, plots, search trees) for "
         "one or more run directories made by `search_cli.py eval`. The first run is the baseline "
         "for token ratios; numbers are computed on the problems all runs share.",
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (first = baseline)")
-    p.add_argument("--out", default="report", help="output directory: index.html and plots/*.png (default: report)")
-    p.add_argument("--title", default=None, help="page title")
-    p.add_argument("--problems", default=None,
+    p.add_argument("--out", type=str, default="report", help="output directory: index.html and plots/*.png (default: report)")
+    p.add_argument("--title", type=Optional[str], default=None, help="page title")
+    p.add_argument("--problems", type=Optional[str], default=None,
                    help="comma-separated problem ids whose trees to embed (default: the ones with most merges)")
     p.add_argument("--max_trees", type=int, default=100,
                    help="embed at most this many problems' trees (default 100; keeps the page light)")
@@ -42,9 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 def report_main(argv: list[str]) -> int:
     """Entry point used by ``search_cli.py report``; returns the exit status (2 on bad input)."""
     try:
+        args = as_lists(parse_or_refuse(build_parser(), argv), "runs")
         with exit_on_input_error():
-            args = build_parser().parse_args(argv)
-
             problems = [p.strip() for p in args.problems.split(",") if p.strip()] if args.problems else None
             files = build_report(args.runs, args.out, title=args.title, problems=problems,
                                  max_trees=args.max_trees, max_mb=args.max_mb, collapse_depth=args.collapse_depth)

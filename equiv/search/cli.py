@@ -26,6 +26,7 @@ from equiv.backbones import check_local_model
 from equiv.data.problems import DATASETS, load_problems, resolve_data_path
 from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
+from equiv.cliargs import as_lists, command_parser, parse_or_refuse
 from equiv.prune import build_judge
 from equiv.prune.options import add_pruner_group
 from equiv.rundir import (CONFIG, MODELS, RESULTS, bind, check_digest, count_records, data_binding, load_records,
@@ -416,9 +417,11 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def compare_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="search_cli.py compare",
-        description="Paper-style table: accuracy, mean generated tokens and token ratio vs the FIRST run, "
+    """``search_cli.py compare``: parsed like every search subcommand (:func:`equiv.cliargs.command_parser`:
+    ``--config`` YAML files, a bad option one line and exit 2)."""
+    parser = command_parser(
+        "search_cli.py compare",
+        "Paper-style table: accuracy, mean generated tokens and token ratio vs the FIRST run, "
         "on the problems all runs share.",
     )
     parser.add_argument("runs", nargs="+", help="run directories (the first is the baseline)")
@@ -429,7 +432,7 @@ def compare_main(argv: Sequence[str]) -> int:
         "between per-problem pruning rate, token saving vs the first run (same problem and seed), tree depth "
         "and generated tokens, overall and in failure cases",
     )
-    args = parser.parse_args(list(argv))
+    args = as_lists(parse_or_refuse(parser, argv), "runs")
     with exit_on_input_error():
         rows, shared = compare_rows(args.runs)
         analyses = _analyses(args.runs) if args.analysis else []
