@@ -147,13 +147,14 @@ def test_a_resume_with_a_changed_judge_or_local_policy_is_refused(tmp_path, caps
     assert eval_main(args, engine_factory=scripted_factory) == 0  # unchanged: resumes
 
     config = json.loads((judge / "config.json").read_text())
-    config["equiv"]["decision_threshold"] = 0.9
+    stored = config["equiv"]["policy"]["threshold"]
+    config["equiv"]["policy"]["threshold"] = 0.9
     (judge / "config.json").write_text(json.dumps(config))
     line = refused(args, capsys)
     assert f"{out / 'models.json'}: holds results made with another pruner.model" in line and str(judge.resolve()) in line
     assert json.loads((out / "models.json").read_text()) == bound  # a refused rerun rewrites nothing
 
-    config["equiv"]["decision_threshold"] = 0.5
+    config["equiv"]["policy"]["threshold"] = stored
     (judge / "config.json").write_text(json.dumps(config))
     assert eval_main(args, engine_factory=scripted_factory) == 0  # restored: the same content again
     (policy / "weights.bin").write_bytes(b"\x01" + b"\x00" * 999)  # same size, other bytes
