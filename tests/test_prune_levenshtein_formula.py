@@ -76,3 +76,15 @@ def test_non_ascii_and_latex_heavy_text_does_not_break_extraction():
     sig = formula_signature(text)
     assert len(sig) == 2
     assert formulas_equivalent(text, text.replace("gilt", "folgt"))
+
+
+def test_latex_units_and_boxes_do_not_make_another_computation():
+    """A small instruct model writes its arithmetic in LaTeX with units in ``\\text{}`` and the answer
+    boxed; the rubric counts ``12`` and ``12 dollars`` as one number. Before: the units made the two
+    spellings different formulas."""
+    from equiv.text.formula import formulas_equivalent, normalise_formula
+
+    assert normalise_formula(r"3000 \text{ grams} + 20 \text{ grams} = \boxed{3020} \text{ grams}") == "20+3000=3020"
+    assert formulas_equivalent(r"So \[ 3000 \text{ grams} + 20 \text{ grams} = 3020 \text{ grams} \]",
+                               r"we add \[ 20 + 3000 = 3020 \] grams")
+    assert not formulas_equivalent(r"\[ 3000 \text{ grams} + 20 \text{ grams} = 3020 \]", r"\[ 3000 - 20 = 2980 \]")

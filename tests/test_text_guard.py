@@ -443,3 +443,15 @@ def test_the_cut_off_sweep_prices_each_neighbour_and_restores_the_shipped_values
     assert [(n, v) for n, v, _, _ in prices] == [(n, v) for n, vs in guard_corpus.SWEEP.items() for v in vs]
     assert ("SHARED_SENTENCE", 0.7, 0, 1) in prices
     assert {name: getattr(guard_module, name) for name in guard_corpus.SWEEP} == shipped
+
+
+def test_latex_arithmetic_computes_and_a_plan_does_not():
+    """The statement floor's predicate reads LaTeX math spans: before, ``\\[ 3000 \\text{ grams} + 20
+    \\text{ grams} = 3020 \\]`` counted as computing nothing (the units sit between the numbers and
+    the operators), so the floor held such pairs as if they were restated facts."""
+    from equiv.text.guard import computes
+
+    assert computes(r"Next, we add: \[ 3000 \text{ grams} + 20 \text{ grams} = 3020 \text{ grams} \]")
+    assert computes(r"\[ \text{Slices eaten} = \frac{12}{2} = 6 \]")
+    assert not computes(r"Thus, the owner started with \(\boxed{3020}\) grams of sugar.")
+    assert not computes("1. Calculate the total weight of the sugar in the 12 packs.")

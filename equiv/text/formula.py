@@ -10,7 +10,10 @@ Normalisation (all of it on purpose, each a way two writers spell the same compu
 whitespace and ``$`` removed; ``\\times \\cdot × · x ∗`` -> ``*``; ``\\div ÷`` -> ``/``; unicode
 minus -> ``-``; ``\\left``/``\\right`` and LaTeX spacing dropped; ``\\dfrac``/``\\tfrac`` ->
 ``\\frac`` and ``\\frac{a}{b}`` -> ``(a)/(b)``; thousands separators dropped (``1,000``);
-``12.0``/``12.50`` -> ``12``/``12.5``; a side that is a flat sum (only ``+``) or flat product
+``12.0``/``12.50`` -> ``12``/``12.5``; a LaTeX label or unit (``\\text{ grams}``, ``\\mathrm{kg}``)
+dropped, as the rubric counts ``$12`` and ``12 dollars`` as one number, and ``\\boxed{x}`` read as
+``x`` (a small instruct model writes ``\\[ 3000 \\text{ grams} + 20 \\text{ grams} = 3020 \\]``
+where a GSM8K solution writes ``<<3000+20=3020>>``); a side that is a flat sum (only ``+``) or flat product
 (only ``*``) has its operands sorted, since commuted operands are the same computation.
 A different procedure for the same number (``2*6`` vs ``6+6``) stays different, as the rubric
 demands.
@@ -46,6 +49,9 @@ _CHAIN = re.compile(rf"{_AMOUNT}\s*(?:[-+*/x×÷]\s*{_AMOUNT}\s*)*+")  # _BARE w
 _FRAC = re.compile(r"\\frac\{([^{}]*)\}\{([^{}]*)\}")  # what _expand_fracs rewrites, innermost first
 _NUMBER = re.compile(r"(?<!\d)\d+\.\d+")  # (?<!\d): a run of digits is tried once, not from each digit
 _TIMES_X = re.compile(r"(?<=[\d)])x(?=[\d(])")
+# A LaTeX label or unit: \text{...} and its kin hold words, never the computation (no nested brace).
+_LABEL = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|operatorname)\{[^{}]*\}")
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _SPECIAL = re.compile(r"[$\\]")
 # (opener, closer, least content): _MATH's alternatives in the order it tries them
 _MATH_DELIMITERS = (("$$", "$$", 1), ("$", "$", 1), ("\\(", "\\)", 1), ("\\[", "\\]", 1))
@@ -158,7 +164,7 @@ def _sort_flat(side: str) -> str:
 
 def normalise_formula(formula: str) -> str:
     """Canonical spelling of one formula (see the module docstring for each rule)."""
-    f = formula.lower()
+    f = _BOXED.sub(r"\1", _LABEL.sub("", formula.lower()))
     for token in ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\ ", "$"):
         f = f.replace(token, "")
     f = f.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")

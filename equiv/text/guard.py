@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterator, Sequence
 
+from equiv.text.formula import extract_formulas, normalise_formula
 from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
                                   is_function_word, number_value, quantize, stem, step_numbers, strip_notes)
 
@@ -104,6 +105,8 @@ def _show(values: set[Decimal]) -> str:
 # Linear time (issue #53): no two quantifiers side by side that can share characters (r"\s*\$?\s*"
 # tries every split of a run of spaces, r"\s*-?\s*\$?\s*-?\s*" every three-way one), so an
 # optional sign or "$" takes the spaces after it: r"\s*(?:\$\s*)?" reads the same text.
+# Arithmetic in a normalised formula (equiv.text.formula: no spaces, "\\times" -> "*", "\\frac{a}{b}" -> "(a)/(b)").
+_FORMULA_ARITHMETIC = re.compile(r"[\d)][-+*/=^][(\d]")
 _ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*(?:\$\s*)?\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
 # "= -2.5", "= $-2", "= 17 500"; an absent sign is "" in findall, as (-?) gave
 _CONCLUSION = re.compile(rf"=\s*(?:(-)\s*)?(?:\$\s*)?(?:(-)\s*)?({DIGITS})")
@@ -173,8 +176,13 @@ def unmatched_numbers(a: str, b: str, question: str) -> tuple[set[Decimal], set[
 
 
 def computes(text: str) -> bool:
-    """Whether a step computes: a calculator note or arithmetic on numbers in its prose ("3 * 4", "= 12")."""
-    return bool(CALCULATOR_NOTE.search(text) or _ARITHMETIC.search(text))
+    """Whether a step computes: a calculator note, arithmetic on numbers in its prose ("3 * 4",
+    "= 12"), or arithmetic in a LaTeX math span once its units and markup are read away
+    (``\\[ 3000 \\text{ grams} + 20 \\text{ grams} = 3020 \\]``, ``\\frac{12}{2} = 6``), as
+    small instruct models write their computations."""
+    if CALCULATOR_NOTE.search(text) or _ARITHMETIC.search(text):
+        return True
+    return "\\" in text and any(_FORMULA_ARITHMETIC.search(normalise_formula(f)) for f in extract_formulas(text))
 
 
 def computes_nothing(step: str) -> bool:

@@ -11,7 +11,11 @@ new order to the old verdicts. It was regenerated once since, when every pair ca
 its canonical order (issue #53 item 11; :func:`equiv.data.tokenize.canonical_pair`): the hash of the
 ordered pair then reads the sorted texts, which moved 556 of 14,672 (file, policy, pair) verdicts,
 each a pair whose ``sentence1`` sorts after its ``sentence2`` and which a model stage decided; the
-old code run on the sorted pairs gives the new snapshot exactly. Regenerate only after a deliberate
+old code run on the sorted pairs gives the new snapshot exactly. Regenerated again (2026-11-28)
+when the statement floor's predicate came to read LaTeX arithmetic (:func:`equiv.text.guard.computes`,
+units in ``\\text{}`` dropped): 13 of 16,004 verdicts moved, 12 on the Qwen siblings and 1 on
+``no_formula_pairs.jsonl``, each a pair of LaTeX computations the floor used to hold as
+statements. Regenerate only after a deliberate
 change of verdicts::
 
     python -m tests.helpers.verdict_snapshot --update
