@@ -20,10 +20,13 @@ from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on
 from equiv.helptext import plain_formatter
 
 
-def command_parser(prog: str, description: str, *, spelled: Mapping[str, str] | None = None) -> Any:
+def command_parser(prog: str, description: str, *, spelled: Mapping[str, str] | None = None,
+                   config_files: bool = True) -> Any:
     """A jsonargparse parser with ``--config`` (YAML files; later ones and later flags override
     earlier ones) that raises parse errors instead of exiting, so :func:`parse_or_refuse` prints
-    them as one line. ``spelled``: aliases its ``parse_args`` spells out first (:func:`spelled_out`)."""
+    them as one line. ``spelled``: aliases its ``parse_args`` spells out first (:func:`spelled_out`).
+    ``config_files=False``: no ``--config`` of the parser's own, for a command whose ``--config``
+    has long named something else (``python -m equiv.judge.ensemble --config RECIPE``)."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     class CommandParser(ArgumentParser):
@@ -33,8 +36,9 @@ def command_parser(prog: str, description: str, *, spelled: Mapping[str, str] | 
 
     parser = CommandParser(prog=prog, description=description, exit_on_error=False, default_meta=False,
                            formatter_class=plain_formatter())
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML file(s) of these options; later ones "
-                        "and later flags override earlier")
+    if config_files:
+        parser.add_argument("--config", action=ActionConfigFile, help="YAML file(s) of these options; later ones "
+                            "and later flags override earlier")
     return parser
 
 

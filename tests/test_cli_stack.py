@@ -246,3 +246,112 @@ def test_report_reads_a_config_file_and_flags_override_it(tmp_path: Path, two_ru
 def test_report_bad_values_are_one_line(tmp_path: Path, two_runs, argv, names):
     _one_error_line(search_cli("report", *two_runs, "--out", tmp_path / "page", *argv), *names)
     assert not (tmp_path / "page").exists()
+
+
+# -- the module commands: python -m equiv.judge.ensemble / .untuned, equiv.prune.crossval, --
+# -- equiv.data.solution_pairs (before: plain argparse, a usage block above each error)    --
+
+
+
+def _module_main(module: str):
+    import importlib
+
+    return importlib.import_module(module).main
+
+
+@pytest.mark.parametrize("module", ["equiv.judge.ensemble", "equiv.judge.untuned", "equiv.prune.crossval",
+                                    "equiv.data.solution_pairs"])
+def test_module_commands_show_the_shared_help_layout(module: str):
+    from tests.helpers.cli import invoke
+
+    done = invoke(_module_main(module), ["--help"])
+    assert done.returncode == 0, done.stderr
+    assert f"usage: python -m {module}" in done.stdout
+    assert "Show this help message and exit." in done.stdout and "(required)" in done.stdout  # jsonargparse's layout
+
+
+@pytest.mark.parametrize("module, argv, names", [
+    ("equiv.judge.ensemble", ["--config", "configs/gsm8k_equiv.yaml", "--members", "a", "b", "--out", "o",
+                              "--threshold_from_val=maybe"], ["--threshold_from_val", "maybe"]),
+    ("equiv.judge.ensemble", ["--members", "a", "b", "--out", "o"], ["required", "config"]),
+    ("equiv.judge.ensemble", ["--config", "configs/gsm8k_equiv.yaml", "--members", "a", "b", "--out", "o",
+                              "--hybrid"], ["unrecognized arguments", "--hybrid"]),
+    ("equiv.judge.untuned", ["--out", "o", "--seed", "one"], ["seed", "one"]),
+    ("equiv.judge.untuned", ["--out", "o", "--max_length", "long"], ["max_length", "long"]),
+    ("equiv.prune.crossval", ["--config", "configs/gsm8k_equiv.yaml", "--out", "o", "--folds", "many"],
+     ["folds", "many"]),
+    ("equiv.prune.crossval", ["--config", "configs/gsm8k_equiv.yaml", "--out", "o", "--only", "0", "x"],
+     ["only", "x"]),
+    ("equiv.prune.crossval", ["--config", "configs/gsm8k_equiv.yaml", "--out", "o", "--frobnicate"],
+     ["unrecognized arguments", "--frobnicate"]),
+    ("equiv.data.solution_pairs", ["s.jsonl", "--out", "o.jsonl", "--per_problem", "four"], ["per_problem", "four"]),
+    ("equiv.data.solution_pairs", ["s.jsonl", "--out", "o.jsonl", "--low", "low"], ["low"]),
+])
+def test_module_commands_refuse_a_bad_value_in_one_line(tmp_path: Path, monkeypatch, module, argv, names):
+    """Before: argparse's usage block and then the error, several lines; now one, exit 2, before any work."""
+    from tests.helpers.cli import invoke
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # configs/gsm8k_equiv.yaml as the docs name it
+    _one_error_line(invoke(_module_main(module), argv), *names)
+
+
+def test_solution_pairs_refuses_a_bad_value_in_one_line_from_python_m(tmp_path: Path):
+    """The real ``python -m`` entry point (argv from sys.argv) refuses the same way."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "equiv.data.solution_pairs", str(tmp_path / "s.jsonl"), "--out",
+                           str(tmp_path / "o.jsonl"), "--high", "top"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    _one_error_line(done, "high", "top")
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_ensemble_and_crossval_keep_config_as_the_recipe():
+    """``--config`` still names the trainer recipe (docs/training.md, docs/pruning.md), not a file
+    of the command's own options; crossval's fit arguments after ``--`` pass through untouched."""
+    from equiv.judge.ensemble import build_parser as ensemble_parser
+    from equiv.prune.crossval import parse
+
+    args = ensemble_parser().parse_args(["--config", "configs/gsm8k_equiv.yaml", "--members", "DIR/s42/judge",
+                                         "DIR/s1/judge", "--out", "DIR/ensemble", "--no-threshold_from_val"])
+    assert args.config == "configs/gsm8k_equiv.yaml" and args.members == ["DIR/s42/judge", "DIR/s1/judge"]
+    assert args.threshold_from_val is False
+    args = parse(["--config", "configs/gsm8k_equiv.yaml", "--score_apart", "sib.jsonl", "--unseen", "held.jsonl",
+                  "--folds", "5", "--out", "/work/cv/recipe_s1", "--", "--trainer.logger=false",
+                  "--seed_everything=1", "--data.seed=1"])
+    assert args.config == Path("configs/gsm8k_equiv.yaml") and args.out == Path("/work/cv/recipe_s1")
+    assert (args.score_apart, args.unseen, args.folds) == (["sib.jsonl"], ["held.jsonl"], 5)
+    assert [a for a in args.fit_args if a != "--"] == ["--trainer.logger=false", "--seed_everything=1", "--data.seed=1"]
+    args = parse(["--config", "configs/gsm8k_equiv.yaml", "--score-apart", "sib.jsonl", "--folds", "5", "--out", "cv",
+                  "--members", "cv_s42", "cv_s1", "--only", "0", "2"])
+    assert args.members == [Path("cv_s42"), Path("cv_s1")] and args.only == [0, 2] and args.fit_args == []
+    assert args.score_apart == ["sib.jsonl"] and args.overlay == [] and args.data == []
+
+
+def test_untuned_and_solution_pairs_read_a_config_file(tmp_path: Path):
+    from equiv.cliargs import parse_or_refuse
+    from equiv.data.solution_pairs import main as solution_pairs_main
+    from equiv.judge.untuned import build_parser as untuned_parser
+    from tests.helpers.cli import invoke
+    from tests.test_solution_pairs import OTHER, QUESTION, REFERENCE, THIRD
+
+    recipe = tmp_path / "untuned.yaml"
+    recipe.write_text("model: allenai/longformer-base-4096\nout: runs/judge/untuned\nseed: 3\n")
+    args = parse_or_refuse(untuned_parser(), ["--config", str(recipe), "--seed", "4"])
+    assert (args.model, args.out, args.seed, args.max_length) == ("allenai/longformer-base-4096",
+                                                                   "runs/judge/untuned", 4, 512)
+    solutions = tmp_path / "solutions.jsonl"
+    solutions.write_text(json.dumps({"problem": "gsm8k-train-0", "question": QUESTION,
+                                     "solutions": [REFERENCE, OTHER, THIRD]}) + "\n")
+    holdout = tmp_path / "test.jsonl"
+    holdout.write_text(json.dumps({"question": "Another question?", "answer": "#### 1"}) + "\n")
+    config = tmp_path / "pairs.yaml"  # one solutions file and one holdout as scalars, as a person writes them
+    config.write_text(f"solutions: {solutions}\nout: {tmp_path / 'a.jsonl'}\nholdout: {holdout}\nper_problem: 2\n")
+    done = invoke(solution_pairs_main, ["--config", config])
+    assert done.returncode == 0, done.stderr
+    flags = invoke(solution_pairs_main, [solutions, "--out", tmp_path / "b.jsonl", "--per_problem", 2,
+                                         "--holdout", holdout])
+    assert flags.returncode == 0 and (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text() != ""
+    more = invoke(solution_pairs_main, ["--config", config, "--out", tmp_path / "c.jsonl", "--per_problem", 3])
+    assert more.returncode == 0 and len((tmp_path / "c.jsonl").read_text().splitlines()) == 3

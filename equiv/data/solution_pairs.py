@@ -31,7 +31,6 @@ solutions, by index in the input list).
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import sys
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from equiv.cliargs import as_lists, command_parser, parse_or_refuse
 from equiv.errors import InputError, check_fraction, exit_on_input_error
 from equiv.rundir.io import read_json_lines, write_jsonl_atomic
 from equiv.rundir.outputs import check_output
@@ -136,21 +136,25 @@ def solution_pairs(paths: Sequence[str | Path], *, low: float = 0.5, high: float
     return pairs
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m equiv.data.solution_pairs", description=__doc__.splitlines()[0])
+def build_parser() -> Any:
+    """The command's parser (jsonargparse through :func:`equiv.cliargs.command_parser`): the same
+    ``--help`` layout and one-line errors as every command, and ``--config`` for a YAML file of
+    these options (``solutions: [...]``, ``holdout: FILE``)."""
+    p = command_parser("python -m equiv.data.solution_pairs", __doc__.splitlines()[0])
     p.add_argument("solutions", nargs="+", help="JSON Lines: problem, question, solutions (a list of texts)")
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--per_problem", type=int, default=3)
+    p.add_argument("--out", required=True, help="the pairs to write (JSON Lines)")
+    p.add_argument("--per_problem", type=int, default=3, help="at most this many pairs of any one problem")
     p.add_argument("--low", type=float, default=0.5, help="Levenshtein ratio must be above this")
     p.add_argument("--high", type=float, default=0.99, help="... and at most this")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the draw of each problem's pairs")
     p.add_argument("--holdout", action="append", default=[],
                    help="a JSONL of questions (e.g. GSM8K test.jsonl) no solution may be for")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = as_lists(parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv), "solutions", "holdout")
+    args.out = Path(args.out)
     with exit_on_input_error():
         check_output(args.out, option="--out", inputs=[*args.solutions, *args.holdout])
         pairs = solution_pairs(args.solutions, low=args.low, high=args.high, per_problem=args.per_problem,

@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from equiv.cliargs import command_parser, parse_or_refuse
 from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.export import export_metrics, stored_policy, update_policy, update_settings
@@ -172,10 +173,14 @@ def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[i
     return (*datamodule.labelled_pairs("val"), datamodule.labelled_questions("val"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m equiv.judge.ensemble",
-        description="Combine exported judges into one (logits averaged) and calibrate it on the recipe's calibration split.")
+def build_parser() -> Any:
+    """The command's parser (jsonargparse through :func:`equiv.cliargs.command_parser`: the same
+    ``--help`` layout and one-line errors as every command). ``--config`` keeps its meaning, the
+    training recipe, so the parser has no config file of its own options."""
+    parser = command_parser(
+        "python -m equiv.judge.ensemble",
+        "Combine exported judges into one (logits averaged) and calibrate it on the recipe's calibration split.",
+        config_files=False)
     parser.add_argument("--members", nargs="+", required=True, help="exported judge directories (trainer_cli.py fit)")
     parser.add_argument("--out", required=True, help="new directory for the ensemble judge")
     parser.add_argument("--config", required=True,
@@ -184,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="choose the threshold on the calibration split (default: the config's "
                         "threshold_from_val; on when it has none); --no-threshold_from_val keeps the config's "
                         "model.decision_threshold (0.5 when it sets none), as fit does")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
     with exit_on_input_error():
         check_config_files(["--config", args.config])  # malformed or an alias bomb: one line naming it
         choice = threshold_choice(args.config, from_val=args.threshold_from_val)

@@ -13,11 +13,11 @@ Its decisions are those of a random linear head on the pretrained encoder: the a
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+from equiv.cliargs import command_parser, parse_or_refuse
 from equiv.errors import exit_on_input_error
 
 
@@ -33,13 +33,20 @@ def export_untuned(model_name: str, out_dir: str | Path, *, seed: int = 0, max_l
     return export_judge(module, out_dir)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m equiv.judge.untuned", description=__doc__.split("\n\n")[0])
+def build_parser() -> Any:
+    """The command's parser (jsonargparse through :func:`equiv.cliargs.command_parser`): the same
+    ``--help`` layout and one-line errors as every command, and ``--config`` for a YAML file of
+    these options."""
+    parser = command_parser("python -m equiv.judge.untuned", __doc__.split("\n\n")[0])
     parser.add_argument("--model", default="allenai/longformer-base-4096", help="encoder hub id or local directory")
     parser.add_argument("--out", required=True, help="directory to write the judge to")
     parser.add_argument("--seed", type=int, default=0, help="seed of the classification head")
     parser.add_argument("--max_length", type=int, default=512, help="token limit per pair stored with the judge")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
     with exit_on_input_error():
         out = export_untuned(args.model, args.out, seed=args.seed, max_length=args.max_length)
     print(f"untuned judge ({args.model}, head seed {args.seed}) -> {out}")

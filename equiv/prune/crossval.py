@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
+from equiv.cliargs import command_parser, parse_or_refuse
 from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error
@@ -232,10 +233,14 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     } for (r, y), p, q in zip(kept, probs, raw_probs)]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m equiv.prune.crossval", description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True, type=Path, help="the trainer recipe (its data.train + data.train_more are pooled)")
-    p.add_argument("--overlay", action="append", default=[], type=Path, help="further --config files for each fit")
+def build_parser() -> Any:
+    """The command's parser (jsonargparse through :func:`equiv.cliargs.command_parser`: the same
+    ``--help`` layout and one-line errors as every command). ``--config`` keeps its meaning, the
+    trainer recipe, so the parser has no config file of its own options; :func:`parse` gives the
+    paths as :class:`~pathlib.Path`."""
+    p = command_parser("python -m equiv.prune.crossval", __doc__.splitlines()[0], config_files=False)
+    p.add_argument("--config", required=True, help="the trainer recipe (its data.train + data.train_more are pooled)")
+    p.add_argument("--overlay", action="append", default=[], help="further --config files for each fit")
     p.add_argument("--data", action="append", default=[], help="more labelled pair files to pool (e.g. labelled siblings); "
                    "each is also scored on its own")
     p.add_argument("--score_apart", "--score-apart", action="append", default=[],
@@ -248,17 +253,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fold_seed", type=int, default=0, help="salt of the problem-to-fold hash")
     p.add_argument("--only", type=int, nargs="*", help="run these folds only (the rest later, or elsewhere)")
     p.add_argument("--workers", type=int, default=1, help="fits side by side (each gets cpu_count / workers threads)")
-    p.add_argument("--members", nargs="+", default=[], type=Path,
+    p.add_argument("--members", nargs="+", default=[],
                    help="finished cross-validations (--out directories) of the same folds: each fold's judges "
                    "are averaged and calibrated as python -m equiv.judge.ensemble does; nothing is fitted, "
                    "so --overlay and the fit arguments are not used")
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("fit_args", nargs=argparse.REMAINDER, help="after --: extra trainer_cli.py fit arguments, "
-                   "e.g. -- --trainer.max_epochs=2 --threshold_from_val=true")
+    p.add_argument("--out", required=True, help="directory of the folds' fits and scores (a run resumes in it)")
+    fit_args = p.add_argument("fit_args", nargs=argparse.REMAINDER, help="after --: extra trainer_cli.py fit "
+                              "arguments, e.g. -- --trainer.max_epochs=2 --threshold_from_val=true")
+    fit_args.required = False  # none is fine; argparse marks every positional required, and --help would say so
     return p
 
 
-def crossval(args: argparse.Namespace) -> Path:
+def parse(argv: Sequence[str]) -> Any:
+    """The command line (:func:`build_parser`), a bad option or value refused in one line (exit 2),
+    with ``--config``, ``--overlay``, ``--members`` and ``--out`` as paths: jsonargparse checks a
+    ``type`` against each default, and ``Path([])`` is no path."""
+    args = parse_or_refuse(build_parser(), argv)
+    args.config, args.out = Path(args.config), Path(args.out)
+    args.overlay, args.members = [Path(o) for o in args.overlay], [Path(m) for m in args.members]
+    return args
+
+
+def crossval(args: Any) -> Path:
     """Fit and score every fold; returns the ``oof.jsonl`` path."""
     config = args.config.resolve()
     check_score_apart(config, args.data, args.score_apart)
@@ -347,7 +363,7 @@ def score_unseen(files: Sequence[str | Path], out: Path, k: int, fold_seed: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     with exit_on_input_error():
         oof = crossval(args)
 
