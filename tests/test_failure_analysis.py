@@ -81,7 +81,7 @@ def tiny_runs(tmp_path_factory):
                 "--policy.model", policy, "--reward.model", prm, "--policy.backend", "transformers",
                 "--policy.max_new_tokens", "12", "--policy.temperature", "1.0", "--policy.device", "cpu",
                 "--reward.device", "cpu", "--search.prune_stage", "before_prm",
-                "--search.width", "4", "--search.max_depth", "4", "--search.num_simulations", "3",
+                "--search.width", "4", "--search.max_depth", "3", "--search.num_simulations", "2",
                 "--run.progress", "false", "--run.save_trees", "true", *pruner]
         assert eval_main(args) == 0
         dirs.append(out)

@@ -246,7 +246,11 @@ def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("option", ["--trainer.logger.save_dir", "--trainer.logger.init_args.save_dir"])
+@pytest.mark.parametrize("option", [
+    "--trainer.logger.save_dir",
+    # a second real fit (about 10 s of CPU): the default suite keeps the shorter spelling
+    pytest.param("--trainer.logger.init_args.save_dir", marks=pytest.mark.slow),
+])
 def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, option: str):
     """Before (issue #53, item 10): the short spelling was overridden without a word by a parser
     link from --trainer.default_root_dir (the logs went under the root), and the long one was
@@ -265,7 +269,11 @@ def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path,
 
 
 # -- issue #53, item 3: text that cannot be encoded -------------------------------------------------
-@pytest.mark.parametrize("strategy", ["model", "embedding"])
+@pytest.mark.parametrize("strategy", [
+    "model",
+    # the same reader and refusal in a second real process (about 8 s of CPU): with -m slow
+    pytest.param("embedding", marks=pytest.mark.slow),
+])
 def test_a_lone_surrogate_in_a_pairs_file_is_one_line_in_a_real_process(tmp_path: Path, judge: Path, strategy):
     """Before: the tokenizer's TypeError as a traceback. The reader refuses it for every command."""
     rows = [json.loads(line) for line in DEMO_PAIRS.read_text().splitlines()[:3]]
@@ -323,7 +331,8 @@ BOMB = "".join(f"{name}: &{name} [{', '.join([prev] * 9)}]\n" for name, prev in
 @pytest.mark.parametrize("argv", [
     ["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--config", "{bomb}"],
     ["search_cli.py", "eval", "--config", "{bomb}", "--out", "{tmp}/run"],
-    ["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--data={bomb}"],
+    # a group's config file, read by the same check in another real fit (about 7 s of CPU): with -m slow
+    pytest.param(["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--data={bomb}"], marks=pytest.mark.slow),
 ])
 def test_a_yaml_alias_bomb_is_refused_in_one_line_naming_the_file(tmp_path: Path, argv: list[str]):
     """Before: ``fit`` hung and took 4 GB copying the aliases out (a few hundred bytes of YAML)."""
