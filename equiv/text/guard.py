@@ -105,9 +105,9 @@ def _show(values: set[Decimal]) -> str:
 # Linear time (issue #53): no two quantifiers side by side that can share characters (r"\s*\$?\s*"
 # tries every split of a run of spaces, r"\s*-?\s*\$?\s*-?\s*" every three-way one), so an
 # optional sign or "$" takes the spaces after it: r"\s*(?:\$\s*)?" reads the same text.
+_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*(?:\$\s*)?\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
 # Arithmetic in a normalised formula (equiv.text.formula: no spaces, "\\times" -> "*", "\\frac{a}{b}" -> "(a)/(b)").
 _FORMULA_ARITHMETIC = re.compile(r"[\d)][-+*/=^][(\d]")
-_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*(?:\$\s*)?\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
 # "= -2.5", "= $-2", "= 17 500"; an absent sign is "" in findall, as (-?) gave
 _CONCLUSION = re.compile(rf"=\s*(?:(-)\s*)?(?:\$\s*)?(?:(-)\s*)?({DIGITS})")
 # A number written as a fraction ("1/4", "20/100"): a proper fraction, no spaces round the slash.
