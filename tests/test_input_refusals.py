@@ -2,7 +2,9 @@
 an incomplete judge export, unreadable weights, a crafted ``--ckpt_path``, a missing local model,
 JSON nested too deep, ``--output`` naming a folder, duplicate keys, invisible text, a missing
 tree file, an empty run in ``compare``, and where fit's logs go. Real tiny judges, the real CLIs
-(in process, as tests/helpers/cli.py explains; ``pairs`` once in a real process)."""
+in this process through the installed commands' functions (tests/helpers/cli.py explains why, and
+gives them a shell's UTF-8 streams); one real ``trainer_cli.py fit`` process here (the logger
+test), and a real ``search_cli.py pairs`` process with a judge in tests/test_front.py."""
 
 from __future__ import annotations
 
@@ -36,6 +38,20 @@ def _pairs(*args: object) -> Result:
     from equiv.prune.cli import pairs_main
 
     return invoke(pairs_main, list(args))
+
+
+def _search(*args: object) -> Result:
+    """``search_cli.py ARGS`` through the installed command's function (quiet set-up included)."""
+    from equiv.commands import search_main
+
+    return invoke(search_main, list(args))
+
+
+def _train(*args: object) -> Result:
+    """``trainer_cli.py ARGS`` through the installed command's function (quiet set-up included)."""
+    from equiv.commands import train_main
+
+    return invoke(train_main, list(args))
 
 
 @pytest.fixture()
@@ -246,35 +262,37 @@ def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("option", [
-    "--trainer.logger.save_dir",
-    # a second real fit (about 10 s of CPU): the default suite keeps the shorter spelling
-    pytest.param("--trainer.logger.init_args.save_dir", marks=pytest.mark.slow),
+@pytest.mark.parametrize(("option", "real_process"), [
+    ("--trainer.logger.save_dir", True),  # the default suite's one real trainer_cli.py fit process
+    ("--trainer.logger.init_args.save_dir", False),
 ])
-def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, option: str):
+def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, option: str,
+                                                                  real_process: bool, monkeypatch):
     """Before (issue #53, item 10): the short spelling was overridden without a word by a parser
     link from --trainer.default_root_dir (the logs went under the root), and the long one was
     refused. Now both put the logs (and Lightning's checkpoints) where they say, in a real fit."""
     demo = REPO / "equiv" / "data" / "demo_data"
     root, logs = tmp_path / "root", tmp_path / "logs"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run(
-        [sys.executable, "trainer_cli.py", "fit", "--config", "configs/demo.yaml", f"--trainer.default_root_dir={root}",
-         f"{option}={logs}", f"--model.model_name={judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
-         "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false", f"--data.train={demo / 'train.jsonl'}",
-         f"--data.val={demo / 'valid.jsonl'}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    argv = ["fit", "--config", "configs/demo.yaml", f"--trainer.default_root_dir={root}", f"{option}={logs}",
+            f"--model.model_name={judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+            "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
+            f"--data.train={demo / 'train.jsonl'}", f"--data.val={demo / 'valid.jsonl'}"]
+    monkeypatch.chdir(REPO)
+    if real_process:
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        ran = subprocess.run([sys.executable, "trainer_cli.py", *argv], env=env, capture_output=True, text=True,
+                             timeout=600)
+        done = Result(ran.returncode, ran.stdout, ran.stderr)
+    else:
+        done = _train(*argv)
     assert done.returncode == 0, done.stderr[-1500:]
     assert list(logs.glob("logs/version_*/metrics.csv")), sorted(str(p) for p in tmp_path.rglob("*"))[:20]
     assert not (root / "logs").exists() and (root / "judge" / "config.json").is_file()  # the export stays at the root
 
 
 # -- issue #53, item 3: text that cannot be encoded -------------------------------------------------
-@pytest.mark.parametrize("strategy", [
-    "model",
-    # the same reader and refusal in a second real process (about 8 s of CPU): with -m slow
-    pytest.param("embedding", marks=pytest.mark.slow),
-])
-def test_a_lone_surrogate_in_a_pairs_file_is_one_line_in_a_real_process(tmp_path: Path, judge: Path, strategy):
+@pytest.mark.parametrize("strategy", ["model", "embedding"])
+def test_a_lone_surrogate_in_a_pairs_file_is_one_line(tmp_path: Path, judge: Path, strategy):
     """Before: the tokenizer's TypeError as a traceback. The reader refuses it for every command."""
     rows = [json.loads(line) for line in DEMO_PAIRS.read_text().splitlines()[:3]]
     bad = tmp_path / "bad.jsonl"
@@ -283,28 +301,24 @@ def test_a_lone_surrogate_in_a_pairs_file_is_one_line_in_a_real_process(tmp_path
     assert "\\ud800" in lines[1]
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     model = ["--model", str(judge)] if strategy == "model" else []
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([sys.executable, "search_cli.py", "pairs", "--strategy", strategy, *model, "--data", str(bad)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    line = _one_error_line(_search("pairs", "--strategy", strategy, *model, "--data", bad))
     assert f"{bad}:2: field 'sentence2': holds U+D800 at character 0, a lone surrogate" in line
+
 
 # -- issue #53 item 9: an integer longer than Python converts ---------------------------------------
 def _long_int_line(digits: int = 5000) -> str:
     return '{"sentence1": "a", "sentence2": "b", "result": 4, "reasoning_step": ' + "7" * digits + "}"
 
 
-def test_a_5000_digit_integer_is_one_line_in_pairs_and_in_fit_in_real_processes(tmp_path: Path, judge: Path):
+def test_a_5000_digit_integer_is_one_line_in_pairs_and_in_fit(tmp_path: Path, judge: Path, monkeypatch):
     """``json.loads`` raises a bare ValueError ("Exceeds the limit (4300 digits) for integer string
     conversion") from inside the decoder: it was a traceback in ``pairs`` and in ``fit``."""
+    monkeypatch.chdir(REPO)  # tiny_fit_argv names configs/demo.yaml as the shell in the checkout does
     data = tmp_path / "long.jsonl"
     data.write_text("".join(DEMO_PAIRS.read_text().splitlines(keepends=True)[:12]) + _long_int_line() + "\n")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    for argv in (["search_cli.py", "pairs", "--strategy", "exact", "--data", str(data)],
-                 ["trainer_cli.py", *tiny_fit_argv(judge, data, tmp_path / "run")]):
-        done = subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-        line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
-        assert f"{data}:13: holds an integer with more than 4300 digits" in line, argv[0]
+    for done in (_search("pairs", "--strategy", "exact", "--data", data),
+                 _train(*tiny_fit_argv(judge, data, tmp_path / "run"))):
+        assert f"{data}:13: holds an integer with more than 4300 digits" in _one_error_line(done)
 
 
 def test_every_jsonl_reader_names_the_line_of_a_5000_digit_integer(tmp_path: Path):
@@ -330,18 +344,16 @@ BOMB = "".join(f"{name}: &{name} [{', '.join([prev] * 9)}]\n" for name, prev in
 
 @pytest.mark.parametrize("argv", [
     ["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--config", "{bomb}"],
+    ["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--data={bomb}"],  # a group's config file
     ["search_cli.py", "eval", "--config", "{bomb}", "--out", "{tmp}/run"],
-    # a group's config file, read by the same check in another real fit (about 7 s of CPU): with -m slow
-    pytest.param(["trainer_cli.py", "fit", "--config", "configs/demo.yaml", "--data={bomb}"], marks=pytest.mark.slow),
 ])
-def test_a_yaml_alias_bomb_is_refused_in_one_line_naming_the_file(tmp_path: Path, argv: list[str]):
+def test_a_yaml_alias_bomb_is_refused_in_one_line_naming_the_file(tmp_path: Path, argv: list[str], monkeypatch):
     """Before: ``fit`` hung and took 4 GB copying the aliases out (a few hundred bytes of YAML)."""
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(BOMB)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([sys.executable, *(a.format(bomb=bomb, tmp=tmp_path) for a in argv)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
-    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    monkeypatch.chdir(REPO)  # configs/demo.yaml, as the shell in the checkout names it
+    script, *rest = (a.format(bomb=bomb, tmp=tmp_path) for a in argv)
+    line = _one_error_line(_train(*rest) if script == "trainer_cli.py" else _search(*rest))
     assert f"{bomb}: expands to more than 100,000 YAML values" in line
 
 
@@ -395,10 +407,10 @@ def test_the_jsonl_readers_stream_a_big_file_and_still_name_a_bad_line_near_its_
         assert peak < size / 4, (read, peak, size)
 
 
-def test_a_json_document_past_the_stated_size_is_refused_in_one_line_naming_the_limit(tmp_path: Path):
+def test_a_json_document_past_the_stated_size_is_refused_in_one_line_naming_the_limit(tmp_path: Path, monkeypatch):
     """A JSON list (the MathEquiv release format) cannot be streamed: past $EQUIV_MAX_JSON_BYTES
     (default 1 GiB) it is refused; so is a JSONL line longer than it. JSON Lines of any size pass."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", EQUIV_MAX_JSON_BYTES="20000")
+    monkeypatch.setenv("EQUIV_MAX_JSON_BYTES", "20000")  # read at each file, as a fresh process reads it
     rows = [json.loads(line) for line in DEMO_PAIRS.read_text().splitlines()]
     listed = tmp_path / "pairs.json"
     listed.write_text(json.dumps(rows))
@@ -406,16 +418,13 @@ def test_a_json_document_past_the_stated_size_is_refused_in_one_line_naming_the_
     long_line = tmp_path / "long_line.jsonl"
     long_line.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n" + json.dumps({**rows[0], "pad": "x" * 30000}) + "\n")
 
-    def pairs(path: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "search_cli.py", "pairs", "--strategy", "exact", "--data", str(path)],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    def pairs(path: Path) -> Result:
+        return _search("pairs", "--strategy", "exact", "--data", path)
 
-    done = pairs(listed)
-    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    line = _one_error_line(pairs(listed))
     assert f"{listed}: is one JSON document of {listed.stat().st_size:,} bytes, over the 20,000 bytes" in line
     assert "$EQUIV_MAX_JSON_BYTES" in line
-    done = pairs(long_line)
-    line = _one_error_line(Result(done.returncode, done.stdout, done.stderr))
+    line = _one_error_line(pairs(long_line))
     assert f"{long_line}:2: this line is longer than the 20,000 bytes" in line
     assert DEMO_PAIRS.stat().st_size > 20000  # a JSONL file bigger than the limit, short lines: read as ever
     assert pairs(DEMO_PAIRS).returncode == 0

@@ -81,7 +81,7 @@ def wandb_history(run_dir: Path) -> list[dict[str, float]]:
 
 
 @pytest.mark.slow  # a real fit process (about 9 s of CPU); the default suite runs fit in real processes in
-# test_input_refusals (the logger save_dir test) and in-process here
+# test_input_refusals (the logger save_dir test, short spelling) and in-process here
 def test_fast_dev_run_subprocess_exports_a_judge(tiny_longformer: Path, tmp_path: Path) -> None:
     result = run_cli(
         "fit", "--config", "configs/demo.yaml",

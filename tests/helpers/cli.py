@@ -4,6 +4,10 @@ A fresh interpreter pays the torch/transformers/Lightning imports again (seconds
 CPU), so the CLI tests call ``main(argv)`` directly and read what it printed and returned, exactly
 as a shell would see it: the exit status (``SystemExit`` from argparse or jsonargparse included),
 stdout and stderr. One real subprocess per entry script stays, in the smoke tests.
+
+The captured streams encode as a shell's do under a UTF-8 locale -- stdout strictly, stderr with
+``backslashreplace`` (CPython's default for it) -- so text a real process could not print (a lone
+surrogate) fails here too instead of passing through a ``StringIO``.
 """
 
 from __future__ import annotations
@@ -23,9 +27,17 @@ class Result:
     stderr: str
 
 
+def _stream(errors: str) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors=errors, write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    return stream.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+
+
 def invoke(main: Callable[[list[str]], int | None], argv: Sequence[object]) -> Result:
     """``main(argv)`` with stdout/stderr captured and ``SystemExit`` turned into the exit status."""
-    out, err = io.StringIO(), io.StringIO()
+    out, err = _stream("strict"), _stream("backslashreplace")
     with redirect_stdout(out), redirect_stderr(err):
         try:
             code = main([str(a) for a in argv])
@@ -35,7 +47,7 @@ def invoke(main: Callable[[list[str]], int | None], argv: Sequence[object]) -> R
                 code = 1
             else:
                 code = exc.code
-    return Result(int(code or 0), out.getvalue(), err.getvalue())
+    return Result(int(code or 0), _text(out), _text(err))
 
 
 def trainer_cli(*argv: object) -> Result:
