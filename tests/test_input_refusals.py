@@ -2,9 +2,9 @@
 an incomplete judge export, unreadable weights, a crafted ``--ckpt_path``, a missing local model,
 JSON nested too deep, ``--output`` naming a folder, duplicate keys, invisible text, a missing
 tree file, an empty run in ``compare``, and where fit's logs go. Real tiny judges, the real CLIs
-in this process through the installed commands' functions (tests/helpers/cli.py explains why, and
-gives them a shell's UTF-8 streams); one real ``trainer_cli.py fit`` process here (the logger
-test), and a real ``search_cli.py pairs`` process with a judge in tests/test_front.py."""
+in this process (tests/helpers/cli.py explains why, and gives them a shell's UTF-8 streams); one
+real ``trainer_cli.py fit`` process here (the logger test), and a real ``search_cli.py pairs``
+process with a judge in tests/test_front.py."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ import pytest
 from equiv.errors import InputError
 from equiv.judge.export import load_judge
 from tests.helpers.cli import Result, invoke
+from tests.helpers.cli import search_cli as _search
+from tests.helpers.cli import trainer_cli as _train
 from tests.helpers.judges import make_tiny_judge, tiny_fit_argv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,20 +40,6 @@ def _pairs(*args: object) -> Result:
     from equiv.prune.cli import pairs_main
 
     return invoke(pairs_main, list(args))
-
-
-def _search(*args: object) -> Result:
-    """``search_cli.py ARGS`` through the installed command's function (quiet set-up included)."""
-    from equiv.commands import search_main
-
-    return invoke(search_main, list(args))
-
-
-def _train(*args: object) -> Result:
-    """``trainer_cli.py ARGS`` through the installed command's function (quiet set-up included)."""
-    from equiv.commands import train_main
-
-    return invoke(train_main, list(args))
 
 
 @pytest.fixture()
