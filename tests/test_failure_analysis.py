@@ -1,5 +1,5 @@
 """Failure-mode analysis (paper Table 11): Pearson r and p-values, the per-problem points, and
-``compare --analysis`` / the report on runs the tiny CPU models make."""
+``compare --analysis`` / the report on real run directories of the ``eval`` CLI."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from equiv.report.analysis import PAIRS, Point, betainc, correlations, pearson, pearson_fallback, points
-from equiv.search.cli import compare_main, eval_main
+from equiv.search.cli import compare_main
 
 
 def test_fallback_p_value_matches_closed_forms():
@@ -65,27 +65,12 @@ def test_correlations_cover_every_pair_overall_and_in_failures():
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
+    """A baseline and a pruned MCTS run of 4 problems, made by the real ``eval`` CLI on the
+    scripted engines (tests/helpers/runs.py): real run directories in a fraction of a second. The
+    search on real tiny models is tested in tests/test_search_e2e.py; here it is the analysis."""
+    from tests.helpers.runs import runner_runs
 
-    root = tmp_path_factory.mktemp("analysis")
-    policy, prm = build_tiny_policy(root / "policy"), build_tiny_prm(root / "prm")
-    data = root / "gsm8k.jsonl"
-    rows = [{"question": f"Tom has {i} apples and buys {i + 2} more. How many apples?", "answer": f"#### {2 * i + 2}"}
-            for i in range(4)]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    dirs = []
-    for name, pruner in (("baseline", ["--pruner.strategy", "none"]),
-                         ("pruned", ["--pruner.strategy", "embedding", "--pruner.threshold", "0.2", "--pruner.device", "cpu"])):
-        out = root / name
-        args = ["--algo", "mcts", "--out", str(out), "--data.dataset", "gsm8k", "--data.path", str(data),
-                "--policy.model", policy, "--reward.model", prm, "--policy.backend", "transformers",
-                "--policy.max_new_tokens", "12", "--policy.temperature", "1.0", "--policy.device", "cpu",
-                "--reward.device", "cpu", "--search.prune_stage", "before_prm",
-                "--search.width", "4", "--search.max_depth", "3", "--search.num_simulations", "2",
-                "--run.progress", "false", "--run.save_trees", "true", *pruner]
-        assert eval_main(args) == 0
-        dirs.append(out)
-    return dirs
+    return runner_runs(tmp_path_factory.mktemp("analysis"), ("mcts",), n=4)
 
 
 def test_compare_analysis_on_tiny_model_runs(tiny_runs, capsys):
