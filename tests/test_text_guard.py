@@ -389,8 +389,8 @@ def test_the_guard_and_each_rule_are_symmetric_on_generated_pairs(pair, question
         assert rule.check(a, b, question) == rule.check(b, a, question), rule.name
 
 
-@pytest.mark.slow  # every rule both ways on every shipped pair (about 5 s of CPU); the default suite keeps the
-# generated pairs above and the pinned snapshot below, which any asymmetric change to a rule moves
+@pytest.mark.slow  # every rule both ways on every shipped pair (about 5 s of CPU); symmetry stays in the
+# default suite through the generated pairs above
 def test_the_guard_and_each_rule_are_symmetric_on_every_corpus_pair():
     for key, path in guard_corpus.labelled_files().items():
         for line in path.read_text(encoding="utf-8").splitlines():
