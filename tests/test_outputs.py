@@ -210,9 +210,8 @@ def test_a_limited_rerun_merges_the_failures_file_and_never_loses_one(tmp_path):
     def keys() -> list[str]:
         return sorted(json.loads(line)["key"] for line in failed.read_text().splitlines()) if failed.exists() else []
 
-    def label(stub_url: str, *extra: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(_label_argv(pairs, out, stub_url, "--tries", 1, "--concurrency", 1, *extra),
-                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    def label(stub_url: str, *extra: object) -> Result:  # in this process: each run ends before the next
+        return search_cli(*_label_argv(pairs, out, stub_url, "--tries", 1, "--concurrency", 1, *extra)[2:])
 
     with chat_stub(lambda prompt: "I cannot tell." if "BAD" in prompt else GOOD) as stub:
         assert label(stub.url, "--limit", 2).returncode == 1 and keys() == ["p-0", "p-1"]
