@@ -12,6 +12,11 @@ problems and seeds:
 - ``model``: the shipped judge (``--judge``, default ``outputs/gsm8k_equiv/ensemble``: the two-seed
   recipe of docs/training.md).
 
+One more arm is offered, not run by default: ``exact_sum``, exact-text dedup with
+``search.duplicate_prior: sum`` (a copy's prior added to its first copy instead of dropped), to
+measure whether the reference's dropping of the copies' prior mass is what costs exact-text dedup
+tokens and accuracy (``--arms unpruned,exact,exact_sum``).
+
 Resumable and interruptible: each (algorithm, arm) is an ordinary run directory under ``--out``
 (``search_cli.py compare`` / ``report`` read them), the problems go in chunks of ``--chunk``
 with every arm brought to the same problems before the next chunk starts, so a run stopped at
@@ -47,6 +52,7 @@ from equiv.errors import InputError, exit_on_input_error  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "gsm8k"
 ARMS = ("unpruned", "exact", "formula", "model")
+EXTRA_ARMS = ("exact_sum",)  # offered, not run by default
 ALGOS = ("mcts", "sbs")
 HELD_OUT = range(1050, 1319)  # GSM8K test problems 1050-1318: never used for development
 SECONDS = "bench_seconds.json"
@@ -132,7 +138,7 @@ def paired_difference(base: list[float], arm: list[float], *, draws: int = 2000,
 def pruner_for(arm: str, judge: str) -> Any:
     from equiv.prune import PrunerConfig
 
-    if arm in ("unpruned", "exact"):
+    if arm in ("unpruned", "exact", "exact_sum"):
         return PrunerConfig(strategy="none")
     if arm == "model":
         return PrunerConfig(strategy="model", model=judge, device="cpu")
@@ -144,7 +150,7 @@ def search_for(args: argparse.Namespace, algo: str, arm: str) -> Any:
 
     return SearchConfig(
         width=args.width, max_depth=args.max_depth, num_simulations=args.simulations, beam_size=args.beam,
-        dedupe_exact=arm != "unpruned",
+        dedupe_exact=arm != "unpruned", duplicate_prior="sum" if arm == "exact_sum" else "drop",
     )
 
 
@@ -216,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
-    if set(arms) - set(ARMS) or "unpruned" not in arms:
-        raise InputError(f"choose from {', '.join(ARMS)}, including unpruned; got {args.arms}", field="arms")
+    if set(arms) - set(ARMS + EXTRA_ARMS) or "unpruned" not in arms:
+        raise InputError(f"choose from {', '.join(ARMS + EXTRA_ARMS)}, including unpruned; got {args.arms}", field="arms")
     if set(algos) - set(ALGOS):
         raise InputError(f"choose from {', '.join(ALGOS)}; got {args.algos}", field="algos")
     check_range(args.start, args.problems)
@@ -226,8 +232,8 @@ def run(args: argparse.Namespace) -> int:
         measure(args, out, algos, arms)
     figures = table(out, algos, arms)
     print_table(figures, arms)
-    for algo in algos:
-        merges = figures[algo].get("model", {}).get("merges", [])
+    for algo in algos if "model" in arms else []:  # a run without the judge's arm keeps the merges file
+        merges = figures[algo]["model"].get("merges", [])
         (out / algo).mkdir(parents=True, exist_ok=True)
         (out / algo / "merges.jsonl").write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in merges),
                                                  encoding="utf-8")

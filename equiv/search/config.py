@@ -13,6 +13,7 @@ from equiv.errors import InputError, check_fraction
 
 PRUNE_STAGES = ("after_prm", "before_prm")
 MERGE_VALUES = ("own", "class_max")
+DUPLICATE_PRIORS = ("drop", "sum")
 
 
 @dataclass
@@ -49,6 +50,11 @@ class SearchConfig:
     dedupe_exact: bool = True
     """Drop candidates whose text repeats an earlier sibling's before priors are normalised
     (pruned and unpruned runs alike: the reference keyed children by text)."""
+    duplicate_prior: str = "drop"
+    """What a dropped exact copy's prior becomes: ``drop`` (the reference: priors are a softmax
+    over the unique steps, so a step sampled three times weighs as one sampled once) or ``sum``
+    (priors over every sample, each copy's share added to its first copy, as a judge merge folds
+    its class: the search keeps the policy's sampling frequency). An option to measure."""
     merge_value: str = "own"
     """Value of a kept node whose class absorbed siblings: ``own`` (the reference, what the
     paper measured: its visit-weighted merge is a no-op at merge time, so the kept node keeps
@@ -73,6 +79,11 @@ class SearchConfig:
             raise InputError(
                 f"unknown value {self.merge_value!r}; choose from {', '.join(MERGE_VALUES)}",
                 field="search.merge_value",
+            )
+        if self.duplicate_prior not in DUPLICATE_PRIORS:
+            raise InputError(
+                f"unknown value {self.duplicate_prior!r}; choose from {', '.join(DUPLICATE_PRIORS)}",
+                field="search.duplicate_prior",
             )
         if self.prune_stage not in PRUNE_STAGES:
             raise InputError(
