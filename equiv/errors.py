@@ -14,7 +14,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 EXIT_BAD_INPUT = 2
 
@@ -174,6 +174,13 @@ def check_fraction(value: object, field: str, path: str | Path | None = None, cl
             0.0 <= value <= 1.0 if closed else 0.0 <= value < 1.0):
         raise InputError(f"must be in [0, 1{']' if closed else ')'}, got {value!r}", path=path, field=field)
     return float(value)
+
+
+def check_choice(value: object, choices: Sequence[str], field: str) -> None:
+    """A setting with a fixed set of values: anything else is one line naming ``field`` and the
+    values it takes."""
+    if value not in choices:
+        raise InputError(f"unknown value {value!r}; choose from {', '.join(choices)}", field=field)
 
 
 @contextmanager

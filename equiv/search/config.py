@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from equiv.errors import InputError, check_fraction
+from equiv.errors import InputError, check_choice, check_fraction
 
 PRUNE_STAGES = ("after_prm", "before_prm")
 MERGE_VALUES = ("own", "class_max")
@@ -75,22 +75,9 @@ class SearchConfig:
             raise InputError(f"must be >= 0, got {self.c_puct}", field="search.c_puct")
         if self.c_puct_base is not None and self.c_puct_base <= 0:
             raise InputError(f"must be > 0 or null, got {self.c_puct_base}", field="search.c_puct_base")
-        if self.merge_value not in MERGE_VALUES:
-            raise InputError(
-                f"unknown value {self.merge_value!r}; choose from {', '.join(MERGE_VALUES)}",
-                field="search.merge_value",
-            )
-        if self.duplicate_prior not in DUPLICATE_PRIORS:
-            raise InputError(
-                f"unknown value {self.duplicate_prior!r}; choose from {', '.join(DUPLICATE_PRIORS)}",
-                field="search.duplicate_prior",
-            )
-        if self.prune_stage not in PRUNE_STAGES:
-            raise InputError(
-                f"unknown value {self.prune_stage!r}; choose from {', '.join(PRUNE_STAGES)}",
-                field="search.prune_stage",
-            )
-
+        check_choice(self.merge_value, MERGE_VALUES, "search.merge_value")
+        check_choice(self.duplicate_prior, DUPLICATE_PRIORS, "search.duplicate_prior")
+        check_choice(self.prune_stage, PRUNE_STAGES, "search.prune_stage")
 
 @dataclass
 class DataConfig:
