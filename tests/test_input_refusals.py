@@ -2,9 +2,9 @@
 an incomplete judge export, unreadable weights, a crafted ``--ckpt_path``, a missing local model,
 JSON nested too deep, ``--output`` naming a folder, duplicate keys, invisible text, a missing
 tree file, an empty run in ``compare``, and where fit's logs go. Real tiny judges, the real CLIs
-in this process (tests/helpers/cli.py explains why, and gives them a shell's UTF-8 streams); one
-real ``trainer_cli.py fit`` process here (the logger test), and a real ``search_cli.py pairs``
-process with a judge in tests/test_front.py."""
+in this process (tests/helpers/cli.py explains why, and gives them a shell's UTF-8 streams); a
+real ``trainer_cli.py fit`` process in the slow stage (the logger test), and a real
+``search_cli.py pairs`` process with a judge in tests/test_front.py."""
 
 from __future__ import annotations
 
@@ -251,8 +251,11 @@ def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str
 
 
 @pytest.mark.parametrize(("option", "real_process"), [
-    ("--trainer.logger.save_dir", True),  # the default suite's one real trainer_cli.py fit process
+    ("--trainer.logger.save_dir", False),
     ("--trainer.logger.init_args.save_dir", False),
+    # a real trainer_cli.py fit process (about 9 s of CPU): the slow stage's, beside
+    # test_judge_cli.py's fast_dev_run process; the default suite runs the same argv in process
+    pytest.param("--trainer.logger.save_dir", True, marks=pytest.mark.slow),
 ])
 def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, option: str,
                                                                   real_process: bool, monkeypatch):
