@@ -12,11 +12,6 @@ problems and seeds:
 - ``model``: the shipped judge (``--judge``, default ``outputs/gsm8k_equiv/ensemble``: the two-seed
   recipe of docs/training.md).
 
-Two more arms are offered, not run by default: ``exact_sum`` and ``model_sum``, the ``exact``
-and ``model`` arms with ``search.duplicate_prior: sum`` (a copy's prior added to its first copy
-instead of dropped), to measure whether the reference's dropping of the copies' prior mass is what
-costs exact-text dedup tokens and accuracy (``--arms unpruned,exact,exact_sum``).
-
 Resumable and interruptible: each (algorithm, arm) is an ordinary run directory under ``--out``
 (``search_cli.py compare`` / ``report`` read them), the problems go in chunks of ``--chunk``
 with every arm brought to the same problems before the next chunk starts, so a run stopped at
@@ -52,7 +47,6 @@ from equiv.errors import InputError, exit_on_input_error  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "gsm8k"
 ARMS = ("unpruned", "exact", "formula", "model")
-EXTRA_ARMS = ("exact_sum", "model_sum")  # offered, not run by default
 ALGOS = ("mcts", "sbs")
 HELD_OUT = range(1050, 1319)  # GSM8K test problems 1050-1318: never used for development
 SECONDS = "bench_seconds.json"
@@ -138,9 +132,9 @@ def paired_difference(base: list[float], arm: list[float], *, draws: int = 2000,
 def pruner_for(arm: str, judge: str) -> Any:
     from equiv.prune import PrunerConfig
 
-    if arm in ("unpruned", "exact", "exact_sum"):
+    if arm in ("unpruned", "exact"):
         return PrunerConfig(strategy="none")
-    if arm in ("model", "model_sum"):
+    if arm == "model":
         return PrunerConfig(strategy="model", model=judge, device="cpu")
     return PrunerConfig(strategy=arm)
 
@@ -150,7 +144,7 @@ def search_for(args: argparse.Namespace, algo: str, arm: str) -> Any:
 
     return SearchConfig(
         width=args.width, max_depth=args.max_depth, num_simulations=args.simulations, beam_size=args.beam,
-        dedupe_exact=arm != "unpruned", duplicate_prior="sum" if arm.endswith("_sum") else "drop",
+        dedupe_exact=arm != "unpruned",
     )
 
 
@@ -222,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
-    if set(arms) - set(ARMS + EXTRA_ARMS) or "unpruned" not in arms:
-        raise InputError(f"choose from {', '.join(ARMS + EXTRA_ARMS)}, including unpruned; got {args.arms}", field="arms")
+    if set(arms) - set(ARMS) or "unpruned" not in arms:
+        raise InputError(f"choose from {', '.join(ARMS)}, including unpruned; got {args.arms}", field="arms")
     if set(algos) - set(ALGOS):
         raise InputError(f"choose from {', '.join(ALGOS)}; got {args.algos}", field="algos")
     check_range(args.start, args.problems)
@@ -259,7 +253,7 @@ def measure(args: argparse.Namespace, out: Path, algos: list[str], arms: list[st
     from equiv.search.runner import Engines, run_eval
     from equiv.search.tiny import resolve_tiny
 
-    if {"model", "model_sum"} & set(arms) and not Path(args.judge).exists():
+    if "model" in arms and not Path(args.judge).exists():
         raise InputError("no trained judge here; build the recommended one first (docs/training.md, "
                          "'The recommended judge') or pass --judge DIR", path=args.judge)
     problems = load_problems("gsm8k", path=args.data, start=args.start, end=args.start + args.problems)

@@ -130,26 +130,6 @@ def test_exact_duplicates_are_dropped_before_priors_are_normalised(prune):
     assert ctx.stats.duplicates == 1
 
 
-@pytest.mark.parametrize("prune", [True, False])
-def test_duplicate_prior_sum_keeps_the_sampling_frequency(prune):
-    """``duplicate_prior: sum``: A, A, B with equal likelihoods give A two thirds, as two samples
-    of three, and a judge's merge then folds the whole class (A, A, "so A" against B: 3/4)."""
-    table = {(): [cand("A"), cand("A"), cand("B")]}
-    ctx, kids = _expand_root(table, {}, RestateJudge() if prune else None, width=3, duplicate_prior="sum")
-    assert [k.text for k in kids] == ["A", "B"]
-    assert [k.prior for k in kids] == pytest.approx([2 / 3, 1 / 3])
-    copy = next(n for n in ctx.tree if n.merged_into == kids[0].id)
-    assert copy.judge_prob == 1.0 and ctx.stats.duplicates == 1
-    table = {(): [cand("A"), cand("A"), cand("so A"), cand("B")]}
-    ctx, kids = _expand_root(table, {}, RestateJudge(), width=4, duplicate_prior="sum")
-    assert [k.text for k in kids] == ["A", "B"] and [k.prior for k in kids] == pytest.approx([3 / 4, 1 / 4])
-
-
-def test_an_unknown_duplicate_prior_names_the_field():
-    with pytest.raises(InputError, match="field 'search.duplicate_prior'.*choose from drop, sum"):
-        SearchConfig(duplicate_prior="mean").validate()
-
-
 def test_a_merged_terminal_sibling_makes_the_kept_node_terminal():
     table = {(): [cand("A"), cand("so A", finished=True), cand("B")]}
     ctx, kids = _expand_root(table, {}, RestateJudge(), width=3)

@@ -13,7 +13,6 @@ from equiv.errors import InputError, check_choice, check_fraction
 
 PRUNE_STAGES = ("after_prm", "before_prm")
 MERGE_VALUES = ("own", "class_max")
-DUPLICATE_PRIORS = ("drop", "sum")
 
 
 @dataclass
@@ -50,11 +49,6 @@ class SearchConfig:
     dedupe_exact: bool = True
     """Drop candidates whose text repeats an earlier sibling's before priors are normalised
     (pruned and unpruned runs alike: the reference keyed children by text)."""
-    duplicate_prior: str = "drop"
-    """What a dropped exact copy's prior becomes: ``drop`` (the reference: priors are a softmax
-    over the unique steps, so a step sampled three times weighs as one sampled once) or ``sum``
-    (priors over every sample, each copy's share added to its first copy, as a judge merge folds
-    its class: the search keeps the policy's sampling frequency). An option to measure."""
     merge_value: str = "own"
     """Value of a kept node whose class absorbed siblings: ``own`` (the reference, what the
     paper measured: its visit-weighted merge is a no-op at merge time, so the kept node keeps
@@ -76,7 +70,6 @@ class SearchConfig:
         if self.c_puct_base is not None and self.c_puct_base <= 0:
             raise InputError(f"must be > 0 or null, got {self.c_puct_base}", field="search.c_puct_base")
         check_choice(self.merge_value, MERGE_VALUES, "search.merge_value")
-        check_choice(self.duplicate_prior, DUPLICATE_PRIORS, "search.duplicate_prior")
         check_choice(self.prune_stage, PRUNE_STAGES, "search.prune_stage")
 
 @dataclass

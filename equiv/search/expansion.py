@@ -11,8 +11,7 @@ Per expansion, data flows one way (docs/design.md §3):
 3. exact duplicates (same text after whitespace normalisation) are dropped, keeping the first
    occurrence, and the priors -- a softmax of the mean token log-probability -- are over the
    unique steps, in pruned and unpruned runs alike (the reference keyed children by text before
-   normalising), or, with ``duplicate_prior: sum``, over every sample with each copy's share
-   added to its first copy;
+   normalising);
 4. equivalence classes: sibling pairs -> one batched judge call (the judge applies its own
    shortcuts and prefilter, and says which pairs took a model forward: ``judge_calls``) ->
    grouping into classes with one representative each (``PrunerConfig.grouping`` and
@@ -222,21 +221,20 @@ async def _generate(ctx: SearchContext, parents: Sequence[Node], width: int) -> 
 def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candidate]) -> list[Node]:
     """Usable candidates -> child nodes; returns the unique ones.
 
-    Whitespace-equal candidates after the first are dropped, in pruned and unpruned runs alike
-    (as the reference, whose children were keyed by text). With ``duplicate_prior: drop`` (the
-    reference) the priors are a softmax over the unique steps and a copy's prior is 0; with
-    ``sum`` they are a softmax over every sample and each copy's share is added to its first
-    copy, as :func:`merge_class` folds a judge's class. A duplicate stays in the tree as a leaf
-    merged into its first copy (``judge_prob`` 1.0), so the report shows it and its tokens stay
-    on a node. A parent left with no children becomes a terminal dead end.
+    Whitespace-equal candidates after the first are dropped before priors are normalised, in
+    pruned and unpruned runs alike (as the reference, whose children were keyed by text): the
+    priors are a softmax over the unique steps. A duplicate stays in the tree as a leaf merged
+    into its first copy (``judge_prob`` 1.0, prior 0), so the report shows it and its tokens stay
+    on a node. A parent left with no children becomes a terminal dead end. (Folding each copy's
+    prior into its first copy, ``duplicate_prior: sum``, was measured and removed: see
+    docs/experiments/2026-11-28-qwen-mcts-four-arms.md.)
     """
     dup_of = exact_duplicate_of([c.text for c in candidates]) if ctx.settings.dedupe_exact else [None] * len(candidates)
-    summed = ctx.settings.duplicate_prior == "sum"
-    priors = iter(sibling_priors([c for c, first in zip(candidates, dup_of) if summed or first is None]))
+    priors = iter(sibling_priors([c for c, first in zip(candidates, dup_of) if first is None]))
     nodes: list[Node] = []
     for cand, first in zip(candidates, dup_of):
         depth = parent.depth + 1
-        prior = next(priors) if summed or first is None else 0.0
+        prior = next(priors) if first is None else 0.0
         node = ctx.tree.add_child(
             parent,
             cand.text,
@@ -249,7 +247,6 @@ def _add_children(ctx: SearchContext, parent: Node, candidates: Sequence[Candida
         if first is not None:
             node.merged_into = nodes[first].id
             node.judge_prob = 1.0
-            nodes[first].prior += prior  # 0 with ``drop``
             ctx.stats.duplicates += 1
         nodes.append(node)
     parent.expanded = True
