@@ -72,6 +72,7 @@ class SearchConfig:
         check_choice(self.merge_value, MERGE_VALUES, "search.merge_value")
         check_choice(self.prune_stage, PRUNE_STAGES, "search.prune_stage")
 
+
 @dataclass
 class DataConfig:
     """Which problems to solve."""
