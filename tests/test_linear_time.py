@@ -32,7 +32,7 @@ from equiv.search.code_grading import extract_program
 from equiv.search.grading import extract_answer, parse_number
 from equiv.text import formula, guard, restate
 from equiv.text.formatting import format_key
-from equiv.text.formula import extract_formulas, formulas_equivalent, normalise_formula
+from equiv.text.formula import extract_formulas, formulas_equivalent, latex_math, normalise_formula
 from equiv.text.guard import computes_nothing, guard_veto
 from equiv.text.normalize import step_numbers
 from equiv.text.restate import content_key, restatement, stated_answer
@@ -78,6 +78,8 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     "formula unclosed \\(": (extract_formulas, lambda n: "\\(" * n),
     "formula unclosed \\[": (extract_formulas, lambda n: "a\\[" * n),
     "formula unclosed $$": (extract_formulas, lambda n: "$$a" * n),
+    "latex unclosed \\(": (latex_math, lambda n: "\\(" * n),
+    "latex unclosed \\[ and \\(": (latex_math, lambda n: "a\\[\\(" * n),
     "formula chain without =": (extract_formulas, lambda n: "1/" * n + "1"),
     "formula chain with commas": (lambda t: formulas_equivalent(t, "1+1=2"), lambda n: "1," * n + "+1 x"),
     "formula nested fractions": (normalise_formula, lambda n: "\\frac{" * n + "1" + "}{2}" * n),
@@ -91,6 +93,7 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     "guard repeated words": (lambda t: guard_veto(t, t + " x", QUESTION), lambda n: "1 " * n),
     "guard many names": (lambda t: guard_veto(t, "Jake has 3", " ".join(t.split()[:600])),
                          lambda n: " ".join(f"N{i:x}ame" for i in range(n))),
+    "guard algebra": (lambda t: guard_veto("\\[ " + t + " \\]", "\\[ x \\]", QUESTION), lambda n: "x+(" * n + "1"),
     "guard question": (lambda t: guard_veto("Tom has 3 apples", "Tom has 4 pears", t), lambda n: "Tom ate 1, " * n),
     # restate
     "restate spaces after so": (stated_answer, lambda n: "so" + " " * n + "x"),

@@ -88,3 +88,10 @@ def test_latex_units_and_boxes_do_not_make_another_computation():
     assert formulas_equivalent(r"So \[ 3000 \text{ grams} + 20 \text{ grams} = 3020 \text{ grams} \]",
                                r"we add \[ 20 + 3000 = 3020 \] grams")
     assert not formulas_equivalent(r"\[ 3000 \text{ grams} + 20 \text{ grams} = 3020 \]", r"\[ 3000 - 20 = 2980 \]")
+
+
+def test_latex_math_reads_backslash_spans_only_in_order():
+    from equiv.text.formula import latex_math
+    text = "Costs $5 and $6. So \\( x - 1 \\) and \\[ \\frac{x}{3} = y \\] then \\( unclosed"
+    assert latex_math(text) == [" x - 1 ", " \\frac{x}{3} = y "]
+    assert latex_math("no math, $1 to $2") == []

@@ -245,6 +245,55 @@ def test_a_comparison_turned_round_vetoes():
     assert vetoes(a, a.replace("Adrianna has", "Adrianna owns")) is None
 
 
+# Problem 13 of GSM8K test, as Qwen2.5-Coder-1.5B-Instruct solved it in MCTS: algebra in an unknown
+LEFT = ("After selling \\( \\frac{x}{3} - 1 \\) vacuum cleaners at the orange house, the number left is:\n"
+        "\\[\n\\frac{2x}{3} - 2 - \\left( \\frac{x}{3} - 1 \\right) = \\frac{2x}{3} - 2 - \\frac{x}{3} + 1 = {END}\n\\]")
+MELANIE = ("Melanie is a door-to-door saleswoman. She sold a third of her vacuum cleaners at the green house, 2 more "
+           "to the red house, and half of what was left at the orange house. If Melanie has 5 vacuum cleaners left, "
+           "how many did she start with?")
+
+
+@pytest.mark.parametrize("end_a, end_b, detail", [
+    ("\\frac{x}{3} - 1", "\\frac{x}{3}", "concludes (x)/(3) vs (x)/(3)-1"),
+    ("\\frac{x}{3} - 1", "\\frac{x}{3} + 1", "concludes (x)/(3)+1 vs (x)/(3)-1"),
+    ("\\frac{x}{3} - 1", "\\frac{x}{3} - 1 \\]\nShe has 5 left, so \\[ \\frac{x}{3} - 1 = 5",
+     "concludes (x)/(3)-1 vs 5"),
+])
+def test_different_algebraic_results_veto(end_a, end_b, detail):
+    a, b = LEFT.replace("{END}", end_a), LEFT.replace("{END}", end_b)
+    assert guard_veto(a, b, MELANIE) == Veto("different_algebra", detail)
+    assert vetoes(a, b, MELANIE) == "different_algebra"
+
+
+@pytest.mark.parametrize("end_a, end_b", [
+    ("\\frac{x}{3} - 1", "\\frac{2x - x}{3} - 1"),            # the same result, simplified less
+    ("\\frac{x}{3} - 1", "\\frac{1}{3}x - 1 \\text{ cleaners}"),  # another spelling and a label
+    ("\\frac{x}{3} - 1", "\\sqrt{x}"),                        # not read: the model decides
+])
+def test_the_same_algebraic_result_or_one_not_read_passes(end_a, end_b):
+    assert vetoes(LEFT.replace("{END}", end_a), LEFT.replace("{END}", end_b), "", ["different_algebra"]) is None
+
+
+def test_only_latex_spans_are_read_as_algebra_never_currency_or_a_times_sign():
+    # "$50 x $" is currency around a times sign, not the formula "50 x" (a property test found it)
+    a = "There will be 50 x 10 = 500 matches in the box."
+    assert vetoes(a, a.replace("50", "$50").replace("10", "$10").replace("500", "$500"), "",
+                  ["different_algebra"]) is None
+    assert vetoes("She has \\( 2x \\) cars.", "She has $2x$ cars.", "", ["different_algebra"]) is None
+
+
+def test_sides_in_different_unknowns_are_not_compared():
+    # both readers: equivalent (the common difference named d on one side, r on the other)
+    a = "The sum is given by:\n\\[ S_n = \\frac{n}{2} \\left(2a + (n-1)d\\right) \\]"
+    assert vetoes(a, a.replace(")d", ")r"), "", ["different_algebra"]) is None
+    assert vetoes(a, a.replace("2a", "3a"), "", ["different_algebra"]) == "different_algebra"
+
+
+def test_numbers_alone_are_left_to_the_number_rules():
+    assert vetoes("\\[ 13 - 4 = 9 \\]", "\\[ 13 - 3 = 10 \\]", "", ["different_algebra"]) is None
+    assert vetoes("Sold 2 + 1 = <<2+1=3>>3.", "Sold 2 + 2 = <<2+2=4>>4.", "", ["different_algebra"]) is None
+
+
 @pytest.mark.parametrize("a, b", [
     ("She scored 90 on the first test.", "Mia scored 90 on the first test."),    # pronoun vs name
     ("So Mia scored 90.", "Thus Mia scored 90."),                                 # connective
@@ -314,6 +363,11 @@ def _dollar(match: re.Match[str]) -> str:
     return "$" + match.group(0)
 
 
+# "$<<2000*3=6000>>6000" is already in dollars: the "$" before the note is the result's, so the
+# reformatting must not write a second one after it ("$<<...>>$6000" reads as "$$6000", no writer's text)
+_DOLLAR_NOTE = re.compile(r"(\$\s*<<[^<>]*>>)\$")
+
+
 def _whitespace(text: str, wide: str) -> str:
     # a space between two words (never between digits, where it may group thousands) widened
     return re.sub(r"(?<=[A-Za-z,.]) (?=[A-Za-z])", wide, text)
@@ -329,7 +383,8 @@ REFORMATS = {
     "whitespace": lambda t: "  " + _whitespace(t, " \n ") + "\n",
     "thousands": lambda t: _outside_notes(t, lambda s: _PROSE_NUMBER.sub(_group_thousands, s)),
     "notes": _drop_repeated_notes,
-    "dollar": lambda t: _outside_notes(t, lambda s: re.sub(r"(?<![\w.,$%-])(?<!\d )\d+(?:\.\d+)?(?![\d,%]|\.\d)", _dollar, s)),
+    "dollar": lambda t: _DOLLAR_NOTE.sub(r"\1", _outside_notes(
+        t, lambda s: re.sub(r"(?<![\w.,$%-])(?<!\d )\d+(?:\.\d+)?(?![\d,%]|\.\d)", _dollar, s))),
     "trailing_period": lambda t: t[:-1] if t.rstrip().endswith(".") else t.rstrip() + ".",
     "case": lambda t: t.lower(),
 }

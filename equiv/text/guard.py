@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterator, Sequence
 
-from equiv.text.formula import extract_formulas, normalise_formula
+from equiv.text.expression import same_value, unknowns, values
+from equiv.text.formula import extract_formulas, latex_math, normalise_formula
 from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
                                   is_function_word, number_value, quantize, stem, step_numbers, strip_notes)
 
@@ -472,6 +473,38 @@ def reversed_relation(a: str, b: str, question: str) -> str | None:
     return _swapped_relation(a, b)
 
 
+def final_expression(text: str) -> str | None:
+    """What a step's last LaTeX formula (``\\(...\\)`` or ``\\[...\\]``,
+    :func:`equiv.text.formula.latex_math`) concludes: the side after its last ``=``, or the whole
+    formula when it has none, normalised (:func:`equiv.text.formula.normalise_formula`); ``None``
+    when the step has no such formula. Calculator notes and ``$`` spans are not read: their
+    results are numbers, the number rules' business, and ``$`` is mostly currency."""
+    formulas = [f for f in (span.strip() for span in latex_math(text)) if f]
+    if not formulas:
+        return None
+    return normalise_formula(formulas[-1]).rsplit("=", 1)[-1].rstrip(",;:") or None
+
+
+def different_algebra(a: str, b: str, question: str) -> str | None:
+    """The steps' last formulas conclude with different expressions, at least one of them in an
+    unknown ("\\frac{x}{3} - 1" / "\\frac{x}{3}", "\\frac{x}{3} - 1" / "= 5"): the number rules
+    have no number to compare there. Equal as rational functions is the same result
+    ("\\frac{2x - x}{3} - 1" / "\\frac{1}{3}x - 1"). Two sides in different unknowns are not
+    compared: a writer may have named one quantity differently ("(n-1)d" / "(n-1)r", read
+    equivalent by both readers). An expression :mod:`equiv.text.expression` does not read vetoes
+    nothing. Rubric: *the same operation(s) ..., giving the same result(s)*."""
+    ea, eb = final_expression(a), final_expression(b)
+    if ea is None or eb is None or ea == eb:
+        return None
+    names_a, names_b = unknowns(ea), unknowns(eb)
+    if not (names_a or names_b) or (names_a and names_b and names_a != names_b):
+        return None  # numbers alone, or unknowns named apart ("(n-1)d" / "(n-1)r": maybe one renamed)
+    va, vb = values(ea), values(eb)
+    if va is None or vb is None or same_value(va, vb):
+        return None
+    return "concludes " + _pair(ea, eb)
+
+
 GUARD_RULES: tuple[GuardRule, ...] = (
     GuardRule("different_numbers", "the computation: the same operation(s) on the same numbers", different_numbers),
     GuardRule("extra_number", "one extra computation or claim on one side breaks equivalence", extra_number),
@@ -484,6 +517,7 @@ GUARD_RULES: tuple[GuardRule, ...] = (
               different_ordinals),
     GuardRule("reversed_relation", "logical structure: same premises lead to the same conclusion(s)",
               reversed_relation),
+    GuardRule("different_algebra", "the computation: ... giving the same result(s)", different_algebra),
 )
 NUMBER_RULES = ("different_numbers", "extra_number", "different_result", "swapped_number")
 

@@ -15,7 +15,8 @@ old code run on the sorted pairs gives the new snapshot exactly. Regenerated aga
 when the statement floor's predicate came to read LaTeX arithmetic (:func:`equiv.text.guard.computes`,
 units in ``\\text{}`` dropped): 13 of 16,004 verdicts moved, 12 on the Qwen siblings and 1 on
 ``no_formula_pairs.jsonl``, each a pair of LaTeX computations the floor used to hold as
-statements. Regenerate only after a deliberate
+statements. Regenerated once more (2026-11-28) for the pinned policies alone, when the guard
+gained ``different_algebra``: no verdict moved. Regenerate only after a deliberate
 change of verdicts::
 
     python -m tests.helpers.verdict_snapshot --update
