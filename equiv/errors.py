@@ -176,11 +176,12 @@ def check_fraction(value: object, field: str, path: str | Path | None = None, cl
     return float(value)
 
 
-def check_choice(value: object, choices: Sequence[str], field: str) -> None:
+def check_choice(value: object, choices: Sequence[str], field: str, *, what: str = "value") -> None:
     """A setting with a fixed set of values: anything else is one line naming ``field`` and the
-    values it takes."""
+    values it takes (``unknown <what> 'x'; choose from a, b``: ``what`` says what the value is,
+    "scope", "prompt format", where the field's name alone would not)."""
     if value not in choices:
-        raise InputError(f"unknown value {value!r}; choose from {', '.join(choices)}", field=field)
+        raise InputError(f"unknown {what} {value!r}; choose from {', '.join(choices)}", field=field)
 
 
 @contextmanager

@@ -45,7 +45,7 @@ from typing import Any, Iterable, Literal
 
 from equiv.data.commonsense_qa import DEFAULT_HUB_ID, DEFAULT_SPLIT, format_row
 from equiv.data.humaneval import read_humaneval
-from equiv.errors import InputError, JSONShapeError, loads_strict, raw_lines
+from equiv.errors import InputError, JSONShapeError, check_choice, loads_strict, raw_lines
 
 Kind = Literal["gsm8k", "math", "code", "choice"]
 KINDS = ("gsm8k", "math", "code", "choice")
@@ -234,8 +234,7 @@ def load_problems(
         loaded = _load_humaneval(path) if dataset == "humaneval" else _load_commonsense_qa(path, split, hub_id)
         _check_unique(loaded, path)
         return _sample(loaded, sample, sample_seed)[start:end]
-    if dataset not in SPECS:
-        raise InputError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASETS)}", field="data.dataset")
+    check_choice(dataset, DATASETS, "data.dataset", what="dataset")
     if kind is not None and kind not in ("gsm8k", "math"):
         raise InputError(f"unknown kind {kind!r} for dataset {dataset!r}; choose gsm8k or math", field="data.kind")
     if start < 0:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Literal
 
 from equiv.backbones import check_local_model, unreadable_model, unreadable_model_errors
 from equiv.devices import check_dtype_name
-from equiv.errors import InputError
+from equiv.errors import InputError, check_choice
 from equiv.registry import Registry
 from equiv.search.policies.base import RawCompletion, StepPolicy
 from equiv.search.policies.gguf import dequantized_dir, is_gguf
@@ -134,11 +134,7 @@ class PolicyConfig:
             raise InputError(f"must be in (0, 1], got {self.top_p}", field="policy.top_p")
         if self.max_new_tokens < 1:
             raise InputError(f"must be >= 1, got {self.max_new_tokens}", field="policy.max_new_tokens")
-        if self.prompt_format != "auto" and self.prompt_format not in FORMATS:
-            raise InputError(
-                f"unknown prompt format {self.prompt_format!r}; choose from auto, {', '.join(FORMATS)}",
-                field="policy.prompt_format",
-            )
+        check_choice(self.prompt_format, ("auto", *FORMATS), "policy.prompt_format", what="prompt format")
         if self.fewshot_count < 0:
             raise InputError(f"must be >= 0, got {self.fewshot_count}", field="policy.fewshot_count")
         if self.max_batch_rows < 1:

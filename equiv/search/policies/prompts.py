@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from equiv.errors import InputError
+from equiv.errors import InputError, check_choice
 from equiv.search.conventions import MATH_SHEPHERD_STEP_TAG
 from equiv.search.policies.code_format import CODE_FORMAT
 from equiv.search.policies.prompt_format import PromptFormat
@@ -98,11 +98,7 @@ def resolve_format(
             name = "qwen25_math_chat"
         else:
             name = "plain"
-    if name not in FORMATS:
-        raise InputError(
-            f"unknown prompt format {name!r}; choose from auto, {', '.join(FORMATS)}",
-            field="policy.prompt_format",
-        )
+    check_choice(name, ("auto", *FORMATS), "policy.prompt_format", what="prompt format")  # "auto" is resolved above
     fmt = FORMATS[name]
     if end_at_answer is not None:
         fmt = dataclasses.replace(fmt, end_at_answer=end_at_answer)

@@ -32,7 +32,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
-from equiv.errors import InputError
+from equiv.errors import InputError, check_choice
 from equiv.search.types import Candidate, ScoreRequest, StepRequest
 
 SCOPES = ("path", "step")
@@ -94,12 +94,8 @@ class LikelihoodReward:
 
     def __init__(self, ledger: LogprobLedger, policy: Any | None = None, *, scope: str = "path",
                  transform: str = "prob") -> None:
-        if scope not in SCOPES:
-            raise InputError(f"unknown scope {scope!r}; choose from {', '.join(SCOPES)}", field="reward.options.scope")
-        if transform not in TRANSFORMS:
-            raise InputError(
-                f"unknown transform {transform!r}; choose from {', '.join(TRANSFORMS)}", field="reward.options.transform"
-            )
+        check_choice(scope, SCOPES, "reward.options.scope", what="scope")
+        check_choice(transform, TRANSFORMS, "reward.options.transform", what="transform")
         self.ledger = ledger
         self.policy = policy
         self.scope = scope
