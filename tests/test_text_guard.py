@@ -460,17 +460,24 @@ def test_the_guard_and_each_rule_are_symmetric_on_every_corpus_pair():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_each_rules_vetoes_on_the_shipped_labelled_files_match_the_snapshot():
+SNAPSHOT_ENTRIES = json.loads(guard_corpus.SNAPSHOT.read_text(encoding="utf-8"))
+LABELLED_FILES = guard_corpus.labelled_files()
+
+
+def test_the_snapshot_has_one_entry_per_shipped_labelled_file():
+    in_repo = {k for k in SNAPSHOT_ENTRIES if not k.startswith(guard_corpus.SHARED_PREFIX)}
+    assert in_repo == {k for k in LABELLED_FILES if not k.startswith(guard_corpus.SHARED_PREFIX)}, \
+        "a labelled file was added or removed: regenerate the snapshot"
+    missing = sorted(set(LABELLED_FILES) - set(SNAPSHOT_ENTRIES))
+    assert not missing, f"{missing} have no snapshot entry: regenerate the snapshot"
+
+
+@pytest.mark.parametrize("key", sorted(LABELLED_FILES))  # one test per file: the workers share them
+def test_each_rules_vetoes_on_the_shipped_labelled_files_match_the_snapshot(key):
     """Regenerate after a deliberate change with ``python -m tests.helpers.guard_corpus --update``
     (with the shared data present); the snapshot's diff is the change's price."""
-    snapshot = json.loads(guard_corpus.SNAPSHOT.read_text(encoding="utf-8"))
-    files = guard_corpus.labelled_files()
-    in_repo = {k for k in snapshot if not k.startswith(guard_corpus.SHARED_PREFIX)}
-    assert in_repo == {k for k in files if not k.startswith(guard_corpus.SHARED_PREFIX)}, \
-        "a labelled file was added or removed: regenerate the snapshot"
-    for key, path in sorted(files.items()):
-        assert key in snapshot, f"{key} has no snapshot entry: regenerate the snapshot"
-        assert guard_corpus.file_price(path) == snapshot[key], f"{key}: the guard's vetoes changed"
+    assert key in SNAPSHOT_ENTRIES, f"{key} has no snapshot entry: regenerate the snapshot"
+    assert guard_corpus.file_price(LABELLED_FILES[key]) == SNAPSHOT_ENTRIES[key], f"{key}: the guard's vetoes changed"
 
 
 def test_the_snapshot_counts_every_rule_and_the_shared_files():
