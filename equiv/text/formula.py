@@ -69,13 +69,15 @@ def _calculator_notes(text: str) -> list[str]:
     return out
 
 
-def _math_spans(text: str) -> list[str]:
+def _math_spans(text: str, delimiters: tuple[tuple[str, str, int], ...] = _MATH_DELIMITERS,
+                special: re.Pattern[str] = _SPECIAL) -> list[str]:
     """The contents of :data:`_MATH`'s matches (its ``finditer``), in linear time: at each ``$`` or
-    backslash, the first of its alternatives whose closer follows (after at least one character)."""
+    backslash, the first of its alternatives whose closer follows (after at least one character).
+    ``delimiters`` and ``special`` (where an opener can start) narrow it (:func:`latex_math`)."""
     finder, out, pos = MonotoneFinder(text), [], 0
-    while (special := _SPECIAL.search(text, pos)) is not None:
-        at = special.start()
-        for opener, closer, least in _MATH_DELIMITERS:
+    while (found := special.search(text, pos)) is not None:
+        at = found.start()
+        for opener, closer, least in delimiters:
             if text.startswith(opener, at):
                 end = finder.find(closer, at + len(opener) + least)
                 if end >= 0:
@@ -87,7 +89,8 @@ def _math_spans(text: str) -> list[str]:
     return out
 
 
-_LATEX_OPENERS = re.compile(r"\\[(\[]")
+_LATEX_DELIMITERS = _MATH_DELIMITERS[2:]  # \( \) and \[ \]
+_BACKSLASH = re.compile(r"\\")
 
 
 def latex_math(text: str) -> list[str]:
@@ -95,16 +98,7 @@ def latex_math(text: str) -> list[str]:
     Unlike :func:`extract_formulas` it never reads ``$`` as a delimiter: in GSM8K prose ``$`` is
     currency ("$50 x $10 = $500" is not the formula "50 x"), and a policy that writes algebra
     writes it in these two."""
-    finder, out, pos = MonotoneFinder(text), [], 0
-    while (opener := _LATEX_OPENERS.search(text, pos)) is not None:
-        closer = "\\)" if opener.group(0) == "\\(" else "\\]"
-        end = finder.find(closer, opener.end() + 1)
-        if end < 0:
-            pos = opener.end()
-            continue
-        out.append(text[opener.end():end])
-        pos = end + len(closer)
-    return out
+    return _math_spans(text, _LATEX_DELIMITERS, _BACKSLASH)
 
 
 def _bare_arithmetic(text: str) -> list[str]:
