@@ -1,12 +1,16 @@
-"""The one-line range check that every fraction setting shares (equiv.errors.check_fraction)."""
+"""The one-line checks that settings share: every fraction (equiv.errors.check_fraction) and every fixed
+choice (equiv.errors.check_choice)."""
 
 import math
 
 import pytest
 
 from equiv.data.datamodule import MathEquivDataModule
+from equiv.data.problems import load_problems
 from equiv.errors import InputError, check_fraction
 from equiv.rundir.siblings import sibling_pairs
+from equiv.search.policies.prompts import resolve_format
+from equiv.search.rewards.likelihood import LikelihoodReward, LogprobLedger
 
 
 @pytest.mark.parametrize("value", [0, 0.0, 0.5, 1, 1.0])
@@ -40,27 +44,19 @@ def test_the_settings_that_share_it_say_which_field(build, field):
         build()
 
 
-def _choice_refusals():
-    from equiv.data.problems import load_problems
-    from equiv.search.policies.prompts import resolve_format
-    from equiv.search.rewards.likelihood import LikelihoodReward, LogprobLedger
-
-    return [
-        (lambda: LikelihoodReward(LogprobLedger(), scope="all"), "reward.options.scope",
-         "unknown scope 'all'; choose from "),
-        (lambda: LikelihoodReward(LogprobLedger(), transform="exp"), "reward.options.transform",
-         "unknown transform 'exp'; choose from "),
-        (lambda: resolve_format("chatml", "some/model"), "policy.prompt_format",
-         "unknown prompt format 'chatml'; choose from auto, "),
-        (lambda: load_problems("gsm9k"), "data.dataset", "unknown dataset 'gsm9k'; choose from math500, gsm8k, "),
-    ]
-
-
-@pytest.mark.parametrize("case", range(4))
-def test_a_choice_outside_its_values_is_one_line_naming_what_it_is_and_the_values(case):
+@pytest.mark.parametrize("call, field, start", [
+    pytest.param(lambda: LikelihoodReward(LogprobLedger(), scope="all"), "reward.options.scope",
+                 "unknown scope 'all'; choose from ", id="scope"),
+    pytest.param(lambda: LikelihoodReward(LogprobLedger(), transform="exp"), "reward.options.transform",
+                 "unknown transform 'exp'; choose from ", id="transform"),
+    pytest.param(lambda: resolve_format("chatml", "some/model"), "policy.prompt_format",
+                 "unknown prompt format 'chatml'; choose from auto, ", id="prompt_format"),
+    pytest.param(lambda: load_problems("gsm9k"), "data.dataset", "unknown dataset 'gsm9k'; choose from math500, gsm8k, ",
+                 id="dataset"),
+])
+def test_a_choice_outside_its_values_is_one_line_naming_what_it_is_and_the_values(call, field, start):
     """Every fixed-choice setting goes through check_choice, which names the thing ("scope", not
     "value") and the field."""
-    call, field, start = _choice_refusals()[case]
     with pytest.raises(InputError) as err:
         call()
     assert err.value.field == field and err.value.message.startswith(start), str(err.value)
