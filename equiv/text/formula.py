@@ -30,7 +30,7 @@ from collections import Counter
 from equiv.text.normalize import CALCULATOR_NOTE, THOUSANDS_COMMA, normalise_whitespace
 from equiv.text.scan import MonotoneFinder
 
-__all__ = ["CALCULATOR_NOTE", "extract_formulas", "latex_math", "formula_signature", "formulas_equivalent", "normalise_formula"]
+__all__ = ["CALCULATOR_NOTE", "extract_formulas", "formula_signature", "formulas_equivalent", "latex_math", "normalise_formula"]
 
 # CALCULATOR_NOTE (one whole note, equiv.text.normalize) is what steps are stripped of, or edited
 # around. extract_formulas reads the notes' contents as ``<<(.*?)>>`` (lazy, multi-line) would,
