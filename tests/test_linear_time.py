@@ -94,6 +94,9 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     "guard many names": (lambda t: guard_veto(t, "Jake has 3", " ".join(t.split()[:600])),
                          lambda n: " ".join(f"N{i:x}ame" for i in range(n))),
     "guard algebra": (lambda t: guard_veto("\\[ " + t + " \\]", "\\[ x \\]", QUESTION), lambda n: "x+(" * n + "1"),
+    "guard assignment spaces": (lambda t: guard_veto("total = a" + t, "total = a + b", QUESTION),
+                                lambda n: " " * n + "+ b"),
+    "guard assignment lines": (lambda t: guard_veto(t, "x_1 = a + b", QUESTION), lambda n: "x_1 = a  b\n" * n),
     "guard question": (lambda t: guard_veto("Tom has 3 apples", "Tom has 4 pears", t), lambda n: "Tom ate 1, " * n),
     # restate
     "restate spaces after so": (stated_answer, lambda n: "so" + " " * n + "x"),

@@ -294,6 +294,38 @@ def test_numbers_alone_are_left_to_the_number_rules():
     assert vetoes("Sold 2 + 1 = <<2+1=3>>3.", "Sold 2 + 2 = <<2+2=4>>4.", "", ["different_algebra"]) is None
 
 
+# Problem 16 of GSM8K test, as Qwen2.5-Coder-1.5B-Instruct wrote it in MCTS: its steps were Python
+CODE = ("# Calculate the total distance covered by each train in the two days\n"
+        "total_westward_distance = {WEST}\ntotal_northward_distance = northward_first_day + northward_second_day")
+
+
+@pytest.mark.parametrize("west_a, west_b", [
+    ("westward_first_day + westward_second_day", "(westward_first_day + westward_second_day) * 2"),  # merged, read 1
+    ("160", "300"),
+    ("westward_first_day * 2", "westward_first_day ** 2  # squared"),
+])
+def test_one_variable_assigned_different_values_vetoes(west_a, west_b):
+    a, b = CODE.replace("{WEST}", west_a), CODE.replace("{WEST}", west_b)
+    assert vetoes(a, b, "", ["different_assignment"]) == "different_assignment"
+    assert guard_veto(a, b, "", ["different_assignment"]).detail.startswith("total_westward_distance = ")
+
+
+@pytest.mark.parametrize("west_a, west_b", [
+    ("westward_first_day + westward_second_day", "westward_second_day+westward_first_day  # the sum"),
+    ("2 * (westward_first_day + 1)", "westward_first_day * 2 + 2"),
+    ("westward_first_day + westward_second_day", "80 + 80"),           # names on one side: maybe one computation
+    ("westward_first_day + westward_second_day", "day_1 + day_2"),      # names apart: maybe a renaming
+    ("westward_first_day + westward_second_day", "sum(westward)"),     # a call: not read
+])
+def test_the_same_value_or_sides_not_compared_pass(west_a, west_b):
+    a, b = CODE.replace("{WEST}", west_a), CODE.replace("{WEST}", west_b)
+    assert vetoes(a, b, "", ["different_assignment"]) is None
+
+
+def test_assignments_to_different_variables_are_not_compared():
+    assert vetoes("west = 80", "north = 150", "", ["different_assignment"]) is None
+
+
 @pytest.mark.parametrize("a, b", [
     ("She scored 90 on the first test.", "Mia scored 90 on the first test."),    # pronoun vs name
     ("So Mia scored 90.", "Thus Mia scored 90."),                                 # connective

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterator, Sequence
 
+from equiv.text.assignment import as_expression, assignments, names
 from equiv.text.expression import same_value, unknowns, values
 from equiv.text.formula import extract_formulas, latex_math, normalise_formula
 from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
@@ -505,6 +506,28 @@ def different_algebra(a: str, b: str, question: str) -> str | None:
     return "concludes " + _pair(ea, eb)
 
 
+def different_assignment(a: str, b: str, question: str) -> str | None:
+    """Both steps, written as Python, assign one variable different expressions in the same names
+    (``total = first + second`` / ``total = (first + second) * 2``) or different numbers
+    (``total = 160`` / ``total = 300``); :mod:`equiv.text.assignment` reads the ``name = ...``
+    lines, :mod:`equiv.text.expression` compares the sides as rational functions. Sides in
+    different names are not compared (``total = west + north`` / ``total = 80 + 150`` may be one
+    computation), nor a side that is not plain arithmetic. Rubric: *the same operation(s) on the
+    same numbers, giving the same result(s)*."""
+    assigned_a, assigned_b = assignments(a), assignments(b)
+    for target in sorted(assigned_a.keys() & assigned_b.keys()):
+        right_a, right_b = assigned_a[target], assigned_b[target]
+        order = names(right_a)
+        if order is None or order != names(right_b):
+            continue
+        ea, eb = as_expression(right_a, order), as_expression(right_b, order)
+        va = values(ea) if ea else None
+        vb = values(eb) if eb else None
+        if va is not None and vb is not None and not same_value(va, vb):
+            return f"{target} = " + _pair(right_a, right_b)
+    return None
+
+
 GUARD_RULES: tuple[GuardRule, ...] = (
     GuardRule("different_numbers", "the computation: the same operation(s) on the same numbers", different_numbers),
     GuardRule("extra_number", "one extra computation or claim on one side breaks equivalence", extra_number),
@@ -518,6 +541,8 @@ GUARD_RULES: tuple[GuardRule, ...] = (
     GuardRule("reversed_relation", "logical structure: same premises lead to the same conclusion(s)",
               reversed_relation),
     GuardRule("different_algebra", "the computation: ... giving the same result(s)", different_algebra),
+    GuardRule("different_assignment", "the computation: the same operation(s) on the same numbers",
+              different_assignment),
 )
 NUMBER_RULES = ("different_numbers", "extra_number", "different_result", "swapped_number")
 

@@ -16,7 +16,8 @@ when the statement floor's predicate came to read LaTeX arithmetic (:func:`equiv
 units in ``\\text{}`` dropped): 13 of 16,004 verdicts moved, 12 on the Qwen siblings and 1 on
 ``no_formula_pairs.jsonl``, each a pair of LaTeX computations the floor used to hold as
 statements. Regenerated once more (2026-11-28) for the pinned policies alone, when the guard
-gained ``different_algebra``: no verdict moved. Regenerate only after a deliberate
+gained ``different_algebra``: no verdict moved; and for ``different_assignment``: none moved.
+Regenerate only after a deliberate
 change of verdicts::
 
     python -m tests.helpers.verdict_snapshot --update
