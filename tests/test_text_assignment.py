@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from equiv.text.assignment import MAX_NAMES, as_expression, assignments, names
+from equiv.text.assignment import MAX_NAMES, as_expression, assignments, names, read
 from equiv.text.expression import MAX_CHARS, same_value, values
 
 
@@ -63,4 +63,7 @@ def test_any_text_gives_assignments_whose_sides_read_or_not_and_never_raises(tex
         if order is not None:
             expression = as_expression(right, order)
             assert expression is not None and " " not in expression
+            assert read(right) == (order, expression)  # one read gives what the two did
             values(expression)  # a value, None, never an exception
+        else:
+            assert read(right) is None

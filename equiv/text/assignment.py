@@ -7,7 +7,7 @@ Qwen2.5-Coder, asked for steps, sometimes writes its arithmetic as Python: sibli
 three times. The LaTeX rules read no code, so this module reads the assignments: ``name = expr``
 lines, the comment after ``#`` dropped, the last assignment of a name winning.
 
-:func:`as_expression` turns a right-hand side into the expression module's notation: each
+:func:`as_expression` (and :func:`read`, which also returns the names) turns a right-hand side into the expression module's notation: each
 variable name becomes a one-letter unknown (``a``, ``b``, ... in the order of a given list of
 names) and ``**`` becomes ``^``. Anything but numbers, names, ``+ - * / **`` and parentheses
 (a call, a subscript, an attribute, a string, a comparison) gives ``None``: the guard rule then
@@ -70,6 +70,18 @@ def as_expression(right: str, order: tuple[str, ...]) -> str | None:
     used = names(right)
     if used is None or not set(used) <= set(order) or len(order) > MAX_NAMES:
         return None
+    return _in_letters(right, order)
+
+
+def read(right: str) -> tuple[tuple[str, ...], str] | None:
+    """The names ``right`` uses (sorted) and ``right`` in letters of that order, read once: two
+    sides with equal names are then in one notation and can be compared; ``None`` as for
+    :func:`names`."""
+    used = names(right)
+    return None if used is None else (used, _in_letters(right, used))
+
+
+def _in_letters(right: str, order: tuple[str, ...]) -> str:
     letter = {name: chr(ord("a") + k) for k, name in enumerate(order)}
     right = _OPERAND.sub(lambda m: letter.get(m.group(0)) or m.group(0).replace("_", ""), right)
     return re.sub(r"[ \t]+", "", right.replace("**", "^"))

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterator, Sequence
 
-from equiv.text.assignment import as_expression, assignments, names
+from equiv.text.assignment import assignments, read
 from equiv.text.expression import same_value, unknowns, values
 from equiv.text.formula import extract_formulas, latex_math, normalise_formula
 from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
@@ -517,12 +517,10 @@ def different_assignment(a: str, b: str, question: str) -> str | None:
     assigned_a, assigned_b = assignments(a), assignments(b)
     for target in sorted(assigned_a.keys() & assigned_b.keys()):
         right_a, right_b = assigned_a[target], assigned_b[target]
-        order = names(right_a)
-        if order is None or order != names(right_b):
+        read_a, read_b = read(right_a), read(right_b)
+        if read_a is None or read_b is None or read_a[0] != read_b[0]:
             continue
-        ea, eb = as_expression(right_a, order), as_expression(right_b, order)
-        va = values(ea) if ea else None
-        vb = values(eb) if eb else None
+        va, vb = values(read_a[1]), values(read_b[1])
         if va is not None and vb is not None and not same_value(va, vb):
             return f"{target} = " + _pair(right_a, right_b)
     return None
