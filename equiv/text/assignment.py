@@ -7,9 +7,10 @@ Qwen2.5-Coder, asked for steps, sometimes writes its arithmetic as Python: sibli
 three times. The LaTeX rules read no code, so this module reads the assignments: ``name = expr``
 lines, the comment after ``#`` dropped, the last assignment of a name winning.
 
-:func:`as_expression` (and :func:`read`, which also returns the names) turns a right-hand side into the expression module's notation: each
+:func:`as_expression` turns a right-hand side into the expression module's notation: each
 variable name becomes a one-letter unknown (``a``, ``b``, ... in the order of a given list of
-names) and ``**`` becomes ``^``. Anything but numbers, names, ``+ - * / **`` and parentheses
+names) and ``**`` becomes ``^``; :func:`read` does it in the side's own sorted names and returns
+them too, so a rule comparing two sides reads each once. Anything but numbers, names, ``+ - * / **`` and parentheses
 (a call, a subscript, an attribute, a string, a comparison) gives ``None``: the guard rule then
 reads nothing, and the model decides as before.
 
