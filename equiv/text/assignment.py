@@ -10,9 +10,9 @@ lines, the comment after ``#`` dropped, the last assignment of a name winning.
 :func:`as_expression` turns a right-hand side into the expression module's notation: each
 variable name becomes a one-letter unknown (``a``, ``b``, ... in the order of a given list of
 names) and ``**`` becomes ``^``; :func:`read` does it in the side's own sorted names and returns
-them too, so a rule comparing two sides reads each once. Anything but numbers, names, ``+ - * / **`` and parentheses
-(a call, a subscript, an attribute, a string, a comparison) gives ``None``: the guard rule then
-reads nothing, and the model decides as before.
+them too, so a rule comparing two sides reads each once. Anything but numbers, names,
+``+ - * / **`` and parentheses (a call, a subscript, an attribute, a string, a comparison) gives
+``None``: the guard rule then reads nothing, and the model decides as before.
 
 Linear in the text: one line-anchored pattern with no nested repetition, and a right-hand side
 longer than :data:`equiv.text.expression.MAX_CHARS` is not read.
