@@ -7,10 +7,9 @@ Qwen2.5-Coder, asked for steps, sometimes writes its arithmetic as Python: sibli
 three times. The LaTeX rules read no code, so this module reads the assignments: ``name = expr``
 lines, the comment after ``#`` dropped, the last assignment of a name winning.
 
-:func:`as_expression` turns a right-hand side into the expression module's notation: each
-variable name becomes a one-letter unknown (``a``, ``b``, ... in the order of a given list of
-names) and ``**`` becomes ``^``; :func:`read` does it in the side's own sorted names and returns
-them too, so a rule comparing two sides reads each once. Anything but numbers, names,
+:func:`read` turns a right-hand side into the expression module's notation: each variable
+name becomes a one-letter unknown (``a``, ``b``, ... in the sorted order of the side's names,
+which it returns too) and ``**`` becomes ``^``. Anything but numbers, names,
 ``+ - * / **`` and parentheses (a call, a subscript, an attribute, a string, a comparison) gives
 ``None``: the guard rule then reads nothing, and the model decides as before.
 
@@ -64,25 +63,13 @@ def names(right: str) -> tuple[str, ...] | None:
     return tuple(sorted(found)) if len(found) <= MAX_NAMES else None
 
 
-def as_expression(right: str, order: tuple[str, ...]) -> str | None:
-    """``right`` in :mod:`equiv.text.expression`'s notation, the names of ``order`` becoming
-    ``a``, ``b``, ...; ``None`` when :func:`names` reads it as not arithmetic or it uses a name
-    outside ``order``."""
-    used = names(right)
-    if used is None or not set(used) <= set(order) or len(order) > MAX_NAMES:
-        return None
-    return _in_letters(right, order)
-
-
 def read(right: str) -> tuple[tuple[str, ...], str] | None:
-    """The names ``right`` uses (sorted) and ``right`` in letters of that order, read once: two
-    sides with equal names are then in one notation and can be compared; ``None`` as for
-    :func:`names`."""
+    """The names ``right`` uses (sorted, as :func:`names` gives them) and ``right`` in
+    :mod:`equiv.text.expression`'s notation, those names becoming ``a``, ``b``, ...: two sides
+    with equal names are then in one notation and can be compared. ``None`` as for :func:`names`."""
     used = names(right)
-    return None if used is None else (used, _in_letters(right, used))
-
-
-def _in_letters(right: str, order: tuple[str, ...]) -> str:
-    letter = {name: chr(ord("a") + k) for k, name in enumerate(order)}
+    if used is None:
+        return None
+    letter = {name: chr(ord("a") + k) for k, name in enumerate(used)}
     right = _OPERAND.sub(lambda m: letter.get(m.group(0)) or m.group(0).replace("_", ""), right)
-    return re.sub(r"[ \t]+", "", right.replace("**", "^"))
+    return used, re.sub(r"[ \t]+", "", right.replace("**", "^"))
