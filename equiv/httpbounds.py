@@ -36,6 +36,8 @@ import httpcore
 import httpx
 
 ACCEPT_ENCODING = "gzip"  # the one compression decoded here, under the cap
+MAX_BYTES = "equiv_max_bytes"
+"""A request extension (``extensions={MAX_BYTES: n}``) giving one request a cap of its own."""
 
 
 class AnswerTooLarge(httpx.DecodingError):
@@ -185,7 +187,8 @@ class BoundedTransport(httpx.HTTPTransport):
         with deadline(self.timeout):
             response = super().handle_request(request)
             try:
-                body = CappedBody(response.headers.get("content-encoding", ""), self.max_bytes,
+                body = CappedBody(response.headers.get("content-encoding", ""),
+                                  int(request.extensions.get(MAX_BYTES, self.max_bytes)),
                                   f"{request.url.scheme}://{request.url.netloc.decode('ascii', 'replace')}")
                 for chunk in response.iter_raw():
                     body.feed(chunk)
