@@ -40,10 +40,10 @@ MAX_BYTES = "equiv_max_bytes"
 """A request extension (``extensions={MAX_BYTES: n}``) giving one request a cap of its own."""
 
 
-class AnswerTooLarge(httpx.DecodingError):
+class AnswerTooLarge(Exception):
     """An answer's body passed the client's cap (decoded bytes), or came in an encoding the client
-    did not ask for and will not inflate without a cap. Not worth a retry: the server would send
-    it again."""
+    did not ask for and will not inflate without a cap. Not an httpx error, so no client retries
+    it as a network failure: the server would send it again."""
 
 
 # -- the decoded, capped body ------------------------------------------------------------------
