@@ -129,3 +129,30 @@ def test_the_judge_asks_over_one_kept_alive_connection():
             assert judge.pair_verdicts([(f"a{i}", f"b{i}")], ["q"])[0].merged
     assert asked == ["/info", "/verdicts", "/verdicts", "/verdicts"]
     assert len(connections) == 1, connections
+
+
+@pytest.mark.parametrize("headers_too", [True, False], ids=["trickled-headers", "trickled-body"])
+def test_a_trickled_answer_fails_each_try_at_the_timeout_then_one_line(headers_too):
+    """Issue 66, hole 5: httpx's timeout is per read, so an answer trickled a byte every 0.5 s
+    (minutes in all) never tripped the judge's timeout. Now each try ends at ``timeout`` as a
+    whole, the retries follow, then the one line."""
+    from tests.helpers.hostile_http import serving as hostile, trickle, within
+
+    with hostile(trickle(0.5, headers_too=headers_too)) as (url, asked):
+        with pytest.raises(ServiceError) as failed:
+            within(60, lambda: service_info(url, timeout=1.0, retries=1, backoff=0.01))
+    message = str(failed.value)
+    assert len(asked) == 2 and "after 2 tries" in message and f"{url}/info" in message and "\n" not in message
+
+
+def test_a_huge_answer_is_refused_in_one_line_not_read_whole(monkeypatch):
+    """A body past the judge's cap (here lowered to 1 MB) is refused as it streams in, once."""
+    from equiv.prune import remote
+    from tests.helpers.hostile_http import gzip_bomb, send, serving as hostile
+
+    monkeypatch.setattr(remote, "MAX_ANSWER_BYTES", 1_000_000)
+    bomb = gzip_bomb(20_000_000)
+    with hostile(lambda h, _: send(h, 200, bomb, {"Content-Encoding": "gzip"})) as (url, asked):
+        with pytest.raises(ServiceError, match=r"after 1 try: .*more than 1,000,000 bytes"):
+            service_info(url, retries=3, backoff=0.01)
+    assert len(asked) == 1

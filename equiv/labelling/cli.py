@@ -56,7 +56,7 @@ def build_label_parser() -> Any:
     p.add_argument("--rate", type=float, default=None, help="requests started per second at most (default: no limit)")
     p.add_argument("--limit", type=int, default=None, help="label at most this many pending pairs in this run")
     p.add_argument("--seed", type=int, default=0, help="seeds each request (servers that honour 'seed')")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per request before the client gives up")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds one HTTP request may take as a whole (connect, send, the whole answer) before the client gives up")
     return p
 
 

@@ -20,8 +20,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from equiv.errors import InputError, one_line
+from equiv.httpbounds import AnswerTooLarge, bounded_async_transport
 
 STRUCTURED = ("json_schema", "choice", "none")
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+"""The most bytes (decoded) of one answer: a chat completion of 100k tokens, its thinking included,
+is a few MB; a bigger body (a runaway server, a gzip bomb) is refused as it streams in."""
 
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -53,14 +57,33 @@ class Reply:
     thinking: str | None = None
 
 
-def make_client(base_url: str, api_key: str | None, *, timeout: float = 300.0, max_retries: int = 2) -> Any:
+def make_client(base_url: str, api_key: str | None, *, timeout: float = 300.0, max_retries: int = 2,
+                max_answer_bytes: int = MAX_ANSWER_BYTES) -> Any:
     """An ``openai.AsyncOpenAI`` for ``base_url``; the client itself retries transient errors
-    (connection, 429, 5xx) ``max_retries`` times with back-off."""
+    (connection, 429, 5xx, a timeout) ``max_retries`` times with back-off. ``timeout`` bounds each
+    HTTP request as a whole -- connect, send and the whole answer -- not each read (a server
+    trickling a byte a second never tripped a per-read timeout); an answer past
+    ``max_answer_bytes`` decoded bytes is refused as it arrives (:mod:`equiv.httpbounds`)."""
     try:
         import openai
     except ImportError:
         raise InputError("needs the 'openai' package: pip install -e \".[label]\"", field="base_url") from None
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=max_retries)
+    http_client = openai.DefaultAsyncHttpxClient(
+        timeout=timeout, transport=bounded_async_transport(_httpx_of(openai), timeout=timeout,
+                                                           max_bytes=max_answer_bytes))
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=max_retries,
+                              http_client=http_client)
+
+
+def _httpx_of(openai: Any) -> Any:
+    """The httpx module the installed ``openai`` is built on (``httpx``; ``httpx2`` from 3.x)."""
+    import importlib
+
+    for cls in openai.DefaultAsyncHttpxClient.__mro__:
+        root = cls.__module__.split(".")[0]
+        if cls.__name__ == "AsyncClient" and root.startswith("httpx"):
+            return importlib.import_module(root)
+    raise InputError(f"openai {openai.__version__} is not built on httpx; install openai>=1.40,<4", field="base_url")
 
 
 def request_options(structured: str, *, reasoning_chars: int | None = None) -> dict[str, Any]:
@@ -87,10 +110,16 @@ async def ask(client: Any, model: str, messages: Sequence[dict[str, str]], *, te
         response = await client.chat.completions.create(
             model=model, messages=list(messages), temperature=temperature, max_tokens=max_tokens, seed=seed,
             **options)
+    except AnswerTooLarge as err:
+        raise BadReply(one_line(err, 200)) from None
     except UnicodeDecodeError as err:  # a ValueError too: before the JSON check
         raise BadReply(f"the server's answer is not UTF-8 ({err.reason} at byte {err.start})") from None
     except ValueError as err:  # json.JSONDecodeError from the client's parse of a 200
         raise BadReply(f"the server's answer is not JSON ({one_line(err, 120)})") from None
+    except Exception as err:  # an older client wraps (and retries) any error of its transport
+        if isinstance(err.__cause__, AnswerTooLarge):
+            raise BadReply(one_line(err.__cause__, 200)) from None
+        raise
     return _reply(response, model)
 
 

@@ -9,7 +9,9 @@ model, guard, floor) and its threshold is the one grouping uses, so records equa
 A service that is down or answers badly is retried a bounded number of times, then a
 :class:`~equiv.errors.ServiceError` (one line, the run stops with a non-zero exit) -- never the
 reference client's silent "not similar" after three tries. The HTTP is httpx's: one pooled
-connection per judge, and its transport's retries (:class:`RetryingTransport`).
+connection per judge, and its transport's retries (:class:`RetryingTransport`). ``timeout`` bounds
+each try as a whole -- connect, send and the whole answer (:mod:`equiv.httpbounds`) -- so a service
+that trickles its answer a byte at a time fails the try at ``timeout`` like one that never answers.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Sequence
 import httpx
 
 from equiv.errors import InputError, ServiceError
+from equiv.httpbounds import AnswerTooLarge, BoundedTransport
 from equiv.judge.decide import Verdict
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import Pair, checked_pairs, pair_key
@@ -28,10 +31,12 @@ from equiv.prune.lru import BoundedLRU, text_bytes
 from equiv.prune.stats import JudgeStats
 
 CHUNK = 1024  # pairs per /verdicts request (under the service's default limit of 4096)
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a /verdicts answer of CHUNK pairs is about 200 KB
 
 
-class RetryingTransport(httpx.HTTPTransport):
-    """httpx's transport, retrying what a later try may find well, at most ``retries`` times.
+class RetryingTransport(BoundedTransport):
+    """httpx's transport, retrying what a later try may find well, at most ``retries`` times; each
+    try bounded as a whole by ``timeout`` seconds (connect, send, the whole answer).
 
     A connection that cannot be opened (refused, connect timeout) is retried by httpx itself
     (``HTTPTransport(retries=...)``, httpcore's backoff of 0, 0.5, 1, ... s); httpx retries nothing
@@ -41,8 +46,8 @@ class RetryingTransport(httpx.HTTPTransport):
     answered at once: it would not change.
     """
 
-    def __init__(self, retries: int, backoff: float) -> None:
-        super().__init__(retries=retries)
+    def __init__(self, retries: int, backoff: float, timeout: float = 60.0) -> None:
+        super().__init__(timeout=timeout, max_bytes=MAX_ANSWER_BYTES, retries=retries)
         self.retries, self.backoff = retries, backoff
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -65,8 +70,8 @@ class RetryingTransport(httpx.HTTPTransport):
 
 
 def client(*, timeout: float, retries: int, backoff: float) -> httpx.Client:
-    """An HTTP client for the service: ``timeout`` s for each of connect, read and write."""
-    return httpx.Client(transport=RetryingTransport(retries, backoff), timeout=timeout,
+    """An HTTP client for the service: ``timeout`` s for each try as a whole."""
+    return httpx.Client(transport=RetryingTransport(retries, backoff, timeout), timeout=timeout,
                         headers={"Content-Type": "application/json"})
 
 
@@ -78,6 +83,8 @@ def _request(http: httpx.Client, url: str, payload: Any | None, *, retries: int)
     try:
         response = (http.get(url) if payload is None
                     else http.post(url, content=json.dumps(payload).encode("utf-8")))
+    except AnswerTooLarge as err:  # not retried: the service would send it again
+        last, tries = str(err), 1
     except httpx.HTTPError as err:
         last = str(err) or type(err).__name__
     else:

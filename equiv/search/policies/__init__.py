@@ -120,7 +120,8 @@ class PolicyConfig:
     """llamacpp: a running ``llama-server`` (``http://host:port``) to send completions to instead
     of starting one in-process; ``model`` still names the GGUF file, for its tokenizer."""
     request_timeout_s: float = 600.0
-    """llamacpp: seconds one completion may take before the run stops with an error."""
+    """llamacpp: seconds one completion request may take as a whole (connect, send and the whole
+    answer, not each read) before it fails with an error naming the server."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for ``vllm.LLM`` (e.g. ``quantization``, ``enable_chunked_prefill``)."""
 

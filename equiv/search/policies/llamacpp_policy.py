@@ -32,18 +32,34 @@ Search semantics are the vLLM backend's (:mod:`equiv.search.policies.base`):
 
 Prompts are built with the model's Hugging Face tokenizer (its chat template), converted from
 the GGUF file once (:func:`equiv.search.policies.gguf.tokenizer_dir`), and sent as text.
+
+A server is trusted no further than its answers (issue 66, hole 4: any server at ``policy.url``
+passed as a clean run, and a negative token count poisoned the run directory):
+
+- every answer is checked against the ``/completion`` schema at the boundary
+  (:func:`completion`): ``content`` a string, ``tokens_predicted`` an integer in
+  [0, ``n_predict``], ``stop_type`` one of llama.cpp's four, each log-probability a finite
+  number <= 0; anything else is an error naming the server and the field, never a record;
+- ``request_timeout_s`` bounds each request as a whole, and an answer is refused past
+  :func:`answer_cap` bytes as it streams in (:mod:`equiv.httpbounds`);
+- when every request of the policy's first batch fails the same way, the server is not what
+  ``policy.url`` claims: the run stops with one line (:class:`~equiv.errors.ServiceError`, exit 2)
+  instead of writing an error record for every problem. Later failures stay the failing
+  problem's error (retried on a rerun).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from equiv.errors import InputError
+import httpx
+
+from equiv.errors import InputError, ServiceError
+from equiv.httpbounds import MAX_BYTES, AnswerTooLarge, BoundedTransport
 from equiv.search.policies.base import RawCompletion, StepPolicy
 
 INSTALL_HINT = "pip install 'equiv[llamacpp]'"
@@ -61,6 +77,7 @@ NEUTRAL_SAMPLING = {
     "mirostat": 0,
 }
 SEED_MODULUS = 2**31 - 1
+STOP_TYPES = ("none", "eos", "limit", "word")  # llama.cpp's stop_type values
 
 
 def sample_seed(seed: int, index: int) -> int:
@@ -68,8 +85,60 @@ def sample_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index * 7919 + 1) % SEED_MODULUS
 
 
+def answer_cap(n_predict: int, prompt_bytes: int) -> int:
+    """The most bytes a ``/completion`` answer may hold: 1 MiB of fixed fields (settings,
+    timings), 4 KiB per token it may generate (the token's text and its ``n_probs`` entry, JSON
+    escapes included) and six times the prompt (echoed back, every character escaped at worst)."""
+    return (1 << 20) + 4096 * n_predict + 6 * prompt_bytes
+
+
 class LlamaCppServerError(RuntimeError):
-    """The llama.cpp server refused or failed a completion (the message is its own)."""
+    """The llama.cpp server refused or failed a completion, or answered outside its API's schema.
+    The message names the server; ``kind`` is how it failed (``HTTP 404``, ``field 'content'``,
+    ``timeout``...), what tells a server that is not llama.cpp from one failing one request."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def completion(out: Any, url: str, n_predict: int) -> RawCompletion:
+    """A ``/completion`` answer checked against llama.cpp's schema (module docstring) and read as a
+    :class:`RawCompletion`; else :class:`LlamaCppServerError` naming the server and the field."""
+
+    def bad(field: str, why: str) -> LlamaCppServerError:
+        return LlamaCppServerError(f"llama.cpp server at {url} answered field '{field}' {why}", f"field '{field}'")
+
+    if not isinstance(out, dict):
+        raise LlamaCppServerError(f"llama.cpp server at {url} answered {type(out).__name__}, not an object",
+                                  "not an object")
+    content = out.get("content")
+    if not isinstance(content, str):
+        raise bad("content", "missing" if content is None else f"as {type(content).__name__}, not a string")
+    tokens = out.get("tokens_predicted")
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 0 <= tokens <= n_predict:
+        raise bad("tokens_predicted", "missing" if tokens is None
+                  else f"{json.dumps(tokens)[:40]}, not an integer in [0, {n_predict}] (n_predict)")
+    stop_type = out.get("stop_type")
+    if stop_type not in STOP_TYPES:
+        raise bad("stop_type", "missing" if stop_type is None
+                  else f"{json.dumps(stop_type)[:40]}, not one of {', '.join(STOP_TYPES)}")
+    probs = out.get("completion_probabilities", [])
+    if not isinstance(probs, list):
+        raise bad("completion_probabilities", f"as {type(probs).__name__}, not a list")
+    logprob = 0.0
+    for i, entry in enumerate(probs):
+        value = entry.get("logprob") if isinstance(entry, dict) else None
+        if not _number(value) or not math.isfinite(value) or value > 0:
+            raise bad(f"completion_probabilities[{i}].logprob",
+                      f"{json.dumps(value)[:40]}, not a finite number <= 0 (a log-probability)")
+        logprob += float(value)
+    return RawCompletion(text=content, num_tokens=tokens, logprob=logprob, eos=stop_type == "eos",
+                         stopped=stop_type == "word")
 
 
 class LlamaCppPolicy(StepPolicy):
@@ -89,28 +158,41 @@ class LlamaCppPolicy(StepPolicy):
         self._configure(cfg, tokenizer)
         self.timeout_s = cfg.request_timeout_s
         # One thread per request in flight; the server batches what its slots hold.
-        self._pool = ThreadPoolExecutor(max_workers=max(4, 4 * cfg.parallel), thread_name_prefix="llamacpp")
+        workers = max(4, 4 * cfg.parallel)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llamacpp")
+        self._http = httpx.Client(timeout=self.timeout_s, transport=BoundedTransport(
+            timeout=self.timeout_s, max_bytes=answer_cap(self.max_new_tokens, 0),
+            limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers)))
+        self._field = "policy.url" if cfg.url else "policy.model"
+        self._proven = False  # has the server answered a well-formed completion yet?
+        self._refused: ServiceError | None = None  # the first batch showed it is no llama.cpp server
 
     # -- one completion ---------------------------------------------------------------
-    def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(
-            f"{self.base_url}/completion",
-            data=json.dumps(body).encode("utf-8"),
-            headers={"Content-Type": "application/json"},
-        )
+    def _complete(self, body: dict[str, Any]) -> RawCompletion:
+        """One ``/completion`` request, its answer checked (:func:`completion`)."""
+        url = self.base_url
+        data = json.dumps(body).encode("utf-8")
+        cap = answer_cap(int(body["n_predict"]), len(data))
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                answer = json.loads(response.read().decode("utf-8"))
-        except ValueError as err:  # a 200 whose body is not JSON: not a llama.cpp server
-            raise LlamaCppServerError(f"llama.cpp server at {self.base_url} answered no JSON: {err}") from None
-        except urllib.error.HTTPError as err:
-            detail = err.read().decode("utf-8", "replace")[:300]
-            raise LlamaCppServerError(f"llama.cpp server at {self.base_url} answered {err.code}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as err:
-            raise LlamaCppServerError(f"llama.cpp server at {self.base_url} unreachable: {err}") from None
-        if not isinstance(answer, dict):
-            raise LlamaCppServerError(f"llama.cpp server at {self.base_url} answered {type(answer).__name__}, not an object")
-        return answer
+            response = self._http.post(f"{url}/completion", content=data, headers={"Content-Type": "application/json"},
+                                       extensions={MAX_BYTES: cap})
+        except AnswerTooLarge as err:
+            raise LlamaCppServerError(f"llama.cpp server at {url}: {err}", "too large") from None
+        except httpx.TimeoutException:
+            raise LlamaCppServerError(f"llama.cpp server at {url} did not answer within {self.timeout_s:g} s "
+                                      "(policy.request_timeout_s)", "timeout") from None
+        except httpx.HTTPError as err:
+            raise LlamaCppServerError(f"llama.cpp server at {url} unreachable: {err or type(err).__name__}",
+                                      f"unreachable ({type(err).__name__})") from None
+        if not response.is_success:
+            detail = response.content[:300].decode("utf-8", "replace")
+            raise LlamaCppServerError(f"llama.cpp server at {url} answered {response.status_code}: {detail}",
+                                      f"HTTP {response.status_code}")
+        try:
+            answer = json.loads(response.content.decode("utf-8"))
+        except ValueError as err:  # a 200 whose body is not JSON (or not UTF-8): not a llama.cpp server
+            raise LlamaCppServerError(f"llama.cpp server at {url} answered no JSON: {err}", "no JSON") from None
+        return completion(answer, url, int(body["n_predict"]))
 
     def _body(self, prompt: str, seed: int, stop: str | None, temperature: float) -> dict[str, Any]:
         return {
@@ -126,18 +208,6 @@ class LlamaCppPolicy(StepPolicy):
             **NEUTRAL_SAMPLING,
         }
 
-    @staticmethod
-    def _raw(out: dict[str, Any]) -> RawCompletion:
-        stop_type = out.get("stop_type", "")
-        probs = out.get("completion_probabilities") or []
-        return RawCompletion(
-            text=str(out.get("content", "")),
-            num_tokens=int(out.get("tokens_predicted", 0)),
-            logprob=float(sum(float(p.get("logprob", 0.0)) for p in probs)),
-            eos=stop_type == "eos",
-            stopped=stop_type == "word",
-        )
-
     def _sample(
         self,
         prompts: Sequence[str],
@@ -146,23 +216,52 @@ class LlamaCppPolicy(StepPolicy):
         stop: str | None,
         temperatures: Sequence[float] | None = None,
     ) -> list[list[RawCompletion]]:
+        if self._refused is not None:
+            raise self._refused
         temps = self._temperatures(temperatures, len(prompts))
         jobs, owner = [], []
         for i, (prompt, n, seed, t) in enumerate(zip(prompts, ns, seeds, temps)):
             for k in range(1 if t == 0 else n):  # greedy: one sample, copied n times below
                 jobs.append(self._pool.submit(self._complete, self._body(prompt, sample_seed(seed, k), stop, t)))
                 owner.append(i)
+        outcomes: list[RawCompletion | LlamaCppServerError] = []
+        for job in jobs:
+            try:
+                outcomes.append(job.result())
+            except LlamaCppServerError as err:
+                outcomes.append(err)
+        self._check_first_batch(outcomes)
         results: list[list[RawCompletion]] = [[] for _ in prompts]
-        for i, job in zip(owner, jobs):
-            results[i].append(self._raw(job.result()))
+        for i, outcome in zip(owner, outcomes):
+            if isinstance(outcome, LlamaCppServerError):
+                raise outcome
+            results[i].append(outcome)
         for i, t in enumerate(temps):
             if t == 0 and ns[i] > 1:
                 results[i] = results[i] * ns[i]
         return results
 
+    def _check_first_batch(self, outcomes: Sequence[RawCompletion | LlamaCppServerError]) -> None:
+        """Until the server has answered one completion well: when every request of this batch
+        failed the same way, the server is not what ``policy.url`` says -- stop the run, in one
+        line, now and on every later call (module docstring)."""
+        if self._proven or not outcomes:
+            return
+        failures = [o for o in outcomes if isinstance(o, LlamaCppServerError)]
+        if len(failures) < len(outcomes):
+            self._proven = True
+            return
+        if len({f.kind for f in failures}) == 1:
+            self._refused = ServiceError(
+                f"every request of the first batch ({len(failures)}) failed the same way, so the server is not a "
+                f"working llama.cpp /completion server: {failures[0]}", field=self._field)
+            raise self._refused
+        self._proven = True  # failing in several ways: each problem's own error from now on
+
     def close(self) -> None:
         """Stop the in-process server (its threads and KV cache); idempotent."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
         self.server = None
 
 
