@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from equiv.errors import InputError
+from equiv.errors import InputError, regular_input
 from equiv.labelling.client import BadReply, Reply, ask, request_options
 from equiv.labelling.parse import MalformedAnswer, parse_answer
 from equiv.labelling.prompt import Example, build_messages
@@ -120,7 +120,7 @@ def pair_key(row: dict[str, Any]) -> str:
 
 def read_pairs(path: str | Path) -> list[dict[str, Any]]:
     """The pairs to label, validated (module docstring); any bad line is one error naming it."""
-    path = Path(path)
+    path = regular_input(path, field="pairs")  # a FIFO or a device is refused, not read
     if not path.is_file():
         raise InputError("no such file", path=path, field="pairs")
     rows, torn = read_json_lines(path)
