@@ -144,3 +144,34 @@ def test_an_output_directory_that_is_a_fifo_or_a_dangling_link_is_one_line(tmp_p
     with pytest.raises(InputError, match="dangling link"):
         writable_directory(tmp_path / "dangling")
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_eval_and_report_never_write_through_a_link_in_their_output_directory(tmp_path, capsys):
+    """Before: ``eval --out RUN`` appended its records through a ``RUN/results.jsonl`` link (into
+    the file it names), and ``report --out DIR`` wrote ``DIR/index.html`` through a link."""
+    from equiv.report.cli import report_main
+    from equiv.search.cli import eval_main
+    from tests.helpers.runs import base_args
+    from tests.helpers.scripted import scripted_factory
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").symlink_to(victim)
+    args = base_args(tmp_path, n=1)
+    args[args.index("--out") + 1] = str(run)
+    with pytest.raises(SystemExit) as exc:
+        eval_main(args, engine_factory=scripted_factory)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(lines) == 1, lines
+    assert f"{run / 'results.jsonl'}: --out names a symbolic link" in lines[0]
+    (run / "results.jsonl").unlink()
+    assert eval_main(args, engine_factory=scripted_factory) == 0  # a run to report on
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "index.html").symlink_to(victim)
+    capsys.readouterr()
+    assert report_main([str(run), "--out", str(report)]) == 2
+    assert "index.html: --out names a symbolic link" in capsys.readouterr().err
+    assert victim.read_text() == "keep me\n" and (report / "index.html").is_symlink()
