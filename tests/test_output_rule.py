@@ -156,9 +156,11 @@ def test_eval_and_report_never_write_through_a_link_in_their_output_directory(tm
 
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.touch()  # an empty JSONL file: before, the run's records went into it through the link
     run = tmp_path / "run"
     run.mkdir()
-    (run / "results.jsonl").symlink_to(victim)
+    (run / "results.jsonl").symlink_to(elsewhere)
     args = base_args(tmp_path, n=1)
     args[args.index("--out") + 1] = str(run)
     with pytest.raises(SystemExit) as exc:
@@ -166,6 +168,7 @@ def test_eval_and_report_never_write_through_a_link_in_their_output_directory(tm
     lines = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(lines) == 1, lines
     assert f"{run / 'results.jsonl'}: --out names a symbolic link" in lines[0]
+    assert elsewhere.read_text() == ""
     (run / "results.jsonl").unlink()
     assert eval_main(args, engine_factory=scripted_factory) == 0  # a run to report on
     report = tmp_path / "report"
