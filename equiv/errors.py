@@ -221,14 +221,10 @@ def exit_on_input_error() -> Iterator[None]:
         raise SystemExit(EXIT_BAD_INPUT) from None
 
 
-def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
-    """Create ``path`` (an output directory the user named) and prove it can be written.
-
-    A file in its place, a parent that is a file, or a read-only directory would otherwise
-    surface as a traceback at the first write -- for ``eval`` after the models were loaded. The
-    write is tried for real (a temporary file): permission bits say nothing for root or on a
-    read-only mount.
-    """
+def output_directory_kind(path: str | Path, *, option: str = "--out") -> Path:
+    """The one output rule for a directory the user names (issue 66, hole 6): a directory (or a
+    link to one) or a new path; a file, a FIFO, a device or a dangling link there is refused in
+    one line. Nothing is created (:func:`writable_directory` creates and proves it)."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         mode = os.stat(p).st_mode
@@ -237,6 +233,18 @@ def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
     if p.is_symlink() and not p.exists():
         raise InputError(f"{option} is a symbolic link to nothing (a dangling link): refused; give a new path "
                          "or a directory", path=p)
+    return p
+
+
+def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
+    """Create ``path`` (an output directory the user named) and prove it can be written.
+
+    A file in its place, a parent that is a file, or a read-only directory would otherwise
+    surface as a traceback at the first write -- for ``eval`` after the models were loaded. The
+    write is tried for real (a temporary file): permission bits say nothing for root or on a
+    read-only mount.
+    """
+    p = output_directory_kind(path, option=option)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as err:
