@@ -270,7 +270,7 @@ def output_file_kind(path: str | Path, *, option: str = "--output") -> Path:
     p = Path(path)
     try:
         mode = os.lstat(p).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new path (a parent that is a file: said by the caller)
         return p
     except OSError as err:
         raise InputError(f"{option}: cannot inspect this path ({err.strerror or err})", path=p) from None
