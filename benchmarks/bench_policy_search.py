@@ -44,6 +44,7 @@ from bench_real_lm import TimedJudge, TimedPolicy, merged_pairs, merges_markdown
 from common import ROOT  # noqa: E402  (offline env, this checkout on sys.path)
 
 from equiv.errors import InputError, exit_on_input_error  # noqa: E402
+from equiv.rundir.io import is_finite_number, read_json_file, write_atomic  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "gsm8k"
 ARMS = ("unpruned", "exact", "formula", "model")
@@ -90,13 +91,29 @@ def check_range(start: int, count: int) -> None:
                          field="start")
 
 
-def add_seconds(run_dir: Path, **seconds: float) -> dict[str, float]:
-    """Add this session's engine seconds to the run's running totals (kept across resumes)."""
+def read_seconds(run_dir: Path) -> dict[str, float]:
+    """The arm's running engine-second totals (``{}`` before its first chunk). A damaged file is one
+    line naming it, never a traceback on every rerun, ``--report_only`` included (issue 66, hole 11)."""
     path = run_dir / SECONDS
-    totals = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        totals = read_json_file(path)
+        if not isinstance(totals, dict) or not all(is_finite_number(v) for v in totals.values()):
+            raise InputError("expected a JSON object of finite seconds", path=path)
+    except InputError as err:
+        raise InputError(f"{err}; delete it to restart this arm's seconds (its results are kept)") from None
+    return {str(k): float(v) for k, v in totals.items()}
+
+
+def add_seconds(run_dir: Path, **seconds: float) -> dict[str, float]:
+    """Add this session's engine seconds to the run's running totals (kept across resumes),
+    replaced atomically (temporary file, fsync, rename): a kill mid-write leaves the old totals
+    or the new ones, never a torn file."""
+    totals = read_seconds(run_dir)
     for key, value in seconds.items():
         totals[key] = float(totals.get(key, 0.0)) + float(value)
-    path.write_text(json.dumps(totals, indent=2) + "\n", encoding="utf-8")
+    write_atomic(run_dir / SECONDS, json.dumps(totals, indent=2) + "\n")
     return totals
 
 
@@ -169,7 +186,7 @@ def table(out: Path, algos: list[str], arms: list[str]) -> dict[str, dict[str, A
             tokens = [float(r["generated_tokens"]) for r in recs]
             correct = [float(bool(r["correct"])) for r in recs]
             run_dir = out / algo / arm
-            seconds = json.loads((run_dir / SECONDS).read_text()) if (run_dir / SECONDS).exists() else {}
+            seconds = read_seconds(run_dir)
             pairs_path = run_dir / "judge_pairs.jsonl"
             pairs = read_pairs(pairs_path)[0] if pairs_path.exists() else []
             merges = merged_pairs(recs, [p for p in pairs if str(p["id"]) in shared], arm)

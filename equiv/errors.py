@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -118,10 +119,36 @@ def _too_big(what: str, limit: int) -> str:
             "JSON Lines -- one record a line -- are read line by line, at any size)")
 
 
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words a user knows."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def regular_input(path: str | Path, *, field: str | None = None) -> Path:
+    """``path`` (a file a command reads), refused in one line when it exists but is not a regular
+    file (issue 66, hole 6). A FIFO blocks the reader until some writer opens it (``compare RUN``
+    hung on a FIFO ``results.jsonl``) and a character device never ends (``label --out /dev/zero``
+    read a GiB before refusing): neither is data. Links are followed (reading through one harms
+    nothing); a missing file is left to the caller, which knows whether that means empty."""
+    p = Path(path)
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return p
+    if not stat.S_ISREG(mode):
+        raise InputError(f"is {_kind(mode)}, not a regular file: refused (a reader takes files only)",
+                         path=p, field=field)
+    return p
+
+
 def read_document_bytes(path: str | Path) -> bytes:
     """The bytes of a file read whole as one JSON document, refused past :func:`max_json_bytes`
     (a 2 GB file took 4 GB to read before the first record was checked)."""
-    path = Path(path)
+    path = regular_input(path)
     limit = max_json_bytes()
     size = path.stat().st_size
     if size > limit:
@@ -135,7 +162,7 @@ def raw_lines(path: str | Path) -> Iterator[tuple[int, int, bytes, bool]]:
     writer may have died in it). Lines are split on ``\n`` only (``str.splitlines`` would also
     break at U+2028 and others, which JSON allows raw inside strings); the file is never held
     whole, and a line past :func:`max_json_bytes` is refused naming it."""
-    path = Path(path)
+    path = regular_input(path)
     limit = max_json_bytes()
     with path.open("rb") as handle:
         offset = 0
@@ -153,7 +180,7 @@ def raw_lines(path: str | Path) -> Iterator[tuple[int, int, bytes, bool]]:
 def first_character(path: str | Path) -> str:
     """The file's first character that is not JSON whitespace (``""`` for none): ``[`` says one
     JSON list, anything else JSON Lines. Reads only as far as it."""
-    with Path(path).open("rb") as handle:
+    with regular_input(path).open("rb") as handle:
         while chunk := handle.read(1 << 16):
             stripped = chunk.lstrip(b" \t\r\n")
             if stripped:
@@ -194,6 +221,21 @@ def exit_on_input_error() -> Iterator[None]:
         raise SystemExit(EXIT_BAD_INPUT) from None
 
 
+def output_directory_kind(path: str | Path, *, option: str = "--out") -> Path:
+    """The one output rule for a directory the user names (issue 66, hole 6): a directory (or a
+    link to one) or a new path; a file, a FIFO, a device or a dangling link there is refused in
+    one line. Nothing is created (:func:`writable_directory` creates and proves it)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        mode = os.stat(p).st_mode
+        what = "a file" if stat.S_ISREG(mode) else _kind(mode)
+        raise InputError(f"{option} names {what}, not a directory", path=p)
+    if p.is_symlink() and not p.exists():
+        raise InputError(f"{option} is a symbolic link to nothing (a dangling link): refused; give a new path "
+                         "or a directory", path=p)
+    return p
+
+
 def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
     """Create ``path`` (an output directory the user named) and prove it can be written.
 
@@ -202,9 +244,7 @@ def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
     write is tried for real (a temporary file): permission bits say nothing for root or on a
     read-only mount.
     """
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise InputError(f"{option} names a file, not a directory", path=p)
+    p = output_directory_kind(path, option=option)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -217,15 +257,42 @@ def writable_directory(path: str | Path, *, option: str = "--out") -> Path:
     return p
 
 
+def output_file_kind(path: str | Path, *, option: str = "--output") -> Path:
+    """The one output rule of every command (issue 66, hole 6): a file a command writes is a
+    regular file or a new path; anything else is refused in one line, before any work.
+
+    A write by rename (:func:`equiv.rundir.io.write_atomic`) *replaces* what stands at the path:
+    ``agreement --disagreements /dev/stdout`` (as root) replaced the ``/dev/stdout`` link with a
+    regular file; ``/dev/full`` and a FIFO likewise. A write by ``open`` goes *through* a link
+    (``pairs --output link``) or blocks on a FIFO. Rather than two behaviours for one question,
+    neither: a symbolic link (dangling or not), a FIFO, a device, a socket or a directory at the
+    path is refused, naming what it is. Links in the directories above the file are followed."""
+    p = Path(path)
+    try:
+        mode = os.lstat(p).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # a new path (a parent that is a file: said by the caller)
+        return p
+    except OSError as err:
+        raise InputError(f"{option}: cannot inspect this path ({err.strerror or err})", path=p) from None
+    if stat.S_ISREG(mode):
+        return p
+    hint = ("; give the file it points to, or a new path" if stat.S_ISLNK(mode)
+            else "; give a file name" if stat.S_ISDIR(mode) else "; give a regular file or a new path")
+    raise InputError(f"{option} names {_kind(mode)}, not a regular file: an output is a regular file or a new "
+                     f"path (it is never replaced or written through){hint}", path=p)
+
+
 def writable_file(path: str | Path, *, option: str = "--output") -> Path:
     """Check that ``path`` (an output file the user named) can be written, before the work.
 
     A directory in its place, a parent that is a file, or a parent that cannot be written would
     otherwise surface as a traceback after all the work was done (``pairs --output DIR``:
-    IsADirectoryError once every pair was scored). The parent is created; the file is not."""
+    IsADirectoryError once every pair was scored). A link, a FIFO or a device in its place is
+    refused (:func:`output_file_kind`). The parent is created; the file is not."""
     p = Path(path)
-    if p.is_dir():
+    if p.is_dir() and not p.is_symlink():
         raise InputError(f"{option} names a directory, not a file", path=p)
+    output_file_kind(p, option=option)
     writable_directory(p.parent if str(p.parent) else ".", option=option)
     return p
 

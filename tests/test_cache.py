@@ -78,3 +78,67 @@ def test_a_concurrent_builder_that_finished_first_is_kept(tmp_path, monkeypatch)
     monkeypatch.setattr("equiv.cache.shutil.rmtree", lambda path, **k: None if Path(path) == target else
                         real_rmtree(path, **k))
     assert build_once(target, _stamped, build) == target and (target / "theirs").exists()
+
+
+_BUILDER = """
+import os, sys, time
+from pathlib import Path
+from equiv.cache import build_once
+
+target, log, go = map(Path, sys.argv[1:4])
+deadline = time.monotonic() + 120
+while not go.exists() and time.monotonic() < deadline:
+    time.sleep(0.005)
+
+
+def build(out, scratch):
+    with open(log, "a") as handle:
+        handle.write(f"{os.getpid()}\\n")
+    for i in range(300):
+        (out / f"w{i}").write_text("x")
+    time.sleep(0.5)  # the builders overlap
+    (out / "stamp.json").write_text('{"v": 1}')
+
+
+build_once(target, lambda p: (p / "stamp.json").is_file(), build)
+print((target / "w0").read_text())
+"""
+
+
+def test_concurrent_builders_build_once_and_a_reader_never_loses_the_complete_directory(tmp_path):
+    """Issue 66, hole 10, with real processes: three builders start together; before, each built and
+    a later one deleted the first's complete directory before renaming its own, so a reader got
+    ``FileNotFoundError`` in a directory it had seen complete. Now one builds, the others wait and
+    use it, and a reader polling the directory never misses a file once it was there."""
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import REPO_ROOT
+
+    target, log, go = tmp_path / "cache" / "thing", tmp_path / "builds.log", tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _BUILDER, str(target), str(log), str(go)], cwd=REPO_ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    go.touch()
+    seen, misses, polls = False, 0, 0
+    try:
+        while any(p.poll() is None for p in procs) and polls < 200_000:  # bounded, whatever the machine
+            polls += 1
+            if not seen:
+                seen = (target / "stamp.json").is_file()
+                continue
+            try:
+                (target / "w0").read_text()
+                (target / "stamp.json").read_text()
+            except FileNotFoundError:
+                misses += 1
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert all(p.returncode == 0 for p in procs), [err[-1500:] for _, err in outs]
+    assert [out.strip() for out, _ in outs] == ["x", "x", "x"]
+    assert misses == 0, f"a reader lost the complete directory {misses} times"
+    assert len(log.read_text().splitlines()) == 1  # one build; the others used it
+    assert sorted(p.name for p in target.parent.iterdir()) == ["thing"]  # no scratch, no lock file left

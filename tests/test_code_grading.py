@@ -257,6 +257,26 @@ def test_grade_dispatches_code_kind_and_never_raises():
     assert not grade("x" * 200_000, answer, "code")
 
 
+def test_a_program_holding_a_lone_surrogate_is_a_failed_program_not_an_exception():
+    """Issue 66, hole 7: model code holding ``\\ud800`` (valid JSON) raised UnicodeEncodeError out
+    of ``run_sandboxed`` and ``grade(kind=code)``; a program that cannot be written is a failed one."""
+    body = "def add(a, b):\n    return a + b  # \ud800\n"
+    result = run_sandboxed(build_test_program(body, TASK), FAST)
+    assert (result.passed, result.status, result.returncode) == (False, "failed", None)
+    assert "lone surrogate" in result.output
+    answer = TASK.to_answer()
+    assert grade(extract_answer(f"```python\n{body}```", "code"), answer, "code") is False
+    assert grade(body.replace("\ud800", "ok"), answer, "code") is True  # the same program, writable, passes
+
+
+def test_build_test_program_finds_the_def_as_before():
+    """The line-bound ``def`` search (issue 66, hole 9) reads as the ``\\s`` pattern did on real programs."""
+    for body, appended in (("def add(a, b):\n    return a + b", False), ("  async def add (a, b): ...", False),
+                           ("\n\n    def add(a, b): pass", False), ("    return a + b\n", True),
+                           ("def addition(a, b): pass", True), ("x = 1  # def add(", True)):
+        assert build_test_program(body, TASK).startswith(TASK.prompt) is appended, body
+
+
 def test_humaneval_loads_from_the_installed_package():
     problems = load_problems("humaneval")
     assert len(problems) == 164 and problems[0].id == "HumanEval/0" and problems[0].kind == "code"

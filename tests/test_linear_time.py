@@ -28,7 +28,8 @@ from equiv.data.sentences import split_sentences
 from equiv.labelling import parse
 from equiv.labelling.parse import MalformedAnswer, parse_answer
 from equiv.search.choice_grading import extract_choice
-from equiv.search.code_grading import extract_program
+from equiv.data.humaneval import CodeTask
+from equiv.search.code_grading import build_test_program, extract_program
 from equiv.search.grading import extract_answer, parse_number
 from equiv.text import formula, guard, restate
 from equiv.text.formatting import format_key
@@ -41,6 +42,7 @@ GROWTH = 8
 BAR = 30.0  # linear: ~8x; quadratic: ~64x
 MIN_SECONDS = 0.002  # the small text must take at least this much CPU time to be measured (2 ms: 2,000x the
 # clock's microsecond; a quadratic reader still shows 64x growth, the bar is 30x)
+_CODE_TASK = CodeTask(prompt="def add(a, b):\n", test="def check(f):\n    assert f(1, 2) == 3\n", entry_point="add")
 QUESTION = "Tom has 3 apples and twice as many pears on the third day. What percent of Jake's 5 feet?"
 
 
@@ -125,6 +127,11 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     "choice: answer is": (extract_choice, lambda n: "answer is" + " " * n + "x"),
     "choice: alone": (extract_choice, lambda n: "B" + " " * n + "x"),
     "code: fence": (extract_program, lambda n: "```" + " " * n + "x"),
+    "code: open fences": (extract_program, lambda n: "```\n" * n + "x"),
+    # the test program built around model code, in the grader's parent before any sandbox (issue 66, hole 9)
+    "code: blank lines before def": (lambda t: build_test_program(t, _CODE_TASK), lambda n: " \n" * n + "x"),
+    "code: async then blanks": (lambda t: build_test_program(t, _CODE_TASK), lambda n: "async " + " \n" * n),
+    "code: def then blanks": (lambda t: build_test_program(t, _CODE_TASK), lambda n: "def  add" + " \n" * n),
 }
 
 

@@ -262,14 +262,25 @@ def validate_rows(
     """Turn ``(line, row)`` pairs into records; raise on the first bad one unless ``skip_invalid``.
 
     Used for local files and for rows of a hub dataset alike (there ``line`` is the row index + 1).
+    An ``id`` given twice is an error naming both lines (issue 66, hole 11: the pair was trained
+    and counted twice, and a problem's fold or a labelling's resume keyed on it went wrong); with
+    ``skip_invalid`` the later one is skipped and counted.
     """
     records: list[PairRecord] = []
     report = SkipReport()
+    first_line: dict[str, int] = {}
     for line, row in rows:
         try:
             if isinstance(row, InputError):
                 raise row
-            records.append(record_from_row(row, path=path, line=line, max_chars=max_chars))
+            record = record_from_row(row, path=path, line=line, max_chars=max_chars)
+            rid = record.extra.get("id")
+            if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid):
+                if str(rid) in first_line:
+                    raise InputError(f"id {rid!r} is also on line {first_line[str(rid)]}; each pair once",
+                                     path=path, line=line, field="id")
+                first_line[str(rid)] = line
+            records.append(record)
         except InputError as err:
             if not skip_invalid:
                 raise

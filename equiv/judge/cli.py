@@ -33,7 +33,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
 from equiv.data.records import question_of
-from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, one_line
+from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, one_line, writable_file
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.decide import decide
 from equiv.judge.export import export_judge, export_metrics, read_checkpoint, stored_policy, update_policy
@@ -300,6 +300,8 @@ class JudgeCLI(LightningCLI):
                 "use --trainer.devices=1 (the judge scores thousands of pairs a minute on one device)",
                 field="trainer.devices",
             )
+        out = Path(self._subcommand_value("predictions_out") or Path(self.trainer.default_root_dir) / "predictions.jsonl")
+        writable_file(out, option="--predictions_out")  # the one output rule, before any pair is scored
         kwargs["return_predictions"] = True
         outputs = self.trainer.predict(**kwargs) or []
         if not self.trainer.is_global_zero:
@@ -315,8 +317,6 @@ class JudgeCLI(LightningCLI):
             guard=bool(self._subcommand_value("guard")), floor=floor)
         pairs = [(r.sentence1, r.sentence2) for r in records]
         verdicts = decide(pairs, policy, [probs[i] for i in range(len(records))], [question_of(r) for r in records])
-        out = Path(self._subcommand_value("predictions_out") or Path(self.trainer.default_root_dir) / "predictions.jsonl")
-        out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8") as fh:
             for index, record in enumerate(records):
                 row = record.to_json()

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.cliargs import command_parser, parse_or_refuse
-from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error
+from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, output_directory_kind
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.export import export_metrics, stored_policy, update_policy, update_settings
 from equiv.judge.export_keys import MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
@@ -196,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
     with exit_on_input_error():
         check_config_files(["--config", args.config])  # malformed or an alias bomb: one line naming it
+        output_directory_kind(args.out)  # the one output rule, before any member is read
         choice = threshold_choice(args.config, from_val=args.threshold_from_val)
         pairs, labels, _, questions = calibration_split(args.config)
         if not pairs:

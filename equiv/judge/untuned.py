@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from equiv.cliargs import command_parser, parse_or_refuse
-from equiv.errors import exit_on_input_error
+from equiv.errors import exit_on_input_error, output_directory_kind
 
 
 def export_untuned(model_name: str, out_dir: str | Path, *, seed: int = 0, max_length: int = 512) -> Path:
@@ -48,6 +48,7 @@ def build_parser() -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
     with exit_on_input_error():
+        output_directory_kind(args.out)  # the one output rule, before the encoder loads
         out = export_untuned(args.model, args.out, seed=args.seed, max_length=args.max_length)
     print(f"untuned judge ({args.model}, head seed {args.seed}) -> {out}")
     return 0

@@ -3,7 +3,8 @@
 - **Input**: JSON Lines of pairs (``search_cli.py siblings`` output, or any MathEquiv-style file):
   ``sentence1``, ``sentence2`` (non-empty strings), optional ``id``, ``question``, ``prefix``. A
   pair's key is its ``id``, else a hash of its texts and question; two pairs with one key are an
-  error naming both lines. Label fields already present (a file labelled before, given to a
+  error naming both lines. A step over 50,000 characters, or any text holding a lone surrogate
+  (no UTF-8 text), is refused up front naming line and field, as the other pairs readers do. Label fields already present (a file labelled before, given to a
   second labeller for agreement) are dropped and labelled afresh.
 - **Output**: the input row plus ``result`` (the level), ``label_reasoning``, ``label_model`` (the
   model the server says answered), ``label_raw`` (every raw answer, failed tries included, with
@@ -13,7 +14,8 @@
 - **Capped**: each raw answer, explanation and thinking is stored up to :data:`STORED_CHARS`
   (65,536) characters: a raw answer cut there says ``"truncated": true``, a cut explanation or
   thinking is named in ``label_truncated``. A runaway model (megabytes of answer per try) would
-  otherwise grow the file by megabytes per pair. The level is parsed from the whole answer.
+  otherwise grow the file by megabytes per pair. The level is parsed from the whole answer. A lone
+  surrogate in an answer (``\\ud800``, which UTF-8 cannot encode) is stored as U+FFFD.
 - **Resumable**: each label is appended and fsynced as its answer arrives; a rerun skips every
   pair whose key is already in the output, so a killed run loses at most the answers in flight
   and labels nothing twice. A torn last line (killed mid-write) is cut off before appending.
@@ -37,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from equiv.errors import InputError
+from equiv.data.records import DEFAULT_MAX_CHARS
+from equiv.errors import InputError, regular_input, unencodable
 from equiv.labelling.client import BadReply, Reply, ask, request_options
 from equiv.labelling.parse import MalformedAnswer, parse_answer
 from equiv.labelling.prompt import Example, build_messages
@@ -46,6 +49,7 @@ from equiv.rundir.lock import hold_lock
 
 LABEL_FIELDS = ("result", "label_reasoning", "label_model", "label_raw", "label_tries", "label_usage",
                 "label_prompt", "label_thinking", "label_truncated")
+MAX_SENTENCE_CHARS = DEFAULT_MAX_CHARS  # 50,000: a longer step is refused up front, as `pairs` refuses it
 STORED_CHARS = 65_536  # of each raw answer, explanation and thinking kept in the output (module docstring)
 
 
@@ -120,7 +124,7 @@ def pair_key(row: dict[str, Any]) -> str:
 
 def read_pairs(path: str | Path) -> list[dict[str, Any]]:
     """The pairs to label, validated (module docstring); any bad line is one error naming it."""
-    path = Path(path)
+    path = regular_input(path, field="pairs")  # a FIFO or a device is refused, not read
     if not path.is_file():
         raise InputError("no such file", path=path, field="pairs")
     rows, torn = read_json_lines(path)
@@ -134,11 +138,17 @@ def read_pairs(path: str | Path) -> list[dict[str, Any]]:
         for name in ("sentence1", "sentence2"):
             if not isinstance(row.get(name), str) or not row[name].strip():
                 raise InputError("needs a non-empty string", path=path, line=line, field=name)
+            if len(row[name]) > MAX_SENTENCE_CHARS:  # as `pairs` and `fit` cap them: refused, never sent
+                raise InputError(f"is {len(row[name]):,} characters, over the limit of {MAX_SENTENCE_CHARS:,} "
+                                 "(the one every pairs reader applies)", path=path, line=line, field=name)
         if "question" in row and row["question"] is not None and not isinstance(row["question"], str):
             raise InputError("must be a string", path=path, line=line, field="question")
         prefix = row.get("prefix")
         if prefix is not None and not (isinstance(prefix, list) and all(isinstance(s, str) for s in prefix)):
             raise InputError("must be a list of step texts", path=path, line=line, field="prefix")
+        for name, text in _texts_of(row):
+            if problem := unencodable(text):  # refused up front, as `pairs` and `agreement` do
+                raise InputError(problem, path=path, line=line, field=name)
         key = pair_key(row)
         if key in seen:
             raise InputError(f"pair {key!r} is also on line {seen[key]}; each pair once", path=path, line=line,
@@ -146,6 +156,31 @@ def read_pairs(path: str | Path) -> list[dict[str, Any]]:
         seen[key] = line
         pairs.append({k: v for k, v in row.items() if k not in LABEL_FIELDS})
     return pairs
+
+
+def _texts_of(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(field, text)`` of every text of a pair that goes into a prompt or a key."""
+    texts = [(name, row[name]) for name in ("sentence1", "sentence2", "question", "id") if isinstance(row.get(name), str)]
+    texts += [(f"prefix[{i}]", step) for i, step in enumerate(row.get("prefix") or [])]
+    return texts
+
+
+def storable(value: Any) -> Any:
+    """``value`` (a row to write) with every lone surrogate in its texts replaced by U+FFFD.
+
+    A model's answer may hold ``\\ud800`` (valid JSON, no text): written raw, UTF-8 cannot encode it,
+    and the traceback in :func:`~equiv.rundir.io.append_jsonl` stopped the run and lost every
+    answer in flight (issue 66, hole 7). The level is parsed from the answer as it came; only the
+    stored copy is mended, as ``errors="replace"`` would, so every reader of the file can read it."""
+    if isinstance(value, str):
+        if unencodable(value) is None:
+            return value
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
 
 
 def load_done(out: str | Path) -> set[str]:
@@ -308,11 +343,11 @@ async def _run_locked(client: Any, pairs: Sequence[dict[str, Any]], out: Path, e
             for finished in asyncio.as_completed(tasks):
                 row, ok = await finished
                 if ok:
-                    append_jsonl(handle, [row])
+                    append_jsonl(handle, [storable(row)])
                     stats.labelled += 1
                     done.add(pair_key(row))
                 else:
-                    stats.failures.append(row)
+                    stats.failures.append(storable(row))
                     stats.failed += 1
     finally:
         for task in tasks:

@@ -53,7 +53,7 @@ from typing import Any, Sequence
 from equiv.cliargs import command_parser, parse_or_refuse
 from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
-from equiv.errors import InputError, exit_on_input_error
+from equiv.errors import InputError, exit_on_input_error, writable_directory
 from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, read_recipe, threshold_choice
 from equiv.judge.policy import policy_from_settings
 from equiv.prune import build_judge, ModelJudge, PrunerConfig
@@ -284,7 +284,7 @@ def crossval(args: Any) -> Path:
     out: Path = args.out
     if out.exists() and not out.is_dir():
         raise InputError("is a file; give a directory", path=out, field="out")
-    out.mkdir(parents=True, exist_ok=True)
+    writable_directory(out)  # created, and the one output rule: never a FIFO, a device or a dangling link
     fit_args = [a for a in args.fit_args if a != "--"]
     plan = {"config": str(config), "overlays": [str(o) for o in args.overlay], "data": [str(d) for d in args.data],
             "folds": args.folds, "fold_seed": args.fold_seed, "fit_args": fit_args, "pairs": len(records),

@@ -70,7 +70,7 @@ def build_report(
         raise InputError(f"must be > 0, got {max_mb}", field="max_mb")
     if collapse_depth < 0:
         raise InputError(f"must be >= 0, got {collapse_depth}", field="collapse_depth")
-    out = check_output(out, option="--out", inputs=run_dirs, directory=True)  # never over a run, before the work
+    out = check_output(out, option="--out", inputs=run_dirs, directory=True, files=(INDEX,))  # never over a run, before the work
     runs = load_runs(list(run_dirs))
     rows = compare_rows(runs)
     if rows[0].problems == 0:

@@ -38,7 +38,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from equiv.errors import InputError
+from equiv.errors import InputError, regular_input
 from equiv.rundir.io import read_json_file, write_atomic
 from equiv.rundir.layout import CONFIG
 from equiv.rundir.records import run_records
@@ -56,7 +56,7 @@ DIGEST = "binding.sha256"
 def file_sha256(path: str | Path) -> str:
     """SHA-256 of a file's bytes (hex), read in chunks."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open(regular_input(path), "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -203,7 +203,7 @@ def read_bound_config(out_dir: str | Path) -> dict[str, Any] | None:
     if not path.exists():
         raise InputError(f"missing, but the directory holds records made with unknown settings; {advice}", path=path)
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = yaml.safe_load(regular_input(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read the settings this run directory is bound to ({err}); {advice}", path=path) from None
     except yaml.YAMLError as err:

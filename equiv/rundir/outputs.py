@@ -13,7 +13,9 @@ outputs here first, before any work, and refuses in one line:
   ``config.yaml``: what every ``eval`` leaves), the directory itself included: only ``eval`` writes there, under its lock; a file another command drops in
   would be another writer the lock never saw.
 
-Then the path is proved writable (:func:`equiv.errors.writable_file` /
+Then the one output rule (issue 66, hole 6; :func:`equiv.errors.output_file_kind`): every file
+written is a regular file or a new path -- a link, a FIFO or a device there is refused, never
+replaced or written through. Then the path is proved writable (:func:`equiv.errors.writable_file` /
 :func:`~equiv.errors.writable_directory`), so a directory in a file's place or a read-only
 parent is also one line before the work rather than a traceback after it.
 """
@@ -24,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from equiv.errors import InputError, writable_directory, writable_file
+from equiv.errors import InputError, output_file_kind, writable_directory, writable_file
 from equiv.rundir.layout import CONFIG, RESULTS
 from equiv.rundir.lock import LOCK
 
@@ -89,4 +91,6 @@ def check_output(path: str | Path, *, option: str, inputs: Iterable[str | Path |
         if source.is_dir() and any(inside(target, source) for target in targets):
             raise InputError(f"lies inside the input directory {source}; give a path outside it",
                              path=path, field=field)
+    for target in targets[1:]:  # the files written inside or beside it follow the one output rule too
+        output_file_kind(target, option=option)
     return writable_directory(path, option=option) if directory else writable_file(path, option=option)

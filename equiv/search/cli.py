@@ -25,12 +25,15 @@ from typing import Any, Callable, Sequence
 from equiv.backbones import check_local_model
 from equiv.data.problems import DATASETS, load_problems, resolve_data_path
 from equiv.helptext import plain_formatter, show_choices
-from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, writable_directory
+from equiv.errors import (
+    EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, output_file_kind, writable_directory,
+)
 from equiv.cliargs import as_lists, command_parser, parse_or_refuse
 from equiv.prune import build_judge
 from equiv.prune.options import add_pruner_group
-from equiv.rundir import (CONFIG, MODELS, RESULTS, bind, check_digest, count_records, data_binding, load_records,
-                          model_bindings, read_bound_config, read_bound_data, read_bound_models)
+from equiv.rundir import (CONFIG, DATA, DIGEST, MODELS, PAIRS, RESULTS, SUMMARY, bind, check_digest, count_records,
+                          data_binding, load_records, model_bindings, read_bound_config, read_bound_data,
+                          read_bound_models)
 from equiv.rundir import compare_rows as rundir_compare_rows
 from equiv.rundir.lock import hold_run_dir
 from equiv.search import distributed
@@ -43,6 +46,7 @@ from equiv.search.runner import Engines, check_settings, run_eval
 from equiv.search.tiny import resolve_tiny
 
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+RUN_FILES = (RESULTS, SUMMARY, CONFIG, DATA, MODELS, DIGEST, PAIRS)  # what eval writes in its run directory
 
 
 def _one_line(text: str) -> str:
@@ -283,6 +287,8 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         problems = load_data(init.data)
         fresh = not Path(cfg.out).exists()
         out = writable_directory(cfg.out)
+        for name in RUN_FILES:  # the one output rule for the files eval writes there (never through a link)
+            output_file_kind(out / name, option="--out")
         # The lock first: a second writer is refused here, before this command could remove
         # anything, and a directory this command created is removed (when nothing ran) while the
         # lock is still held, so no other run can have taken it in between.

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from equiv.data.humaneval import CodeTask
+from equiv.errors import unencodable
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MEMORY_BYTES = 1 << 30  # address space: enough for CPython and a HumanEval test
@@ -84,8 +85,13 @@ def extract_program(text: str | None) -> str | None:
 
 def build_test_program(program: str, task: CodeTask) -> str:
     """Program + the problem's tests. A body without ``def <entry_point>`` is taken as the
-    continuation of the prompt (completion style) and appended to it."""
-    if not re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(task.entry_point)}\s*\(", program, re.MULTILINE):
+    continuation of the prompt (completion style) and appended to it.
+
+    The ``def`` is looked for with blanks that stay on its line (space, tab): with any whitespace
+    the multiline pattern ran from every line start across all the blank lines after it, quadratic
+    in them (issue 66, hole 9: 43 s on 80 KB of blank lines, in the parent, before the sandbox's
+    timeout applies). A Python ``def`` and its name never span lines."""
+    if not re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(task.entry_point)}[ \t]*\(", program, re.MULTILINE):
         program = task.prompt + program
     return f"{program}\n\n{task.test}\n\ncheck({task.entry_point})\n"
 
@@ -457,6 +463,10 @@ def run_sandboxed(source: str, limits: SandboxLimits = SandboxLimits()) -> Sandb
     when the sandbox cannot be set up. A run that times out is ``timeout`` even if the interpreter
     was still starting (a slow machine, not a broken sandbox; never a pass either way).
     """
+    problem = unencodable(source)
+    if problem is not None:  # a program that cannot be written is a failed program (issue 66, hole 7)
+        return SandboxResult(False, "failed", None, f"the program {problem}, so it cannot be written as a "
+                             "Python source file; not run")
     marker = f"{_MARKER_PREFIX}{secrets.token_hex(16)}\n".encode()
     with tempfile.TemporaryDirectory(prefix="equiv-sandbox-") as tmp, tempfile.TemporaryFile() as out:
         work = Path(tmp)

