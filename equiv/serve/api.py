@@ -41,6 +41,9 @@ class JudgeAPI(ls.LitAPI):
         self.judge_factory = judge_factory
 
     def setup(self, device: str) -> None:
+        from equiv.serve.lifetime import die_with_parent
+
+        die_with_parent()  # the service stopped by any signal: this worker ends too (issue 66)
         self.judge = self.judge_factory(device)
         self.requests: Counter[str] = Counter()
         self.pairs_asked = 0
