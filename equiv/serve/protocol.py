@@ -229,8 +229,8 @@ def decode_json(raw: bytes, limits: Limits) -> Any:
         return {}
     items = json_items(raw, limits.max_items)
     if items > limits.max_items:
-        raise RequestError(413, f"request body of more than {limits.max_items} JSON items, more than {limits.max_pairs} "
-                                "pairs can hold (serve --max_pairs)")
+        raise RequestError(413, f"request body of more than {limits.max_items} JSON items, more than the limit of "
+                                f"{limits.max_pairs} pairs can hold (serve --max_pairs)")
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
