@@ -88,6 +88,9 @@ def test_the_default_limits_bound_the_work_of_a_request_not_only_its_body():
     # what search's remote client sends (1,024 pairs of steps with their question) stays within them
     assert parse_request("verdicts", {"pairs": [["3 + 4 = 7 apples." * 10, "3+4 = 7 apples" * 10]] * 1024,
                                       "questions": [QUESTION * 4] * 1024})["route"] == "verdicts"
+    # a long question sent with every pair counts once (the guard's number scans read it)
+    assert parse_request("verdicts", {"pairs": [["3 + 4 = 7 apples." * 20, "3+4 = 7 apples" * 20]] * 1024,
+                                      "questions": [QUESTION * 40] * 1024})["route"] == "verdicts"
     assert parse_request("group", {"steps": [f"step {i}" * 20 for i in range(45)], "question": QUESTION})
 
 

@@ -50,7 +50,7 @@ class Limits:
     ``max_pairs``: the pairs one request may have judged (a ``/group`` of n steps: n(n-1)/2, what
     grouping asks in the worst case, every step distinct); ``max_chars``: one text;
     ``max_request_chars``: the characters the judge reads for one request, summed over every pair
-    it may judge (both sides and its question: a ``/group``'s step once per pair it is in).
+    it may judge (both sides: a ``/group``'s step once per pair it is in; and each question once).
     ``max_body_bytes`` (None: derived) caps the body at what those limits allow a JSON body to
     hold, so an oversized one is refused before it is read or parsed (:meth:`body_limit`).
     """
@@ -276,14 +276,15 @@ def json_items(raw: bytes, cap: int) -> int:
 
 def request_chars(request: dict[str, Any]) -> int:
     """The characters the judge reads to answer an internal request, summed over every pair it may
-    judge: both texts and the pair's question (a ``/group``'s step once per pair it is in, as
-    grouping may ask it against every other; its question once per pair)."""
+    judge: both texts (what the prefilter and the model read; a ``/group``'s step once per pair it
+    is in, as grouping may ask it against every other), and each distinct question once (the
+    guard's cheap number scans read it; search's remote client sends one per pair, mostly the same)."""
     if request["route"] == "group":
         steps, n = request["steps"], len(request["steps"])
-        return (n - 1) * sum(map(len, steps)) + n * (n - 1) // 2 * len(request.get("question") or "")
+        return (n - 1) * sum(map(len, steps)) + len(request.get("question") or "")
     if request["route"] == "metrics":
         return 0
-    return sum(len(a) + len(b) for a, b in request["pairs"]) + sum(map(len, request.get("questions") or []))
+    return sum(len(a) + len(b) for a, b in request["pairs"]) + sum(map(len, set(request.get("questions") or [])))
 
 
 def _within_work(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
@@ -291,7 +292,7 @@ def _within_work(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
     naming the limit and the setting that raises it, before the judge does any of the work)."""
     chars = request_chars(request)
     if chars > limits.max_request_chars:
-        raise RequestError(413, f"this request makes the judge read {chars} characters (every pair's texts and "
+        raise RequestError(413, f"this request makes the judge read {chars} characters (every pair's texts and each "
                                 f"question), more than the limit of {limits.max_request_chars} (serve --max_request_chars)")
     return request
 
