@@ -42,7 +42,74 @@ def test_each_verdict_names_the_rule_that_decided_it(judge):
 
 def test_group_is_search_grouping_over_the_verdicts(judge):
     result = group(judge, ["3 + 4 = 7 apples.", "3+4 = 7 apples", "She walks to the market today."], QUESTION)
-    assert result.grouping.classes == [[0, 1], [2]] and result.pairs == [(0, 1), (0, 2), (1, 2)]
+    assert result.grouping.classes == [[0, 1], [2]] and result.pairs == [(0, 1), (0, 2)]  # 2 is asked of 0 only
+    every = group(judge, ["3 + 4 = 7 apples.", "3+4 = 7 apples", "She walks to the market today."], QUESTION,
+                  mode="transitive")
+    assert every.grouping.classes == [[0, 1], [2]] and every.pairs == [(0, 1), (0, 2), (1, 2)]
+
+
+def test_greedy_group_asks_only_the_pairs_it_reads_and_groups_as_every_pair_did(judge):
+    """Issue 66 hole 1: /group judged all n(n-1)/2 pairs though greedy grouping reads only each
+    step against the representatives before it; the classes, representatives and probabilities
+    are those of greedy grouping over every pair's verdict."""
+    from equiv.prune.grouping import group_equivalent, sibling_pairs
+
+    steps = ["3 + 4 = 7 apples."] * 12 + ["3+4 = 7 apples", "She walks to the market today.",
+                                          "She has 3 + 4 = 8 apples.", "So she has 3 + 4 = 7 apples."] * 3
+    result = group(judge, steps, QUESTION)
+    every = sibling_pairs(len(steps))
+    found = verdicts(judge, [(steps[i], steps[j]) for i, j in every], [QUESTION] * len(every))
+    assert result.grouping == group_equivalent(len(steps), {p: v.merged for p, v in zip(every, found)},
+                                               probs={p: v.probability for p, v in zip(every, found)})
+    reps = result.grouping.representatives
+    assert len(result.pairs) == sum(sum(r < j for r in reps) for j in range(len(steps)) if j not in reps) + \
+        sum(sum(r < j for r in reps) for j in reps)  # each step against the representatives before it
+    assert len(result.pairs) < len(every) // 4
+    by_pair = dict(zip(every, found))
+    assert all(i < j and v == by_pair[(i, j)] for (i, j), v in zip(result.pairs, result.verdicts))
+
+
+def test_the_default_limits_bound_the_work_of_a_request_not_only_its_body():
+    """Issue 66 hole 1: a 9 KB /group of 91 distinct steps (4,095 pairs) was inside the default
+    limits and held the only worker for 105 s; 91 steps of 2,000 characters, 207 s. Refused
+    (413) before any work, naming the limit and the setting that raises it."""
+    wide = {"steps": [f"Step {i}: she buys {i} apples and {i + 1} pears." for i in range(91)]}
+    with pytest.raises(RequestError) as refused:
+        parse_request("group", wide)
+    assert refused.value.status == 413 and "4095 pairs" in refused.value.message
+    assert "--max_pairs" in refused.value.message and "\n" not in refused.value.message
+    long = {"steps": [f"{i} " + "x" * 2000 for i in range(40)]}  # 780 pairs, but 40 x 2,000 characters
+    with pytest.raises(RequestError) as refused:
+        parse_request("group", long)
+    assert refused.value.status == 413 and "--max_request_chars" in refused.value.message
+    with pytest.raises(RequestError) as refused:
+        parse_request("verdicts", {"pairs": [["x" * 10_000, "y" * 10_000]] * 101})
+    assert refused.value.status == 413 and "--max_request_chars" in refused.value.message
+    # what search's remote client sends (1,024 pairs of steps with their question) stays within them
+    assert parse_request("verdicts", {"pairs": [["3 + 4 = 7 apples." * 10, "3+4 = 7 apples" * 10]] * 1024,
+                                      "questions": [QUESTION * 4] * 1024})["route"] == "verdicts"
+    # a long question sent with every pair counts once (the guard's number scans read it)
+    assert parse_request("verdicts", {"pairs": [["3 + 4 = 7 apples." * 20, "3+4 = 7 apples" * 20]] * 1024,
+                                      "questions": [QUESTION * 40] * 1024})["route"] == "verdicts"
+    assert parse_request("group", {"steps": [f"step {i}" * 20 for i in range(45)], "question": QUESTION})
+
+
+def test_a_body_is_capped_at_what_the_pair_limits_allow_and_counted_before_it_is_parsed():
+    """Issue 66 hole 3: a 60 MB ``{"pairs": [[], [], ...]}`` (under the 64 MiB cap) was parsed
+    whole (1.9 GB, seconds of the event loop) before the pair limit refused it."""
+    empties = b'{"pairs": [' + b"[]," * 1_000_000 + b"[]]}"  # 3 MB, within the byte cap
+    with pytest.raises(RequestError) as refused:
+        decode_json(empties, Limits())
+    assert refused.value.status == 413 and "--max_pairs" in refused.value.message
+    assert Limits().body_limit < 16 * 1024 * 1024  # 2,000,000 characters and 1,024 pairs, as JSON
+    with pytest.raises(RequestError) as refused:
+        decode_json(b" " * (Limits().body_limit + 1), Limits())
+    assert refused.value.status == 413 and "--max_request_chars" in refused.value.message
+    # brackets and commas inside strings are text, not items
+    texty = {"pairs": [["[" * 5000 + "," * 5000, "{" * 9000]] * 3}
+    import json
+
+    assert decode_json(json.dumps(texty).encode(), Limits()) == texty
 
 
 @pytest.mark.parametrize("route, body, status, words", [
@@ -68,9 +135,13 @@ def test_malformed_json_is_a_400():
 
 @pytest.mark.parametrize("raw", [b"[" * 200_000, b'{"grouping": ' + b"9" * 5000 + b"}"], ids=["deep", "huge-int"])
 def test_json_python_cannot_read_is_a_400_not_a_500(raw):
+    # a pair limit this wide lets the 200,000 brackets reach the parser (at the default, 413 by count)
     with pytest.raises(RequestError, match="malformed JSON") as refused:
-        decode_json(raw, Limits())
+        decode_json(raw, Limits(max_pairs=1_000_000))
     assert refused.value.status == 400
+    with pytest.raises(RequestError) as refused:
+        decode_json(raw, Limits())
+    assert refused.value.status in (400, 413)
 
 
 def test_a_step_with_a_huge_number_is_judged_not_a_crash(judge):

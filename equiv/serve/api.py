@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import litserve as ls
 
-from equiv.serve.protocol import (ERROR_KEY, INTERNAL_PATH, ROUTES, Limits, RequestError, check_internal, decode_json,
-                                  pair_count, parse_request)
+from equiv.serve.protocol import (ERROR_KEY, INTERNAL_PATH, ROUTES, Limits, RequestError, body_too_large, check_internal,
+                                  decode_json, parse_request)
 
 
 def needs_probability(request: dict[str, Any]) -> bool:
@@ -41,6 +41,9 @@ class JudgeAPI(ls.LitAPI):
         self.judge_factory = judge_factory
 
     def setup(self, device: str) -> None:
+        from equiv.serve.lifetime import die_with_parent
+
+        die_with_parent()  # the service stopped by any signal: this worker ends too (issue 66)
         self.judge = self.judge_factory(device)
         self.requests: Counter[str] = Counter()
         self.pairs_asked = 0
@@ -72,7 +75,6 @@ class JudgeAPI(ls.LitAPI):
         for req in batch:
             if req["route"] != "error":
                 self.requests[req["route"]] += 1
-                self.pairs_asked += pair_count(req)
         try:
             out = self._answer(batch)
         except Exception:  # noqa: BLE001 -- find the request it came from: each on its own
@@ -85,30 +87,38 @@ class JudgeAPI(ls.LitAPI):
         return out if isinstance(requests, list) else out[0]
 
     def _answer(self, batch: list[dict[str, Any]]) -> list[Any]:
-        """The answers to a batch, every pair of every request (a /group's siblings included) in
-        ONE judge call; a request refused in decode_request is answered with its error."""
-        from equiv.serve.verdicts import group_from, group_pairs, verdicts
+        """The answers to a batch: every pair of every request (a transitive /group's siblings
+        included) in ONE judge call, then each greedy /group asking only the pairs it reads
+        (:func:`~equiv.serve.verdicts.greedy_group`); a request refused in decode_request is
+        answered with its error."""
+        from equiv.serve.verdicts import greedy_group, group_from, group_pairs, verdicts
 
         flat: list[tuple[str, str]] = []
         questions: list[str] = []
         for req in batch:
-            if req["route"] == "error":
+            if req["route"] in ("error", "metrics") or _greedy(req):
                 continue
             if req["route"] == "group":
                 steps = req["steps"]
                 flat.extend((steps[i], steps[j]) for i, j in group_pairs(steps))
-                questions.extend([req["question"] or ""] * pair_count(req))
-            elif req["route"] != "metrics":
+                questions.extend([req["question"] or ""] * len(group_pairs(steps)))
+            else:
                 flat.extend((a, b) for a, b in req["pairs"])
                 questions.extend(req.get("questions") or [""] * len(req["pairs"]))
         found = verdicts(self.judge, flat, questions, score_ruled=any(map(needs_probability, batch))) if flat else []
+        self.pairs_asked += len(flat)
         out: list[Any] = []
         start = 0
         for req in batch:
             if req["route"] == "error":
                 out.append(("error", req["status"], req["error"]))
                 continue
-            n = pair_count(req)
+            if _greedy(req):
+                result = greedy_group(self.judge, req["steps"], req["question"] or "")
+                self.pairs_asked += len(result.pairs)
+                out.append(("group", result))
+                continue
+            n = len(group_pairs(req["steps"])) if req["route"] == "group" else len(req.get("pairs") or [])
             mine, start = found[start:start + n], start + n
             if req["route"] == "group":
                 out.append(("group", group_from(req["steps"], mine, mode=req["grouping"])))
@@ -163,6 +173,11 @@ class JudgeAPI(ls.LitAPI):
                     else {"input": pairs, "similarity_scores": scores})
         similar = [v.merged for v in found]
         return {"input": pairs, "is_similar": similar[0]} if req["single"] else {"input": pairs, "is_similar_list": similar}
+
+
+def _greedy(request: dict[str, Any]) -> bool:
+    """A greedy /group: answered by asking only the pairs greedy grouping reads."""
+    return request["route"] == "group" and request.get("grouping", "greedy") == "greedy"
 
 
 def _one_line(err: BaseException) -> str:
@@ -249,14 +264,20 @@ class RouteMiddleware:
         self.limits = limits
         self.default_output = default_output
 
-    async def _body(self, receive: Callable) -> bytes:
+    async def _body(self, scope: dict, receive: Callable) -> bytes:
+        """The body, refused by its ``Content-Length`` before a byte is read when that is over the
+        limit, else as soon as what arrived (chunked, or more than it declared) is."""
+        limit = self.limits.body_limit
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise RequestError(413, body_too_large(int(declared), self.limits))
         chunks, size = [], 0
         while True:
             message = await receive()
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.limits.max_body_bytes:
-                raise RequestError(413, f"request body larger than the limit of {self.limits.max_body_bytes} bytes")
+            if size > limit:
+                raise RequestError(413, body_too_large(None, self.limits))
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
@@ -269,6 +290,10 @@ class RouteMiddleware:
             return await _send_json(send, 404, {"error": f"no route {path}"})
         if path == "/get_worker_address":
             # the reference's controller: this server is its own (only) worker
+            try:
+                authenticate(scope)
+            except RequestError as err:
+                return await _send_json(send, err.status, {"error": err.message})
             return await _send_json(send, 200, {"address": worker_address(self.address, scope)})
         route = ROUTES.get(path)
         if route is None:
@@ -276,7 +301,8 @@ class RouteMiddleware:
         try:
             if scope["method"] not in ("POST",) and not (route == "metrics" and scope["method"] == "GET"):
                 raise RequestError(405, f"{path} takes POST")
-            request = parse_request(route, decode_json(await self._body(receive), self.limits), self.limits,
+            authenticate(scope)  # before a byte of the body is read: a stranger's body costs nothing
+            request = parse_request(route, decode_json(await self._body(scope, receive), self.limits), self.limits,
                                     default_output=self.default_output)
         except RequestError as err:
             return await _send_json(send, err.status, {"error": err.message})
@@ -294,6 +320,30 @@ class RouteMiddleware:
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         inner = {**scope, "path": INTERNAL_PATH, "raw_path": INTERNAL_PATH.encode(), "method": "POST", "headers": headers}
         return await self.app(inner, rewritten_receive, _answering(send))
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    """One request header's value (the first, as text), None when absent."""
+    for key, value in scope.get("headers") or []:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def authenticate(scope: dict) -> None:
+    """Refuse (401) a request without LitServe's API key (``LIT_SERVER_API_KEY`` in the server's
+    environment, sent as ``X-API-Key``) before its body is read. LitServe checks the key in its
+    endpoint, after this middleware read and parsed the body: a stranger's 60 MB body cost the
+    server 1.9 GB and seconds of its event loop first (issue 66). No key set: no check."""
+    import hmac
+    import os
+
+    wanted = os.environ.get("LIT_SERVER_API_KEY")
+    if not wanted:
+        return
+    given = _header(scope, b"x-api-key")
+    if given is None or not hmac.compare_digest(given.encode("latin-1"), wanted.encode("utf-8", "surrogateescape")):
+        raise RequestError(401, "missing or wrong X-API-Key header (the server was started with LIT_SERVER_API_KEY)")
 
 
 def _without_mcp_connector() -> None:

@@ -15,6 +15,8 @@ from equiv.errors import EXIT_BAD_INPUT, InputError, exit_on_input_error
 from equiv.cliargs import command_parser, parse_or_refuse
 from equiv.prune.options import add_pruner_group, pruner_config
 from equiv.prune.strategies import PrunerConfig, build_judge
+from equiv.serve.bind import check_port_free, servable_host
+from equiv.serve.lifetime import Stopped, arm_forked_children, stop_on_sigterm
 from equiv.serve.protocol import OUTPUT_TYPES, Limits
 from equiv.serve.verdicts import REASONS
 
@@ -65,8 +67,12 @@ def build_parser() -> Any:
     p.add_argument("--workers_per_device", type=int, default=1)
     p.add_argument("--max_batch_size", type=int, default=64, help="requests LitServe batches into one judge call")
     p.add_argument("--batch_timeout", type=float, default=0.005, help="seconds LitServe waits to fill a batch")
-    p.add_argument("--max_pairs", type=int, default=Limits.max_pairs, help="pairs one request may hold")
+    p.add_argument("--max_pairs", type=int, default=Limits.max_pairs,
+                   help="pairs one request may have judged (a /group of n steps: n(n-1)/2)")
     p.add_argument("--max_chars", type=int, default=Limits.max_chars, help="characters one step may hold")
+    p.add_argument("--max_request_chars", type=int, default=Limits.max_request_chars,
+                   help="characters the judge may read for one request, over every pair it may judge (also caps "
+                        "the body)")
     p.add_argument("--output_type", type=Literal[tuple(OUTPUT_TYPES)], default="binary",
                    help="/merge_model_inference's default answer (the reference worker's --output-type)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a request may wait before a 504")
@@ -80,11 +86,13 @@ def serve_main(argv: Sequence[str]) -> int:
             raise InputError("--pruner.model DIR is required (an exported judge: trainer_cli.py fit --export_dir)")
         if not 1 <= args.port <= 65535:  # uvicorn would fail inside LitServe's start with a traceback
             raise InputError(f"--port must be a TCP port, 1 to 65535, got {args.port}")
-        for name in ("workers_per_device", "max_batch_size", "max_pairs", "max_chars"):
+        for name in ("workers_per_device", "max_batch_size", "max_pairs", "max_chars", "max_request_chars"):
             if getattr(args, name) < 1:
                 raise InputError(f"must be a positive integer, got {getattr(args, name)}", field=name)
+        host = servable_host(args.host)
         config = pruner_config(args.pruner, strategy="model")
         config.validate()  # batch_size, named as pruner's
+        check_port_free(host, args.port)  # before the judge loads: not "serving ... at", then a traceback
         metadata = describe_served(config)
     if config.device not in ("auto", "cpu") and not config.device.startswith(("cuda", "mps")):
         print(f"error: field 'device': unknown device {config.device!r}", file=sys.stderr)
@@ -93,16 +101,23 @@ def serve_main(argv: Sequence[str]) -> int:
 
     accelerator = "auto" if config.device == "auto" else config.device.split(":")[0]
     devices: int | str = int(args.devices) if str(args.devices).isdigit() else args.devices
-    address = f"http://[{args.host}]:{args.port}" if ":" in args.host else f"http://{args.host}:{args.port}"
+    address = f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}"
     server = build_server(LoadJudge(config), address=address, metadata=metadata, accelerator=accelerator,
                           devices=devices, workers_per_device=args.workers_per_device,
                           max_batch_size=args.max_batch_size, batch_timeout=args.batch_timeout,
-                          limits=Limits(max_pairs=args.max_pairs, max_chars=args.max_chars),
+                          limits=Limits(max_pairs=args.max_pairs, max_chars=args.max_chars,
+                                        max_request_chars=args.max_request_chars),
                           default_output=args.output_type, timeout=args.timeout)
-    if args.host in WILDCARD_HOSTS:
-        print(f"warning: --host {args.host or repr('')} listens on every network interface: anyone who can reach this "
+    if host in WILDCARD_HOSTS:
+        print(f"warning: --host {host} listens on every network interface: anyone who can reach this "
               "machine can use the judge (there is no authentication); serve on 127.0.0.1 behind an authenticating "
               "proxy instead (docs/serving.md)", file=sys.stderr, flush=True)
     print(f"serving {config.model} ({metadata['judge_fingerprint'][:19]}...) at {address}", file=sys.stderr, flush=True)
-    server.run(host=args.host, port=args.port, generate_client_file=False, log_level="warning")
+    # every process LitServe starts ends with this one, whatever stops it (equiv.serve.lifetime)
+    arm_forked_children()
+    stop_on_sigterm()
+    try:
+        server.run(host=host, port=args.port, generate_client_file=False, log_level="warning")
+    except Stopped as stopped:  # stopped before LitServe's loop could take it: nothing started yet
+        return 128 + stopped.signum
     return 0

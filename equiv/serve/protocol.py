@@ -23,6 +23,7 @@ nothing and the server keeps serving. Routes:
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
@@ -43,14 +44,39 @@ OUTPUT_TYPES = ("binary", "similarity")
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may hold (an enormous batch or step is refused, not queued)."""
+    """What one request may make the judge do, so no request holds the only worker for minutes
+    (issue 66: a 9 KB ``/group`` of 91 distinct steps, 4,095 pairs, held it 105 s on 2 cores).
 
-    max_pairs: int = 4096
+    ``max_pairs``: the pairs one request may have judged (a ``/group`` of n steps: n(n-1)/2, what
+    grouping asks in the worst case, every step distinct); ``max_chars``: one text;
+    ``max_request_chars``: the characters the judge reads for one request, summed over every pair
+    it may judge (both sides: a ``/group``'s step once per pair it is in; and each question once).
+    ``max_body_bytes`` (None: derived) caps the body at what those limits allow a JSON body to
+    hold, so an oversized one is refused before it is read or parsed (:meth:`body_limit`).
+    """
+
+    max_pairs: int = 1024
     max_chars: int = 20_000
-    max_body_bytes: int = 64 * 1024 * 1024
+    max_request_chars: int = 2_000_000
+    max_body_bytes: int | None = None
+
+    @property
+    def body_limit(self) -> int:
+        """The largest body accepted: 6 bytes a character (JSON's ``\\uXXXX``), 64 a pair for the
+        brackets, quotes, commas and spacing, 64 KiB for the rest; ``max_body_bytes`` if set."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return min(sys.maxsize, 6 * self.max_request_chars + 64 * self.max_pairs + 65_536)
+
+    @property
+    def max_items(self) -> int:
+        """The JSON items (``[``, ``{`` and ``,`` outside strings) a body within the pair limit
+        holds: a pair is ``[a, b]`` and a separator, its question a separator; 64 for the rest."""
+        return min(sys.maxsize, 4 * self.max_pairs + 64)
 
 
-_UNLIMITED = Limits(max_pairs=sys.maxsize, max_chars=sys.maxsize, max_body_bytes=sys.maxsize)
+_UNLIMITED = Limits(max_pairs=sys.maxsize, max_chars=sys.maxsize, max_request_chars=sys.maxsize,
+                    max_body_bytes=sys.maxsize)
 TOO_LARGE = "too_large"
 """The pydantic error type of a limit exceeded: answered 413, every other refusal 400."""
 
@@ -79,7 +105,7 @@ def _limits(info: ValidationInfo) -> Limits:
 def _text(value: str, info: ValidationInfo) -> str:
     limit = _limits(info).max_chars
     if len(value) > limit:
-        raise PydanticCustomError(TOO_LARGE, "{n} characters, more than the limit of {limit}",
+        raise PydanticCustomError(TOO_LARGE, "{n} characters, more than the limit of {limit} (serve --max_chars)",
                                   {"n": len(value), "limit": limit})
     problem = unencodable(value)
     if problem:
@@ -101,7 +127,8 @@ def _a_batch(value: Any, info: ValidationInfo) -> Any:
         raise PydanticCustomError("empty", "empty; send at least one pair")
     limit = _limits(info).max_pairs
     if len(value) > limit:
-        raise PydanticCustomError(TOO_LARGE, "{n} pairs, more than the limit of {limit}", {"n": len(value), "limit": limit})
+        raise PydanticCustomError(TOO_LARGE, "{n} pairs, more than the limit of {limit} (serve --max_pairs)",
+                                  {"n": len(value), "limit": limit})
     return value
 
 
@@ -110,7 +137,8 @@ def _siblings(value: Any, info: ValidationInfo) -> Any:
         raise PydanticCustomError("steps", "must be a non-empty list of sibling step strings")
     limit = _limits(info).max_pairs
     if len(value) * (len(value) - 1) // 2 > limit:  # n steps make n(n-1)/2 pairs: the pair limit bounds the width
-        raise PydanticCustomError(TOO_LARGE, "{n} steps make more than {limit} pairs", {"n": len(value), "limit": limit})
+        raise PydanticCustomError(TOO_LARGE, "{n} steps make {pairs} pairs, more than the limit of {limit} (serve --max_pairs)",
+                                  {"n": len(value), "pairs": len(value) * (len(value) - 1) // 2, "limit": limit})
     return value
 
 
@@ -195,10 +223,14 @@ def decode_json(raw: bytes, limits: Limits) -> Any:
     """The request body as JSON (malformed or too large: a :class:`RequestError`). The standard
     library's parser, not pydantic's: it reads a lone surrogate into a ``str`` the models then
     refuse by name, and a too-deep or too-long document is a 400 here."""
-    if len(raw) > limits.max_body_bytes:
-        raise RequestError(413, f"request body of {len(raw)} bytes, more than the limit of {limits.max_body_bytes}")
+    if len(raw) > limits.body_limit:
+        raise RequestError(413, body_too_large(len(raw), limits))
     if not raw.strip():
         return {}
+    items = json_items(raw, limits.max_items)
+    if items > limits.max_items:
+        raise RequestError(413, f"request body of more than {limits.max_items} JSON items, more than the limit of "
+                                f"{limits.max_pairs} pairs can hold (serve --max_pairs)")
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -209,6 +241,62 @@ def decode_json(raw: bytes, limits: Limits) -> Any:
         raise RequestError(400, f"malformed JSON: {str(err).splitlines()[0][:200]}") from None
 
 
+def body_too_large(size: int | None, limits: Limits) -> str:
+    """The one line refusing a body over :attr:`Limits.body_limit` (``size`` None: still arriving)."""
+    what = "request body" if size is None else f"request body of {size} bytes"
+    return (f"{what} larger than the limit of {limits.body_limit} bytes (what --max_request_chars "
+            f"{limits.max_request_chars} characters and --max_pairs {limits.max_pairs} allow; serve --max_request_chars "
+            "raises it)")
+
+
+_STRUCTURE = re.compile(rb'["\[{,]')
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def json_items(raw: bytes, cap: int) -> int:
+    """How many containers and separators (``[``, ``{``, ``,``) a JSON body holds outside its
+    strings, counted up to just past ``cap``: the objects a parse would build, known before
+    parsing (a 60 MB ``{"pairs": [[], [], ...]}`` drove the server to 1.9 GB and blocked its
+    event loop for seconds). Linear: each byte is looked at once; malformed JSON stops the count
+    (the parser then says what is wrong)."""
+    count, pos = 0, 0
+    while count <= cap:
+        found = _STRUCTURE.search(raw, pos)
+        if found is None:
+            break
+        if found.group() == b'"':
+            rest = _STRING_REST.match(raw, found.end())
+            if rest is None:
+                break
+            pos = rest.end()
+        else:
+            count, pos = count + 1, found.end()
+    return count
+
+
+def request_chars(request: dict[str, Any]) -> int:
+    """The characters the judge reads to answer an internal request, summed over every pair it may
+    judge: both texts (what the prefilter and the model read; a ``/group``'s step once per pair it
+    is in, as grouping may ask it against every other), and each distinct question once (the
+    guard's cheap number scans read it; search's remote client sends one per pair, mostly the same)."""
+    if request["route"] == "group":
+        steps, n = request["steps"], len(request["steps"])
+        return (n - 1) * sum(map(len, steps)) + len(request.get("question") or "")
+    if request["route"] == "metrics":
+        return 0
+    return sum(len(a) + len(b) for a, b in request["pairs"]) + sum(map(len, set(request.get("questions") or [])))
+
+
+def _within_work(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    """The request, unless the judge would read more than ``max_request_chars`` for it (a 413
+    naming the limit and the setting that raises it, before the judge does any of the work)."""
+    chars = request_chars(request)
+    if chars > limits.max_request_chars:
+        raise RequestError(413, f"this request makes the judge read {chars} characters (every pair's texts and each "
+                                f"question), more than the limit of {limits.max_request_chars} (serve --max_request_chars)")
+    return request
+
+
 def _validated(model: type[BaseModel], body: Any, limits: Limits, rename: dict[str, str] | None = None) -> Any:
     try:
         return model.model_validate(body, context={"limits": limits})
@@ -217,7 +305,11 @@ def _validated(model: type[BaseModel], body: Any, limits: Limits, rename: dict[s
 
 
 def parse_request(route: str, body: Any, limits: Limits = Limits(), *, default_output: str = "binary") -> dict[str, Any]:
-    """The internal request for a public route's parsed JSON body."""
+    """The internal request for a public route's parsed JSON body, within every limit."""
+    return _within_work(_parse_request(route, body, limits, default_output=default_output), limits)
+
+
+def _parse_request(route: str, body: Any, limits: Limits = Limits(), *, default_output: str = "binary") -> dict[str, Any]:
     if route == "metrics":
         return {"route": "metrics"}
     if route == "verdicts":

@@ -48,7 +48,8 @@ class GroupResult:
 
 
 def group_pairs(steps: Sequence[str]) -> list[tuple[int, int]]:
-    """The index pairs a set of siblings is judged on (every pair, in :func:`sibling_pairs` order)."""
+    """The index pairs transitive grouping judges a set of siblings on (every pair, in
+    :func:`sibling_pairs` order)."""
     return sibling_pairs(len(steps))
 
 
@@ -61,8 +62,39 @@ def group_from(steps: Sequence[str], found: Sequence[Verdict], *, mode: str = "g
     return GroupResult(grouping, index_pairs, list(found))
 
 
+def greedy_group(judge: CachedJudge, steps: Sequence[str], question: str | None = None) -> GroupResult:
+    """Greedy grouping asking only the pairs it reads: each step, in order, against the
+    representatives found so far (one judge call per step), so a step joins the first class
+    whose representative it matches or founds a new one.
+
+    Why not every pair: greedy grouping (:func:`~equiv.prune.grouping.group_equivalent`) never
+    looks at a pair of two members, so judging all n(n-1)/2 pairs did work no answer used (issue
+    66: 4,095 pairs held the only worker for 105 s); steps that merge cost one pair each. The
+    classes are those of greedy grouping over every pair's verdict: it reads exactly these pairs.
+    ``pairs``/``verdicts``: the pairs asked, in the order asked (``i`` a representative, ``i < j``)."""
+    representatives: list[int] = []
+    asked: list[tuple[int, int]] = []
+    found: list[Verdict] = []
+    for step in range(len(steps)):
+        if representatives:
+            pairs = [(rep, step) for rep in representatives]
+            answers = verdicts(judge, [(steps[i], steps[j]) for i, j in pairs],
+                               None if question is None else [question] * len(pairs))
+            asked.extend(pairs)
+            found.extend(answers)
+            if any(v.merged for v in answers):
+                continue
+        representatives.append(step)
+    grouping = group_equivalent(len(steps), {p: v.merged for p, v in zip(asked, found)},
+                                probs={p: v.probability for p, v in zip(asked, found)}, mode="greedy")
+    return GroupResult(grouping, asked, found)
+
+
 def group(judge: CachedJudge, steps: Sequence[str], question: str | None = None, *, mode: str = "greedy") -> GroupResult:
-    """Group one problem's sibling steps (every pair judged in one call), as search groups them."""
+    """Group one problem's sibling steps as search groups them: greedy asks only the pairs it reads
+    (:func:`greedy_group`); transitive judges every pair in one call."""
+    if mode == "greedy":
+        return greedy_group(judge, steps, question)
     index_pairs = group_pairs(steps)
     found = verdicts(judge, [(steps[i], steps[j]) for i, j in index_pairs],
                      None if question is None else [question] * len(index_pairs))
