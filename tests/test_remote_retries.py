@@ -156,3 +156,20 @@ def test_a_huge_answer_is_refused_in_one_line_not_read_whole(monkeypatch):
         with pytest.raises(ServiceError, match=r"after 1 try: .*more than 1,000,000 bytes"):
             service_info(url, retries=3, backoff=0.01)
     assert len(asked) == 1
+
+
+def test_a_chunk_of_long_steps_is_split_to_stay_under_the_services_character_limit():
+    """The service refuses a /verdicts request past --max_request_chars (2,000,000 by default) with
+    a 413; the client splits by characters as well as by pairs, so a search with long steps is
+    never refused for the size of its own request."""
+    from equiv.prune.remote import CHUNK, CHUNK_CHARS, _chunks
+
+    long_pairs = [("a" * 3000, "b" * 3000)] * 600  # 3.6 M characters: two requests' worth at least
+    ranges = _chunks(long_pairs, ["q"] * 600)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 600
+    assert all(prev[1] == nxt[0] for prev, nxt in zip(ranges, ranges[1:]))
+    for start, end in ranges:
+        assert sum(len(a) + len(b) for a, b in long_pairs[start:end]) + 1 <= CHUNK_CHARS
+    short = [("x", "y")] * (CHUNK + 5)
+    assert _chunks(short, ["q"] * len(short)) == [(0, CHUNK), (CHUNK, CHUNK + 5)]
+    assert _chunks([("a" * CHUNK_CHARS, "b")], ["q"]) == [(0, 1)]  # one pair past the limit goes alone

@@ -30,8 +30,31 @@ from equiv.prune.cached import Pair, checked_pairs, pair_key
 from equiv.prune.lru import BoundedLRU, text_bytes
 from equiv.prune.stats import JudgeStats
 
-CHUNK = 1024  # pairs per /verdicts request (under the service's default limit of 4096)
+CHUNK = 1024  # pairs per /verdicts request (the service's default --max_pairs)
+# characters per /verdicts request, counted as the service counts them (both steps of every pair,
+# each distinct question once): half the service's default --max_request_chars (2,000,000), so
+# a chunk of long steps is split rather than refused with a 413
+CHUNK_CHARS = 1_000_000
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a /verdicts answer of CHUNK pairs is about 200 KB
+
+
+def _chunks(pairs: Sequence[Pair], questions: Sequence[str]) -> list[tuple[int, int]]:
+    """``[start, end)`` ranges of ``pairs`` sent as one ``/verdicts`` request each: at most
+    :data:`CHUNK` pairs and :data:`CHUNK_CHARS` characters (a single longer pair goes alone, and
+    the service names its own limit if it is over it)."""
+    ranges: list[tuple[int, int]] = []
+    start, chars, seen = 0, 0, set()
+    for i, ((a, b), q) in enumerate(zip(pairs, questions)):
+        cost = len(a) + len(b) + (len(q) if q not in seen else 0)
+        if i > start and (i - start >= CHUNK or chars + cost > CHUNK_CHARS):
+            ranges.append((start, i))
+            start, chars, seen = i, 0, set()
+            cost = len(a) + len(b) + len(q)
+        chars += cost
+        seen.add(q)
+    if start < len(pairs):
+        ranges.append((start, len(pairs)))
+    return ranges
 
 
 class RetryingTransport(BoundedTransport):
@@ -163,10 +186,10 @@ class RemoteJudge:
 
     def _ask(self, pairs: list[Pair], questions: list[str], score_ruled: bool = False) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        for start in range(0, len(pairs), CHUNK):
-            chunk = [list(p) for p in pairs[start:start + CHUNK]]
+        for start, end in _chunks(pairs, questions):
+            chunk = [list(p) for p in pairs[start:end]]
             answer = _request(self.http, self.url + "/verdicts",
-                              {"pairs": chunk, "questions": questions[start:start + CHUNK], "score_ruled": score_ruled},
+                              {"pairs": chunk, "questions": questions[start:end], "score_ruled": score_ruled},
                               retries=self.retries)
             found = answer.get("verdicts") if isinstance(answer, dict) else None
             if not isinstance(found, list) or len(found) != len(chunk) or not all(
