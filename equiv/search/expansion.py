@@ -189,8 +189,11 @@ async def generate(ctx: SearchContext, requests: Sequence[StepRequest]) -> list[
     outputs = await ctx.engines.generate(requests)
     ctx.stats.policy_requests += len(requests)
     for cands in outputs:
+        ctx.stats.cache_hits += bool(cands) and all(c.cached for c in cands)
         for cand in cands:
             ctx.stats.generated_tokens += int(cand.num_tokens)
+            if not cand.cached:
+                ctx.stats.engine_tokens += int(cand.num_tokens)
             if cand.truncated:
                 ctx.stats.truncated += 1
                 ctx.stats.truncated_tokens += int(cand.num_tokens)
