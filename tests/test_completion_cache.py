@@ -185,3 +185,15 @@ def test_records_from_before_the_cache_sum_as_engine_work():
     summary = summarise(old + new, algo="mcts", pruner="none")
     assert summary["generated_tokens"] == 23 and summary["engine_tokens"] == 18 and summary["cache_hits"] == 2
     assert "engine_tokens" not in summarise(old, algo="mcts", pruner="none")  # an old run's summary as it was
+
+
+def test_a_gguf_model_is_keyed_by_its_file_content(tmp_path):
+    from equiv.search.policies import cache_identity
+
+    a, b, c = tmp_path / "a.gguf", tmp_path / "copy.gguf", tmp_path / "c.gguf"
+    a.write_bytes(b"GGUF" + b"\0" * 64)
+    b.write_bytes(a.read_bytes())
+    c.write_bytes(b"GGUF" + b"\1" * 64)
+    ident = {p: cache_identity(PolicyConfig(backend="llamacpp", model=str(p))) for p in (a, b, c)}
+    assert ident[a] == ident[b] != ident[c]  # a copy elsewhere hits; another file misses
+    assert ident[a]["model"]["sha256"] == __import__("hashlib").sha256(a.read_bytes()).hexdigest()

@@ -26,6 +26,7 @@ from equiv.backbones import check_local_model, unreadable_model, unreadable_mode
 from equiv.devices import check_dtype_name
 from equiv.errors import InputError, check_choice
 from equiv.registry import Registry
+from equiv.rundir.binding import file_sha256
 from equiv.search.policies.base import RawCompletion, StepPolicy
 from equiv.search.policies.completion_cache import CompletionCache, model_identity
 from equiv.search.policies.gguf import dequantized_dir, is_gguf, locate_gguf
@@ -197,7 +198,7 @@ def cache_identity(cfg: PolicyConfig) -> dict[str, Any]:
     directory by its fingerprint; a hub id by name) and the settings that change the numbers."""
     if is_gguf(cfg.model):
         path, sha = locate_gguf(cfg.model)
-        model: dict[str, Any] = {"sha256": sha or model_identity(str(path))["sha256"]}
+        model: dict[str, Any] = {"sha256": sha or file_sha256(path)}  # the file's own SHA-256, as bundled ones state it
     else:
         model = model_identity(cfg.model)
     return {"backend": cfg.backend, "model": model, "dtype": cfg.dtype, "top_p": float(cfg.top_p),
