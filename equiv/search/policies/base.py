@@ -130,6 +130,8 @@ class StepPolicy:
         if missing:
             fresh = self._sample([prompts[i] for i in missing], [ns[i] for i in missing], [seeds[i] for i in missing],
                                  stop, [temperatures[i] for i in missing])
+            if len(fresh) != len(missing):
+                raise RuntimeError(f"engine answered {len(fresh)} prompts, expected {len(missing)}")
             for i, raws in zip(missing, fresh):
                 if len(raws) != ns[i]:
                     raise RuntimeError(f"engine returned {len(raws)} completions, expected {ns[i]}")
