@@ -197,3 +197,13 @@ def test_a_gguf_model_is_keyed_by_its_file_content(tmp_path):
     ident = {p: cache_identity(PolicyConfig(backend="llamacpp", model=str(p))) for p in (a, b, c)}
     assert ident[a] == ident[b] != ident[c]  # a copy elsewhere hits; another file misses
     assert ident[a]["model"]["sha256"] == __import__("hashlib").sha256(a.read_bytes()).hexdigest()
+
+
+def test_a_warm_rerun_of_a_record_is_not_a_conflicting_result():
+    from equiv.rundir.records import conflicting
+
+    cold = {"id": "a", "seed": 0, "correct": True, "generated_tokens": 9, "engine_tokens": 9, "cache_hits": 0,
+            "seconds": 2.0}
+    warm = {**cold, "engine_tokens": 0, "cache_hits": 3, "seconds": 0.1}
+    assert not conflicting(cold, warm)  # how the result was got, not what it is
+    assert conflicting(cold, {**warm, "generated_tokens": 8})
