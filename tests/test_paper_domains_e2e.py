@@ -63,7 +63,8 @@ def test_commonsense_qa_sample_on_tiny_models(tmp_path, tiny):
     assert eval_main(args) == 0
     recs = read(out)
     expected = [p.id for p in load_problems("commonsense_qa", path=CSQA, sample=2, sample_seed=3)]
-    assert [r["id"] for r in recs] == expected and all(r["error"] is None for r in recs)
+    # records are appended as problems finish, which depends on what each search sampled
+    assert sorted(r["id"] for r in recs) == sorted(expected) and all(r["error"] is None for r in recs)
     assert all(r["answer"] in "ABCDE" for r in recs)
 
 

@@ -45,7 +45,7 @@ class _RefReplay:
 
     def expand(self, node: _RefNode) -> None:
         self.requests.append(node.steps)
-        (cands,) = self.policy.generate([StepRequest(Q, node.steps, n=self.width, seed=self.seeds.next())])
+        (cands,) = self.policy.generate([StepRequest(Q, node.steps, n=self.width, seed=self.seeds.next(node.steps))])
         unique, seen = [], set()
         for cand in cands:
             key = " ".join(cand.text.split())

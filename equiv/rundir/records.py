@@ -47,12 +47,20 @@ class WorkCounters:
     retries: int = 0  # policy requests repeated because the previous one gave no usable candidate
     prm_missing: int = 0  # nodes the reward model returned no score for (valued 0.0, flagged)
     policy_requests: int = 0  # requests sent to the policy (expansions, retries, rollouts)
+    # Completion tokens an engine generated in this run: generated_tokens less those the
+    # completions cache (policy.cache) answered; equal to it without a cache.
+    engine_tokens: int = 0
+    cache_hits: int = 0  # policy requests the completions cache answered (no engine call)
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
 
 WORK_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(WorkCounters))
+
+HOW_FIELDS: tuple[str, ...] = ("seconds", "engine_tokens", "cache_hits")
+"""Record fields that say how this run got a result (wall time; what the completions cache
+answered), not what the result is: a rerun with a warm cache differs only in these."""
 """The record fields :class:`WorkCounters` owns (integers, present in every record the runner writes)."""
 
 
@@ -153,10 +161,10 @@ def conflicting(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     error record, then the result: :func:`prefer` keeps the result) and the identical copy a
     crash during a shard merge leaves; two different successful results are a hand edit or
     two runs mixed, and choosing one silently changed a reported accuracy (issue #44, item 6).
-    The wall time (``seconds``) is not part of the result."""
+    How the run got it (:data:`HOW_FIELDS`: wall time, cache hits) is not part of the result."""
     if old.get("error") or new.get("error"):
         return False
-    return {k: v for k, v in old.items() if k != "seconds"} != {k: v for k, v in new.items() if k != "seconds"}
+    return {k: v for k, v in old.items() if k not in HOW_FIELDS} != {k: v for k, v in new.items() if k not in HOW_FIELDS}
 
 
 # -- keying, merging, preferring ------------------------------------------------------------------

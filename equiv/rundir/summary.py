@@ -60,6 +60,20 @@ def summarise(records: Sequence[Mapping[str, Any]], *, algo: str, pruner: str) -
         "seconds": sum(float(r.get("seconds") or 0) for r in records),
         "per_seed": per_seed,
         **({} if aggregations is None else {"aggregations": aggregations}),
+        **engine_work(records),
+    }
+
+
+def engine_work(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Tokens asked for, tokens an engine generated, and requests the completions cache answered
+    (``policy.cache``), summed; a record from before the cache generated all its tokens. Empty when
+    no record has the fields, so a summary written before them is reproduced as it was."""
+    if not any("engine_tokens" in r for r in records):
+        return {}
+    return {
+        "generated_tokens": sum(int(r.get("generated_tokens") or 0) for r in records),
+        "engine_tokens": sum(int(r.get("engine_tokens", r.get("generated_tokens")) or 0) for r in records),
+        "cache_hits": sum(int(r.get("cache_hits") or 0) for r in records),
     }
 
 

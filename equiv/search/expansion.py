@@ -32,6 +32,7 @@ tested on its own; the algorithms only call :func:`expand`.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -70,20 +71,38 @@ class EngineHandle(Protocol):
 
 
 class SeedStream:
-    """Per-request seeds from (run seed, problem id, the problem's own request counter).
+    """Per-request seeds from (run seed, problem id, the prefix's text, how many times this
+    search has already asked for that prefix): common random numbers.
 
-    Derived by hashing, so a request's seed does not depend on which other problems are in
-    flight or how requests are batched.
+    Why the prefix and not a request counter: two arms of one comparison (pruned and unpruned,
+    or two pruners) that reach the same steps then ask with the same seed and, on a backend that
+    honours it, get the same candidates, whatever they asked before -- the comparison is paired
+    where the trees agree, and a completions cache (``policy.cache``) answers the second arm from
+    the first's work. A retry of the same prefix (an expansion with no usable candidate) is the
+    prefix's next occurrence, so a fresh sample. Derived by hashing, so a seed never depends on
+    request order, node ids, batching, timing or which other problems are in flight. In
+    expectation nothing changes: each seed is still a uniform draw, distinct per (prefix,
+    occurrence). ``purpose`` keeps streams apart that ask the same prefix for different things
+    (lookahead's rollouts beside expansions).
     """
 
     def __init__(self, run_seed: int, problem_id: str) -> None:
         self.run_seed = run_seed
         self.problem_id = problem_id
-        self.counter = 0
+        self.asked: dict[str, int] = {}
 
-    def next(self) -> int:
-        digest = hashlib.sha256(f"{self.run_seed}\x00{self.problem_id}\x00{self.counter}".encode()).digest()
-        self.counter += 1
+    @staticmethod
+    def prefix_hash(steps: Sequence[str]) -> str:
+        """SHA-256 of the steps so far (JSON, so step boundaries count, not only the joined text)."""
+        return hashlib.sha256(json.dumps(list(steps), ensure_ascii=False).encode("utf-8")).hexdigest()
+
+    def next(self, steps: Sequence[str], purpose: str = "expand") -> int:
+        """The seed of this search's next request for ``steps``."""
+        prefix = f"{purpose}\x00{self.prefix_hash(steps)}"
+        occurrence = self.asked.get(prefix, 0)
+        self.asked[prefix] = occurrence + 1
+        text = f"{self.run_seed}\x00{self.problem_id}\x00{prefix}\x00{occurrence}"
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
         return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
@@ -170,8 +189,11 @@ async def generate(ctx: SearchContext, requests: Sequence[StepRequest]) -> list[
     outputs = await ctx.engines.generate(requests)
     ctx.stats.policy_requests += len(requests)
     for cands in outputs:
+        ctx.stats.cache_hits += bool(cands) and all(c.cached for c in cands)
         for cand in cands:
             ctx.stats.generated_tokens += int(cand.num_tokens)
+            if not cand.cached:
+                ctx.stats.engine_tokens += int(cand.num_tokens)
             if cand.truncated:
                 ctx.stats.truncated += 1
                 ctx.stats.truncated_tokens += int(cand.num_tokens)
@@ -204,7 +226,8 @@ async def _generate(ctx: SearchContext, parents: Sequence[Node], width: int) -> 
         if not pending:
             break
         requests = [
-            StepRequest(ctx.question, ctx.tree.steps(parents[i]), n=width, seed=ctx.seeds.next()) for i in pending
+            StepRequest(ctx.question, steps, n=width, seed=ctx.seeds.next(steps))
+            for steps in (ctx.tree.steps(parents[i]) for i in pending)
         ]
         outputs = await generate(ctx, requests)
         if attempt > 0:

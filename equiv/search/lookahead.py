@@ -36,7 +36,7 @@ async def rollout_values(ctx: SearchContext, nodes: list[Node]) -> dict[int, flo
                 ctx.question,
                 tuple(paths[n.id]),
                 n=1,
-                seed=ctx.seeds.next(),
+                seed=ctx.seeds.next(paths[n.id], purpose="rollout"),
                 temperature=ctx.settings.lookahead_temperature,
             )
             for n in active

@@ -290,6 +290,9 @@ def _run_eval_held(
                 "engine_calls": dict(dispatcher.log.calls),
                 "largest_batch": dict(dispatcher.log.largest),
             }
+            cache = getattr(engines.policy, "cache", None)  # policy.cache (through wrappers)
+            if cache is not None and hasattr(cache, "stats"):
+                extra["policy_cache"] = cache.stats()
             judge_stats = getattr(engines.judge, "stats", None)
             if judge_stats is not None and hasattr(judge_stats, "to_dict"):
                 extra["judge_stats"] = judge_stats.to_dict()

@@ -49,6 +49,9 @@ class Candidate:
     logprob: float  # sum of the completion's token log-probabilities
     finished: bool
     truncated: bool = False
+    # Answered by the completions cache (policy.cache): its tokens count in generated_tokens (what
+    # the search asked for) but not in engine_tokens (what an engine generated in this run).
+    cached: bool = False
 
 
 @runtime_checkable

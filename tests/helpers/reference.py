@@ -91,7 +91,7 @@ class RefSearch:
         for _ in range(self.tries):
             still = []
             for i in pending:
-                request = StepRequest(self.question, parents[i], n=self.width, seed=self.seeds.next())
+                request = StepRequest(self.question, parents[i], n=self.width, seed=self.seeds.next(parents[i]))
                 (cands,) = self.policy.generate([request])
                 self.tokens += sum(int(c.num_tokens) for c in cands)
                 kept: list[Any] = []

@@ -26,8 +26,10 @@ from equiv.backbones import check_local_model, unreadable_model, unreadable_mode
 from equiv.devices import check_dtype_name
 from equiv.errors import InputError, check_choice
 from equiv.registry import Registry
+from equiv.rundir.binding import file_sha256
 from equiv.search.policies.base import RawCompletion, StepPolicy
-from equiv.search.policies.gguf import dequantized_dir, is_gguf
+from equiv.search.policies.completion_cache import CompletionCache, model_identity
+from equiv.search.policies.gguf import dequantized_dir, is_gguf, locate_gguf
 from equiv.search.policies.prompt_format import PromptFormat
 from equiv.search.policies.prompts import FORMATS, resolve_format
 
@@ -124,6 +126,11 @@ class PolicyConfig:
     answer, not each read) before it fails with an error naming the server."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for ``vllm.LLM`` (e.g. ``quantization``, ``enable_chunked_prefill``)."""
+    cache: str | None = None
+    """A directory for the completions cache (every backend): a request already answered (same
+    backend, model content, prompt, sampling settings, seed, ``n``, stop) is answered from disk
+    without the engine; shared safely by concurrent runs
+    (:mod:`equiv.search.policies.completion_cache`). None = no cache."""
 
     def validate(self) -> None:
         BACKENDS.get(self.backend)
@@ -180,6 +187,26 @@ BACKENDS: Registry[Backend] = Registry("backend", field="policy.backend")
 def build_policy(cfg: PolicyConfig) -> StepPolicy:
     """Load the policy named by ``cfg`` (this loads the model: seconds to minutes)."""
     cfg.validate()
+    policy = _build(cfg)
+    if cfg.cache is not None:
+        policy.cache = CompletionCache(cfg.cache, cache_identity(cfg))
+    return policy
+
+
+def cache_identity(cfg: PolicyConfig) -> dict[str, Any]:
+    """What a cache key holds of the policy beside the request: the backend, the model by its
+    content (a GGUF file by its SHA-256, which a bundled or packaged one carries already; a local
+    directory by its fingerprint; a hub id by name) and the settings that change the numbers."""
+    if is_gguf(cfg.model):
+        path, sha = locate_gguf(cfg.model)
+        model: dict[str, Any] = {"sha256": sha or file_sha256(path)}  # the file's own SHA-256, as bundled ones state it
+    else:
+        model = model_identity(cfg.model)
+    return {"backend": cfg.backend, "model": model, "dtype": cfg.dtype, "top_p": float(cfg.top_p),
+            "max_new_tokens": cfg.max_new_tokens, "max_model_len": cfg.max_model_len}
+
+
+def _build(cfg: PolicyConfig) -> StepPolicy:
     backend = BACKENDS.get(cfg.backend)
     if backend.runs_gguf:  # llama.cpp reads the GGUF file itself (and refuses a damaged one)
         return backend.build(cfg)

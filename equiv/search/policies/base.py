@@ -44,6 +44,9 @@ class StepPolicy:
     top_p: float
     max_new_tokens: int
     max_model_len: int | None = None
+    cache: Any = None
+    """The completions cache (:class:`equiv.search.policies.completion_cache.CompletionCache`,
+    from ``policy.cache``) or None: requests it holds never reach :meth:`_sample`."""
 
     def _configure(self, cfg: Any, tokenizer: Any) -> None:
         """Set what both backends take from a :class:`PolicyConfig`: prompt format and sampling."""
@@ -100,19 +103,42 @@ class StepPolicy:
         # it): the request gets no candidates, which makes its node a dead end.
         fits = self._fits(prompts)
         live = [i for i, ok in enumerate(fits) if ok]
-        sampled = self._sample(
+        sampled, cached = self._answer(
             [prompts[i] for i in live],
             [requests[i].n for i in live],
             [requests[i].seed for i in live],
             self.fmt.step_delimiter,
             [self._temperature(requests[i]) for i in live],
-        ) if live else []
+        ) if live else ([], [])
         out: list[list[Candidate]] = [[] for _ in requests]
-        for i, raws in zip(live, sampled):
-            if len(raws) != requests[i].n:
-                raise RuntimeError(f"engine returned {len(raws)} completions, expected {requests[i].n}")
-            out[i] = [self._candidate(raw) for raw in raws]
+        for i, raws, hit in zip(live, sampled, cached):
+            out[i] = [self._candidate(raw, cached=hit) for raw in raws]
         return out
+
+    def _answer(
+        self, prompts: list[str], ns: list[int], seeds: list[int], stop: str | None, temperatures: list[float],
+    ) -> tuple[list[list[RawCompletion]], list[bool]]:
+        """Each prompt's completions and whether the cache answered it: the cache's answers, and
+        ONE engine call (:meth:`_sample`) for the rest, whose answers are stored."""
+        found: list[list[RawCompletion] | None] = [None] * len(prompts)
+        keys: list[Any] = []
+        if self.cache is not None:
+            keys = [self.cache.request(p, n, s, t, stop) for p, n, s, t in zip(prompts, ns, seeds, temperatures)]
+            found = self.cache.get_many(keys)
+        missing = [i for i, hit in enumerate(found) if hit is None]
+        hits = [hit is not None for hit in found]
+        if missing:
+            fresh = self._sample([prompts[i] for i in missing], [ns[i] for i in missing], [seeds[i] for i in missing],
+                                 stop, [temperatures[i] for i in missing])
+            if len(fresh) != len(missing):
+                raise RuntimeError(f"engine answered {len(fresh)} prompts, expected {len(missing)}")
+            for i, raws in zip(missing, fresh):
+                if len(raws) != ns[i]:
+                    raise RuntimeError(f"engine returned {len(raws)} completions, expected {ns[i]}")
+                found[i] = list(raws)
+            if self.cache is not None:
+                self.cache.put_many([(keys[i], found[i]) for i in missing])  # type: ignore[misc]
+        return [f for f in found if f is not None], hits
 
     def _fits(self, prompts: Sequence[str]) -> list[bool]:
         """Does each prompt leave room for at least one generated token in ``max_model_len``?"""
@@ -121,8 +147,9 @@ class StepPolicy:
         lengths = [len(ids) for ids in self.tokenizer(list(prompts))["input_ids"]]
         return [n < self.max_model_len for n in lengths]
 
-    def _candidate(self, raw: RawCompletion) -> Candidate:
-        """One completion as a step: the format's clean text, its tokens and log-probability."""
+    def _candidate(self, raw: RawCompletion, *, cached: bool = False) -> Candidate:
+        """One completion as a step: the format's clean text, its tokens and log-probability
+        (``cached``: the completions cache answered it, no engine generated it in this run)."""
         step = self.fmt.clean_step(raw.text)
         return Candidate(
             text=step,
@@ -134,4 +161,5 @@ class StepPolicy:
             # (and may be a runaway), so the search drops it; a final-answer marker does not
             # rescue it.
             truncated=not (raw.eos or raw.stopped),
+            cached=cached,
         )
