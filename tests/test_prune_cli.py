@@ -212,3 +212,18 @@ def test_a_prefilter_of_zero_reads_as_off(crafted, tmp_path, capsys):
                        "--pruner.prefilter", "0"]) == 0
     report = capsys.readouterr().out
     assert "prefilter     off: every pair goes to the model" in report and "resolves 0.0%" not in report
+
+
+def test_the_summary_is_plain_words_and_the_json_is_asked_for(crafted, capsys):
+    """Issue 68: the summary named switched-off rules in the code's words ("claim guard vetoed 0
+    (off)") and ended in a raw JSON blob. Now only what is on is named, and the JSON is ``--json``'s."""
+    assert pairs_main(["--data", str(crafted), "--strategy", "levenshtein"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert not [line for line in lines if line.lstrip().startswith("{")]
+    text = "\n".join(lines)
+    assert "(off)" not in text and "vetoed" not in text and "claim guard" not in text
+    work = next(line for line in lines if line.startswith("judge work    "))
+    assert "pairs scored by the levenshtein strategy" in work
+    assert any(line.startswith("decided by    ") for line in lines)
+    assert pairs_main(["--data", str(crafted), "--strategy", "levenshtein", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 5  # the whole output is the one object
