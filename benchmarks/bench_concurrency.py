@@ -68,7 +68,7 @@ TIMING_FIELDS = {"seconds"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="8 problems, K=8 (under two minutes on 2 CPU cores)")
     p.add_argument("--backend", choices=BACKENDS.names(), default="vllm")
     p.add_argument("--model", default=None, help="policy model (default: the tiny random-init Llama)")

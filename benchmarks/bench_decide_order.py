@@ -50,7 +50,7 @@ def run(model: str, device: str, pairs: list, questions: list, score_ruled: bool
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="an exported judge directory (default: a tiny judge built here)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)

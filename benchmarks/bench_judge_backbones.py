@@ -84,7 +84,7 @@ def time_steps(model: torch.nn.Module, tokenizer, pairs: list[tuple[str, str]], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--backbones", nargs="+", choices=list(BACKBONES), default=list(BACKBONES))
     ap.add_argument("--data", type=Path, default=DATA if DATA.exists() else DEMO_DIR / "train.jsonl",
                     help="labelled pairs to batch (default gsm8k_equiv/train.jsonl, else the demo data)")

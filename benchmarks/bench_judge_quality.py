@@ -131,7 +131,7 @@ def format_table(table: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--eval", type=Path, default=DATA / "valid.jsonl", help="pairs the table is measured on")
     ap.add_argument("--train", type=Path, default=DATA / "train.jsonl")
     ap.add_argument("--train_more", type=Path, nargs="*", default=[DATA / "train_more.jsonl"])

@@ -163,7 +163,7 @@ def format_report(joined: Sequence[tuple[PairRecord, int]], agree: Agreement, ro
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, nargs="+", default=list(DEFAULT_DATA), help="labelled pair files (the first labels)")
     ap.add_argument("--second", type=Path, default=DEFAULT_SECOND, help="second labels: JSONL of {id, result}")
     ap.add_argument("--judge", type=Path, nargs="*", default=[], help="exported judge directories to score too")

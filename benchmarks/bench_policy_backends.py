@@ -33,7 +33,7 @@ QUESTION = ("Natalia sold clips to 48 of her friends in April, and then she sold
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="bundled:qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--backend", default="llamacpp", choices=("llamacpp", "transformers", "vllm"))
     ap.add_argument("--dtype", default="auto", help="transformers/vllm weights' dtype (the GGUF is dequantized to float32)")

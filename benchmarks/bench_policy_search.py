@@ -54,7 +54,7 @@ SECONDS = "bench_seconds.json"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="bundled:qwen2.5-coder-1.5b-instruct", help="policy (a GGUF spelling for llamacpp)")
     ap.add_argument("--backend", default="llamacpp", choices=("llamacpp", "transformers", "vllm"))
     ap.add_argument("--prompt_format", default="auto", help="the policy's prompt format (auto: its chat template)")

@@ -43,7 +43,7 @@ WORDS = "Janet sells 16 - 3 - 4 = 9 duck eggs a day . She makes 9 * 2 = $18 ever
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="depth 4 only, one repeat")
     p.add_argument("--problems", type=int, default=8)
     p.add_argument("--depths", default="4,10", help="comma-separated search depths to replay")

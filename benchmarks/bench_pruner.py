@@ -232,7 +232,7 @@ def time_ours_cross_set(sets, judge: ModelJudge) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1 set per way; under a minute on an idle 2-core CPU")
     ap.add_argument("--sets", type=int, default=None, help="sibling sets per way (default 8; --quick 1)")
     ap.add_argument("--prefilter", type=float, default=0.75, help="our prefilter (the paper's 0.75)")

@@ -89,7 +89,7 @@ class TimedJudge:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="gguf:gemma3-270m", help="policy: gguf:<file>, gguf:gemma3-270m, a HF dir, tiny:DIR")
     ap.add_argument("--judge", default=str(ROOT / "outputs" / "gsm8k_equiv" / "judge"), help="exported judge (model strategy)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated; 'model' is required")

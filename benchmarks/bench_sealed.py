@@ -118,7 +118,7 @@ def print_table(data: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--judge", action="append", default=[], metavar="NAME=DIR",
                         help="an exported judge to score (repeatable; the first also runs 'guard alone')")
     parser.add_argument("--data", action="append", type=Path, help="labelled files (default: every sealed file)")

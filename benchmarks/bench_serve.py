@@ -202,7 +202,7 @@ def build_judge_dir(workdir: Path, tiny: bool) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 sets, 4 clients, a tiny judge (a smoke run)")
     ap.add_argument("--sets", type=int, default=None, help="sibling sets (default 32; --quick 2)")
     ap.add_argument("--clients", type=int, default=None, help="concurrent clients (default 16; --quick 4)")

@@ -13,6 +13,9 @@ for it).
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
+import re
 import sys
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -34,12 +37,58 @@ def command_parser(prog: str, description: str, *, spelled: Mapping[str, str] | 
             argv = list(sys.argv[1:] if args is None else args)
             return super().parse_args(spelled_out(argv, spelled or {}), *rest, **kwargs)
 
-    parser = CommandParser(prog=prog, description=description, exit_on_error=False, default_meta=False,
-                           formatter_class=plain_formatter())
+    parser = CommandParser(prog=typed_prog(prog), description=description, exit_on_error=False, default_meta=False,
+                           formatter_class=plain_formatter(), allow_abbrev=False)
     if config_files:
         parser.add_argument("--config", action=ActionConfigFile, help="YAML file(s) of these options; later ones "
                             "and later flags override earlier")
     return parser
+
+
+INSTALLED = {"search_cli.py": "equiv-search", "trainer_cli.py": "equiv-train"}
+"""Each entry script and the console command ``pip install`` makes of it (pyproject.toml)."""
+
+
+def typed_prog(prog: str) -> str:
+    """``prog`` (``search_cli.py pairs``) as the user typed the command: ``equiv-search pairs``
+    when this process was started as the installed console script, else unchanged. Why: usage
+    lines and hints that name another command than the one typed send a user to a file they may
+    not have (an installed package has no ``search_cli.py``)."""
+    script, _, rest = prog.partition(" ")
+    installed = INSTALLED.get(script)
+    if installed and os.path.basename(sys.argv[0] or "") == installed:
+        return f"{installed} {rest}".rstrip()
+    return prog
+
+
+UNRECOGNIZED = re.compile(r"nrecognized arguments?:?(.*)", re.DOTALL)
+
+
+def option_names(parser: Any) -> set[str]:
+    """Every ``--long`` option string of ``parser`` and of its subcommands' parsers."""
+    names = {name for name in parser._option_string_actions if name.startswith("--")}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in {id(p): p for p in action.choices.values()}.values():
+                names |= option_names(sub)
+    return names
+
+
+def did_you_mean(message: str, parser: Any) -> str:
+    """``"; did you mean --trainer.max_epochs?"`` for each unrecognized option in ``message`` that
+    is a near miss of one of ``parser``'s (``difflib``), else ``""``. Why: with prefix matching off
+    (``allow_abbrev=False``, so ``--trainer.max_epoch`` no longer silently means ``max_epochs``),
+    a typo should still lead to the right spelling in the one error line."""
+    found = UNRECOGNIZED.search(message)
+    if not found:
+        return ""
+    known = sorted(option_names(parser))
+    hints: list[str] = []
+    for name in re.findall(r"(?<![\w-])(--[A-Za-z0-9_][A-Za-z0-9_.\-]*)", found.group(1)):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        if close and close[0] not in hints:
+            hints.append(close[0])
+    return f"; did you mean {' or '.join(hints)}?" if hints else ""
 
 
 def add_aliases(parser: Any, aliases: Mapping[str, Iterable[str]]) -> None:
@@ -99,7 +148,7 @@ def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
     try:
         args = parser.parse_args(argv)
     except argparse.ArgumentError as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
+        print(f"error: {one_line(err)}{did_you_mean(str(err), parser)}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
     with exit_on_input_error():
         check_switches(parser, args)

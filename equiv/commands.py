@@ -35,7 +35,10 @@ COMMANDS = {
 
 def usage() -> str:
     """The search command's overview (``search_cli.py --help``)."""
-    lines = ["usage: search_cli.py COMMAND [--verbose] [options]   (COMMAND --help for its options)", "", "commands:"]
+    from equiv.cliargs import typed_prog
+
+    lines = [f"usage: {typed_prog('search_cli.py')} COMMAND [--verbose] [options]   (COMMAND --help for its options)",
+             "", "commands:"]
     lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
     lines += ["", "--verbose: also show the libraries' own logs, progress bars and warnings"]
     return "\n".join(lines)

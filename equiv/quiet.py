@@ -18,7 +18,8 @@ import logging
 import os
 import sys
 import warnings
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 VERBOSE_FLAG = "--verbose"
 
@@ -45,10 +46,35 @@ def take_verbose(argv: Sequence[str]) -> tuple[list[str], bool]:
     return rest, len(rest) != len(argv)
 
 
+_verbose = False
+"""Set by :func:`configure`: ``--verbose`` was given, so :func:`loading_quietly` hides nothing."""
+
+
+@contextmanager
+def loading_quietly() -> Iterator[None]:
+    """Within: no "Loading weights" bar from transformers, then as it was. Why: a library caller
+    (README's ``build_judge`` snippet) never calls :func:`configure`, and the bar of each judge load
+    landed in the middle of its output; the entry scripts' ``--verbose`` still shows it."""
+    if _verbose:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
 def configure(verbose: bool = False) -> None:
     """Silence third-party progress bars, load reports, INFO logs and deprecation warnings unless
     ``verbose``. Call before transformers or Lightning is imported; calling later still works for
     what those libraries read at run time."""
+    global _verbose
+    _verbose = verbose
     if verbose:
         return
     for key, value in QUIET_ENV.items():

@@ -25,17 +25,17 @@ def test_pairs_reads_a_config_file_and_flags_override_it(crafted, tmp_path: Path
     """Before: pairs was argparse and refused --config as an unrecognized argument."""
     recipe = tmp_path / "pairs.yaml"
     recipe.write_text(f"data:\n  path: {crafted}\npruner:\n  strategy: levenshtein\n  threshold: 0.5\n")
-    from_file = search_cli("pairs", "--config", recipe)
+    from_file = search_cli("pairs", "--config", recipe, "--json")
     assert from_file.returncode == 0, from_file.stderr
-    flags = search_cli("pairs", "--data", crafted, "--strategy", "levenshtein", "--threshold", "0.5")
+    flags = search_cli("pairs", "--data", crafted, "--strategy", "levenshtein", "--threshold", "0.5", "--json")
     assert _last_json(from_file.stdout) == _last_json(flags.stdout)
-    overridden = search_cli("pairs", "--config", recipe, "--pruner.threshold", "0.97")
+    overridden = search_cli("pairs", "--config", recipe, "--pruner.threshold", "0.97", "--json")
     assert overridden.returncode == 0 and _last_json(overridden.stdout)["threshold"] == 0.97
 
 
 def test_pairs_comma_separated_guard_rules_still_parse(crafted):  # noqa: F811
     done = search_cli("pairs", "--data", crafted, "--strategy", "levenshtein", "--guard",
-                      "different_numbers,different_units")
+                      "different_numbers,different_units", "--json")
     assert done.returncode == 0, done.stderr
     assert _last_json(done.stdout)["guard"] == ["different_numbers", "different_units"]
 

@@ -119,6 +119,35 @@ def test_the_documented_figures_are_ones_compare_could_print():
         assert r.ratio == pytest.approx(100 * r.tokens / rows[0].tokens, abs=0.1), r  # tokens are rounded
 
 
+FIT_LINE = re.compile(r"^    (best validation epoch: .*)$", re.M)
+"""The demo fit's last line as the pages show it (an indented block)."""
+
+FIT_PAGES = (PAGE, REPO_ROOT / "docs" / "training.md")
+
+
+def documented_fit_line() -> str:
+    """The demo fit's closing line that Getting started shows (Training shows the same one)."""
+    lines = [m for page in FIT_PAGES for m in FIT_LINE.findall(page.read_text())]
+    assert len(lines) == len(FIT_PAGES) and len(set(lines)) == 1, lines
+    return lines[0]
+
+
+def fit_figures(line: str) -> dict[str, float]:
+    """``{"f1": ..., ..., "epoch": N}`` of a ``best validation epoch: f1=... (epoch N)`` line."""
+    figures = {name: float(value) for name, value in re.findall(r"(\w+)=([0-9.]+)", line)}
+    figures["epoch"] = float(re.search(r"\(epoch (\d+)\)", line).group(1))
+    return figures
+
+
+def test_the_documented_fit_line_is_one_fit_prints():
+    """The pages show the fit's line as ``format_metrics`` prints it: every metric to 4 decimals, in
+    its order, and the epoch (before: "f1=0.99 ... (epoch 1)", which no fit prints)."""
+    from equiv.judge.cli import format_metrics
+
+    line = documented_fit_line()
+    assert format_metrics("best validation epoch", fit_figures(line)) == line
+
+
 def test_readme_and_the_page_show_the_same_tour():
     """One real run of the page's tour stands for README's too."""
     assert tour(REPO_ROOT / "README.md") == tour(PAGE)
@@ -146,6 +175,11 @@ def test_the_tour_prints_what_the_page_shows(tmp_path: Path):
         assert res.returncode == 0, f"{shlex.join(argv)}\n{res.stderr[-3000:]}"
         printed[argv[2]] = res.stdout
     assert not (tmp_path / "shared").exists()
+    fitted = [line for line in printed["fit"].splitlines() if line.startswith("best validation epoch: ")]
+    assert len(fitted) == 1, printed["fit"][-3000:]
+    got_fit, want_fit = fit_figures(fitted[0]), fit_figures(documented_fit_line())
+    assert got_fit["epoch"] == want_fit["epoch"], f"the fit printed {fitted[0]!r}, {PAGE.name} shows {documented_fit_line()!r}"
+    assert got_fit == pytest.approx(want_fit, abs=0.01), f"the fit printed {fitted[0]!r}, {PAGE.name} shows {documented_fit_line()!r}"
     got, want = parse_table(printed["compare"]), documented_figures()
     assert [(r.run, r.pruner, r.problems, r.errors) for r in got] == [(w.run, w.pruner, w.problems, 0) for w in want], \
         printed["compare"]

@@ -103,9 +103,10 @@ def test_a_new_strategy_prunes_in_search_and_scores_pairs(example, tmp_path):
     assert sum(r["pruned"] for r in recs) > 0  # "add 1" and "add 3" start alike
     assert all(r["judge_calls"] == 0 for r in recs)  # a rule: no model forward
 
-    res = search_cli("pairs", "--data", REPO_ROOT / "equiv/data/demo_data/valid.jsonl", "--strategy", "first_word")
+    res = search_cli("pairs", "--data", REPO_ROOT / "equiv/data/demo_data/valid.jsonl", "--strategy", "first_word",
+                     "--json")
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout.splitlines()[-1])["strategy"] == "first_word"
+    assert json.loads(res.stdout)["strategy"] == "first_word"
     refused = search_cli("pairs", "--data", REPO_ROOT / "equiv/data/demo_data/valid.jsonl",
                          "--strategy", "first_word", "--threshold", "0.5")
     assert refused.returncode == 2 and "0/1 rule and takes no threshold" in refused.stderr

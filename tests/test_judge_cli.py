@@ -226,7 +226,8 @@ def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: 
     assert main(["fit", *common, "--trainer.max_epochs=1"]) == 0
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert last.is_file()
-    assert main(["fit", *common, "--trainer.max_epochs=2", f"--ckpt_path={last}"]) == 0
+    # the first fit's export is in the folder: resuming into it replaces it, so it is asked for
+    assert main(["fit", *common, "--trainer.max_epochs=2", f"--ckpt_path={last}", "--overwrite=true"]) == 0
     best = list((tmp_path / "checkpoints").glob("best-epoch*.ckpt"))
     assert len(best) == 1 and best[0].name.startswith("best-epoch0-")
     exported = json.loads((tmp_path / "judge" / "equiv_metrics.json").read_text())

@@ -176,17 +176,18 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
         {"id": "p2-2", "question": Q, "sentence1": "The trip costs 45.", "sentence2": "The repair costs 45.", "result": 1},
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    off = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5")
-    on = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--guard", "true")
+    off = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--json")
+    on = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--guard", "true",
+                    "--output", tmp_path / "on.json")
     assert off.returncode == 0 and on.returncode == 0, off.stderr + on.stderr
-    m_off, m_on = json.loads(off.stdout.splitlines()[-1]), json.loads(on.stdout.splitlines()[-1])
+    m_off, m_on = json.loads(off.stdout), json.loads((tmp_path / "on.json").read_text())
     assert (m_off["fp"], m_off["false_merge_rate"]) == (2, 1.0)
     assert (m_on["fp"], m_on["tp"], m_on["false_merge_rate"], m_on["precision"]) == (0, 2, 0.0, 1.0)
     assert m_on["problems"] == 2 and "f1_spread" in m_on and m_on["guard"]
-    assert "false merge rate" in on.stdout and "claim guard vetoed 2" in on.stdout
+    assert "false merge rate" in on.stdout and "the number/name guard stopped 2 merges" in on.stdout
     # a count per reason, printed and in the metrics: the guard's two vetoes name their rules
     assert sum(n for r, n in m_on["reasons"].items() if r.startswith("guard:")) == 2
-    assert m_on["reasons"]["threshold"] == 2 and "reasons       " in on.stdout
+    assert m_on["reasons"]["threshold"] == 2 and "decided by    " in on.stdout
     rows_file = tmp_path / "rows.json"
     assert search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--guard",
                       "true", "--output", rows_file).returncode == 0
@@ -195,17 +196,18 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
     assert [r["merged"] for r in rows] == [False, True, True, False]
     assert rows[0]["reason"].startswith("guard:") and rows[1]["reason"] == "threshold" and rows[0]["detail"]
     floored = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5",
-                         "--floor", "0.99", "--pruner.restate", "true")
+                         "--floor", "0.99", "--pruner.restate", "true", "--output", tmp_path / "floor.json")
     assert floored.returncode == 0, floored.stderr
-    m_floor = json.loads(floored.stdout.splitlines()[-1])
+    m_floor = json.loads((tmp_path / "floor.json").read_text())
     # every pair here computes nothing: below 0.99 only "So Mia scored 90." / "Thus Mia scored 90."
     # merges, as a restatement (the same words once "so" and "thus" are set aside)
     assert m_floor["floor"] == 0.99 and (m_floor["tp"], m_floor["fp"]) == (1, 0)
     assert m_floor["reasons"]["restated"] == 1 and m_floor["judge_stats"]["restated"] == 1
     assert "statement floor held back" in floored.stdout
     # the floor alone no longer turns the restatement rule on: that pair is held back by the floor
-    alone = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--floor", "0.99")
-    m_alone = json.loads(alone.stdout.splitlines()[-1])
+    alone = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--threshold", "0.5", "--floor", "0.99",
+                       "--json")
+    m_alone = json.loads(alone.stdout)
     assert alone.returncode == 0 and m_alone["tp"] == 0 and "restated" not in m_alone["reasons"]
     bad = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--pruner.restate", "maybe")
     assert bad.returncode == 2 and "restate" in bad.stderr

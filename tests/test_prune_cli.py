@@ -44,7 +44,9 @@ def test_levenshtein_metrics_last_line_and_output_file(crafted, tmp_path):
     proc = run_cli("--data", str(crafted), "--strategy", "levenshtein", "--output", str(out_file))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    last = json.loads(lines[-1])
+    assert lines[-1] == f"metrics       {out_file} (JSON)"  # the summary is for people; the JSON is in the file
+    as_json = run_cli("--data", str(crafted), "--strategy", "levenshtein", "--json")
+    last = json.loads(as_json.stdout)  # --json: the metrics alone, one object
     # ratio > 0.95 merges the first three pairs: tp 2, fp 1 (same words, other result), fn 1
     assert {"accuracy", "precision", "recall", "f1", "n"} <= set(last)
     assert last["n"] == 5 and last["dropped_level2"] == 1
@@ -54,7 +56,7 @@ def test_levenshtein_metrics_last_line_and_output_file(crafted, tmp_path):
 
 
 def test_formula_on_crafted_pairs_is_exact(crafted, capsys):
-    assert pairs_main(["--data", str(crafted), "--strategy", "formula"]) == 0
+    assert pairs_main(["--data", str(crafted), "--strategy", "formula", "--json"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # formulas: same, same, different result, none vs one, same -> all five right
     assert (last["tp"], last["fp"], last["fn"], last["tn"]) == (3, 0, 0, 2)
@@ -68,14 +70,15 @@ def test_sweep_picks_best_f1_on_data_or_on_sweep_data(tmp_path, capsys):
     rows = [{"sentence1": base, "sentence2": variant(k), "result": r}
             for k, r in [(1, 4), (2, 4), (3, 0), (4, 4), (5, 4), (8, 0), (10, 0)]]
     data = write_pairs(tmp_path / "sweep.jsonl", rows)
-    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep"]) == 0
+    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep", "--json"]) == 0
     best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert best["recall"] == 1.0 and best["precision"] == 0.8  # threshold between 0.6 and 0.75
     assert 0.6 < best["threshold"] < 0.75 and "best F1" in best["threshold_source"]
     # the threshold chosen on another file is applied to --data
     other = write_pairs(tmp_path / "other.jsonl", [{"sentence1": base, "sentence2": variant(k), "result": r}
                                                    for k, r in [(1, 4), (2, 4), (3, 0), (4, 0)]])
-    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep", "--sweep_data", str(other)]) == 0
+    assert pairs_main(["--data", str(data), "--strategy", "levenshtein", "--sweep", "--sweep_data", str(other),
+                       "--json"]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0.85 < again["threshold"] < 0.9 and str(other) in again["threshold_source"]
     assert again["precision"] == 1.0 and again["recall"] == 0.5  # on --data, at other's threshold
@@ -83,9 +86,11 @@ def test_sweep_picks_best_f1_on_data_or_on_sweep_data(tmp_path, capsys):
 
 def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
     judge = make_tiny_judge(tmp_path / "judge")
-    assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge), "--device", "cpu"]) == 0
+    first = tmp_path / "first.json"
+    assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge), "--device", "cpu",
+                       "--output", str(first)]) == 0
     out = capsys.readouterr().out
-    last = json.loads(out.strip().splitlines()[-1])
+    last = json.loads(first.read_text())
     assert last["prefilter"] == 0.6  # from the export's settings
     # pairs 3 (unrelated) and 4 (equivalent, ratio < 0.6) are prefiltered; pair 4 is a true equivalent
     assert last["prefilter_rejected_equivalent"] == 1 and last["equivalent_pairs"] == 3
@@ -95,7 +100,7 @@ def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
     assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge),
                        "--prefilter", "0.0", "--device", "cpu", "--sweep_prefilter", "--output", str(out_file)]) == 0
     out = capsys.readouterr().out
-    last = json.loads(out.strip().splitlines()[-1])
+    last = json.loads(out_file.read_text())
     assert last["prefilter_rejected_equivalent"] == 0 and last["judge_stats"]["prefiltered"] == 0
     assert "prefilter sweep on" in out
     table = json.loads(out_file.read_text())["prefilter_sweep"]
@@ -137,10 +142,10 @@ def test_malformed_file_and_unknown_option(tmp_path, crafted):
 
 def test_baselines_on_real_gsm8k_equiv(shared_data, capsys):
     valid = str(shared_data / "gsm8k_equiv" / "valid.jsonl")
-    assert pairs_main(["--data", valid, "--strategy", "formula"]) == 0
+    assert pairs_main(["--data", valid, "--strategy", "formula", "--json"]) == 0
     formula = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert formula["n"] == 240 and formula["f1"] > 0.8
-    assert pairs_main(["--data", valid, "--strategy", "levenshtein"]) == 0
+    assert pairs_main(["--data", valid, "--strategy", "levenshtein", "--json"]) == 0
     lev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert lev["precision"] > 0.9 and lev["recall"] < 0.3  # ratio > 0.95 is precise but merges little
 
@@ -180,9 +185,10 @@ def test_a_malicious_checkpoint_runs_nothing_and_is_refused_in_one_line(crafted,
 def test_eval_style_flags_and_the_old_spellings_are_one_command(crafted, capsys):
     """``pairs`` takes ``eval``'s spellings (``--data.path``, ``--pruner.*``); the old ones stay aliases."""
     assert pairs_main(["--data.path", str(crafted), "--pruner.strategy", "levenshtein", "--pruner.threshold", "0.9",
-                       "--pruner.batch_size", "4"]) == 0
+                       "--pruner.batch_size", "4", "--json"]) == 0
     new = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert pairs_main(["--data", str(crafted), "--strategy", "levenshtein", "--threshold", "0.9", "--batch-size", "4"]) == 0
+    assert pairs_main(["--data", str(crafted), "--strategy", "levenshtein", "--threshold", "0.9", "--batch-size", "4",
+                      "--json"]) == 0
     old = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     new.pop("judge_stats"), old.pop("judge_stats")  # holds wall seconds
     assert new == old and new["threshold"] == 0.9
@@ -194,7 +200,7 @@ def test_the_report_explains_what_it_leaves_out_and_shows_no_spread_of_one_probl
     rows = [dict(json.loads(line), question="How many eggs?") for line in crafted.read_text().splitlines()]
     one = write_pairs(tmp_path / "one_problem.jsonl", rows)
     assert pairs_main(["--data.path", str(one), "--pruner.strategy", "levenshtein"]) == 0
-    report = capsys.readouterr().out.strip().splitlines()[:-1]
+    report = capsys.readouterr().out.strip().splitlines()
     assert "pairs         5 evaluated, 1 left out (label level 2: neither equivalent nor not under the judge's label mapping)" in report
     assert "pairs from    1 problem (no spread: it is taken over problems)" in report
     assert not [line for line in report if "±" in line]
@@ -206,3 +212,18 @@ def test_a_prefilter_of_zero_reads_as_off(crafted, tmp_path, capsys):
                        "--pruner.prefilter", "0"]) == 0
     report = capsys.readouterr().out
     assert "prefilter     off: every pair goes to the model" in report and "resolves 0.0%" not in report
+
+
+def test_the_summary_is_plain_words_and_the_json_is_asked_for(crafted, capsys):
+    """Issue 68: the summary named switched-off rules in the code's words ("claim guard vetoed 0
+    (off)") and ended in a raw JSON blob. Now only what is on is named, and the JSON is ``--json``'s."""
+    assert pairs_main(["--data", str(crafted), "--strategy", "levenshtein"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert not [line for line in lines if line.lstrip().startswith("{")]
+    text = "\n".join(lines)
+    assert "(off)" not in text and "vetoed" not in text and "claim guard" not in text
+    work = next(line for line in lines if line.startswith("judge work    "))
+    assert "pairs scored by the levenshtein strategy" in work
+    assert any(line.startswith("decided by    ") for line in lines)
+    assert pairs_main(["--data", str(crafted), "--strategy", "levenshtein", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 5  # the whole output is the one object

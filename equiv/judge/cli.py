@@ -15,7 +15,10 @@ A thin LightningCLI subclass. What it adds to the stock CLI, and why:
 * after ``predict``: one JSON line per input pair with ``prob_equivalent``, ``prediction`` and
   ``reason``, decided by the one evaluator (:func:`equiv.judge.decide.decide`) with the judge's
   policy and the command's ``--guard`` / ``--floor``;
-* bad input (data files, model names, options) ends with one ``error: ...`` line and exit 2.
+* bad input (data files, model names, options) ends with one ``error: ...`` line and exit 2;
+  options are never matched by prefix (``--trainer.max_epoch`` is refused with "did you mean
+  --trainer.max_epochs?", not taken as it), and ``fit`` does not replace a judge already in its
+  export folder unless ``--overwrite true``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from equiv.data.datamodule import MathEquivDataModule
 from equiv.data.records import question_of
+from equiv.cliargs import did_you_mean, typed_prog
 from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, one_line, writable_file
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.decide import decide
@@ -74,6 +78,21 @@ def given_save_dir(argv: Sequence[str]) -> str | None:
     return given
 
 
+SUBCOMMAND_HELP = {
+    "fit": "train the judge, then export its best epoch (--export_dir) and print that epoch's validation metrics",
+    "validate": "score a model or checkpoint (--ckpt_path) on the validation split",
+    "test": "score a model or checkpoint (--ckpt_path) on the test split (--data.test)",
+    "predict": "write each pair's probability and verdict as JSON lines (--predictions_out)",
+}
+"""Each subcommand's line in ``--help``: Lightning's are the trainer methods' docstrings cut at
+their first line break, mid-sentence ("It's separated from fit to make sure you never run on your")."""
+
+
+def holds_judge(folder: str | Path) -> bool:
+    """Whether ``folder`` holds an exported model (its ``config.json``), which an export would replace."""
+    return (Path(folder) / "config.json").is_file()
+
+
 class JudgeCLI(LightningCLI):
     """LightningCLI for :class:`PairClassifier` + :class:`MathEquivDataModule`."""
 
@@ -97,16 +116,38 @@ class JudgeCLI(LightningCLI):
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         # A parse error raises (and main prints one line) instead of ~100 lines of usage first.
         kwargs.setdefault("exit_on_error", False)
+        # No prefix matching: `--trainer.max_epoch 1` was taken as max_epochs. The main parser and
+        # every subcommand's are built here (subcommand parsers also inherit it from the main one).
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("description", "Train, validate, test or run the equivalence judge.")  # subcommands set their own
         return super().init_parser(**kwargs)
 
+    def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
+        """Lightning's subcommands, each described in one whole sentence (:data:`SUBCOMMAND_HELP`)."""
+        for name in self.subcommands():
+            if name in SUBCOMMAND_HELP:
+                kwargs.setdefault(name, {}).setdefault("description", SUBCOMMAND_HELP[name])
+        super()._add_subcommands(parser, **kwargs)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:
+                    choice.help = SUBCOMMAND_HELP.get(choice.dest, choice.help)
+
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse ``args`` as LightningCLI does, without its warning: Lightning warns ("args
+        parameter ... not recommended") whenever ``args`` is given and ``sys.argv`` has arguments
+        -- that is every call of the installed command, which passes its own argv on purpose."""
         argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, dict) else []
         check_config_files(argv)  # a YAML error names the file, not "<unicode string>"
         try:
-            super().parse_arguments(parser, args)
+            if isinstance(args, dict):
+                self.config = parser.parse_object(args)
+            else:
+                self.config = parser.parse_args(args)
         except argparse.ArgumentError as err:
-            command = f"trainer_cli.py {argv[0]}" if argv and argv[0] in self.subcommands() else "trainer_cli.py"
-            raise InputError(f"{one_line(err)} (options: {command} --help)") from None
+            script = typed_prog("trainer_cli.py")
+            command = f"{script} {argv[0]}" if argv and argv[0] in self.subcommands() else script
+            raise InputError(f"{one_line(err)}{did_you_mean(str(err), parser)} (options: {command} --help)") from None
         self._apply_given_save_dir(argv)
 
     def _apply_given_save_dir(self, argv: list[str]) -> None:
@@ -139,6 +180,7 @@ class JudgeCLI(LightningCLI):
         if self.subcommand != "fit":
             return
         self._statement_floor()  # a floor out of range is refused before hours of fitting, not after
+        self._check_export_dir()
         trainer = self.config["fit"].get("trainer") or {}
         epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
         if trainer.get("fast_dev_run"):
@@ -151,6 +193,23 @@ class JudgeCLI(LightningCLI):
         if steps is not None and (steps == 0 or steps < -1):
             raise InputError(f"must be >= 1 (or -1: no limit), got {steps}; it would export an untrained judge",
                              field="trainer.max_steps")
+
+    def export_dir(self) -> str:
+        """Where ``fit`` exports the judge: ``--export_dir``, else ``<trainer.default_root_dir>/judge``."""
+        trainer = self._subcommand_value("trainer") or {}
+        root = (trainer.get("default_root_dir") if hasattr(trainer, "get") else None) or os.getcwd()
+        return self._subcommand_value("export_dir") or str(Path(root) / "judge")
+
+    def _check_export_dir(self) -> None:
+        """Refuse, before anything is trained, a fit whose export folder already holds a judge,
+        unless ``--overwrite true``. Why: a typo'd run (once ``--trainer.max_epoch 1``) replaced
+        the trained ``outputs/demo/judge`` with a judge at F1 0.026 without a word. A fit resumed
+        from a checkpoint (``--ckpt_path``) into the same folder is asked the same: the folder's
+        judge may be another run's."""
+        folder = self.export_dir()
+        if holds_judge(folder) and not self._subcommand_value("overwrite"):
+            raise InputError(f"{folder} holds a judge; pass --overwrite true to replace it, or --export_dir NEW",
+                             field="export_dir")
 
     def _parse_ckpt_path(self) -> None:
         """``--ckpt_path`` is read as :func:`read_checkpoint` reads a judge (tensors and plain data
@@ -218,6 +277,12 @@ class JudgeCLI(LightningCLI):
             help="where fit writes the best judge as a Hugging Face directory (default: <trainer.default_root_dir>/judge)",
         )
         parser.add_argument(
+            "--overwrite",
+            type=bool,
+            default=False,
+            help="fit: replace a judge already in the export folder (without it, fit refuses to start)",
+        )
+        parser.add_argument(
             "--threshold_from_val",
             type=bool,
             default=False,
@@ -270,6 +335,9 @@ class JudgeCLI(LightningCLI):
         else:
             metrics = dict(metrics, **measure_fixed_threshold(module, self.datamodule))
         export_dir = self._subcommand_value("export_dir") or str(Path(trainer.default_root_dir) / "judge")
+        if holds_judge(export_dir) and not self._subcommand_value("overwrite"):  # another run exported meanwhile
+            raise InputError(f"{export_dir} holds a judge; pass --overwrite true to replace it, or --export_dir NEW",
+                             field="export_dir")
         out = export_judge(module, export_dir, metrics=metrics)
         guard = bool(self._subcommand_value("guard"))
         pairs = self.datamodule.labelled_pairs("val")[0]

@@ -27,6 +27,7 @@ import torch
 from equiv.errors import InputError
 from equiv.judge.export_keys import METRICS_FILE, REMOVED_SETTINGS, SETTINGS_KEY
 from equiv.judge.policy import LEGACY_KEYS, POLICY_KEY, policy_from_settings
+from equiv.quiet import loading_quietly
 
 
 def refuse_removed_settings(settings: dict[str, Any], source: str | Path | None = None, *,
@@ -279,7 +280,8 @@ def load_judge(path: str | Path) -> tuple[Any, Any, dict[str, Any]]:
         raise InputError(f"has {config.num_labels} labels; a judge has 2", path=p)
     check_export_whole(p)  # after "is it a judge at all", whose answer says more
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(p)
+        with loading_quietly():  # no "Loading weights" bar in a library caller's output
+            model = AutoModelForSequenceClassification.from_pretrained(p)
     except Exception as err:  # noqa: BLE001 - SafetensorError, UnpicklingError, OSError...: one line each
         raise InputError(f"cannot load the judge's weights ({type(err).__name__}: {_first_line(err)}); "
                          "re-export it with trainer_cli.py fit", path=p) from None

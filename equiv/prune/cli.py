@@ -85,6 +85,8 @@ def build_parser() -> Any:
     p.add_argument("--skip_invalid", "--skip-invalid", action="store_true",
                    help="leave out invalid records (counted and reported) instead of stopping at the first")
     p.add_argument("--output", type=Optional[str], default=None, help="write the metrics (and the sweep) as JSON here")
+    p.add_argument("--json", action="store_true",
+                   help="print the metrics as one JSON object instead of the summary (for scripts)")
     return p
 
 
@@ -262,6 +264,38 @@ def _prefilter_table(judge: Any, args: Any, mapping: Any, data: Labelled) -> lis
              "precision": r.metrics.precision, "recall": r.metrics.recall, "f1": r.metrics.f1} for r in rows]
 
 
+REASON_WORDS = {
+    "identical": "identical text",
+    "prefiltered": "too dissimilar (prefilter)",
+    "below_threshold": "scored below the threshold",
+    "threshold": "scored at or above the threshold",
+    "floor": "held back by the statement floor",
+}
+"""How the summary names each verdict's reason (:mod:`equiv.judge.decide`); others keep their name."""
+
+
+def judge_work(out: dict[str, Any]) -> str:
+    """What the judge did, in plain words: the pairs the model scored, those settled without it, and
+    only the rules that are on (the guard, the statement floor, restating), with what they did.
+    Why: "claim guard vetoed 0 (off)" listed switched-off rules in the code's own words."""
+    st = out["judge_stats"]
+    who = "the model" if out["strategy"] == "model" else f"the {out['strategy']} strategy"
+    parts = [f"{st['scored']} pairs scored by {who}"]
+    if st["exact"]:
+        parts.append(f"{st['exact']} identical (no model needed)")
+    if st["prefiltered"]:
+        parts.append(f"{st['prefiltered']} too dissimilar to need the model (prefilter)")
+    if st["cache_hits"]:
+        parts.append(f"{st['cache_hits']} repeats answered from the cache")
+    if out["guard"]:
+        parts.append(f"the number/name guard stopped {st['guarded']} merges")
+    if out["floor"]:
+        parts.append(f"the statement floor held back {st['floored']} merges")
+    if out["restate"]:
+        parts.append(f"{st['restated']} restated before scoring")
+    return ", ".join(parts) + f"; {st['seconds']:.2f} s"
+
+
 def _print_report(out: dict[str, Any]) -> None:
     print(f"strategy      {out['strategy']}" + (f"  ({out['model']})" if "model" in out else ""))
     print(f"threshold     {out['threshold']}  [{out['threshold_source']}]")
@@ -276,13 +310,9 @@ def _print_report(out: dict[str, Any]) -> None:
     elif "prefilter" in out:
         print(f"prefilter     ratio <= {out['prefilter']}: resolves {out['prefilter_resolved']:.1%} of pairs, "
               f"rejects {out['prefilter_rejected_equivalent']} of {out['equivalent_pairs']} truly equivalent pairs")
-    st = out["judge_stats"]
-    print(f"judge work    exact {st['exact']}, prefiltered {st['prefiltered']}, scored {st['scored']}, "
-          f"cache hits {st['cache_hits']}, claim guard vetoed {st['guarded']}"
-          f"{'' if out['guard'] else ' (off)'}, statement floor held back {st['floored']}"
-          f"{'' if out['floor'] else ' (off)'}, restated {st['restated']}{'' if out['restate'] else ' (off)'}, "
-          f"{st['seconds']:.2f}s")
-    print("reasons       " + ", ".join(f"{reason} {count}" for reason, count in out["reasons"].items()))
+    print(f"judge work    {judge_work(out)}")
+    print("decided by    " + ", ".join(f"{REASON_WORDS.get(reason, reason)} {count}"
+                                      for reason, count in out["reasons"].items()))
     print(f"confusion     tp {out['tp']}  fp {out['fp']}  fn {out['fn']}  tn {out['tn']}")
     print(f"accuracy      {out['accuracy']:.4f}")
     several = out["problems"] > 1  # one problem has no spread over problems to show
@@ -294,7 +324,9 @@ def _print_report(out: dict[str, Any]) -> None:
 
 
 def pairs_main(argv: list[str]) -> int:
-    """Entry point of ``search_cli.py pairs``; returns the exit status."""
+    """Entry point of ``search_cli.py pairs``; returns the exit status. Prints a summary for
+    people, or with ``--json`` the metrics as one JSON object (``--output``: to a file, with the
+    sweep and every pair's verdict)."""
     parsed = parse_or_refuse(build_parser(), argv)  # a bad option or value: one line, exit 2
     with exit_on_input_error():
         args = options(parsed)
@@ -302,18 +334,22 @@ def pairs_main(argv: list[str]) -> int:
         rows = out.pop("_pairs")
         sweep = out.pop("_sweep", None)
         prefilter_table = out.pop("_prefilter_sweep", None)
-        if prefilter_table:
+        if prefilter_table and not args.json:
             on = args.sweep_data or args.data
             print(f"prefilter sweep on {on} (best-F1 threshold per prefilter):")
             print(f"  {'prefilter':>9} {'resolved':>8} {'threshold':>9} {'precision':>9} {'recall':>7} {'f1':>7}")
             for r in prefilter_table:
                 print(f"  {r['prefilter']:>9.2f} {r['resolved']:>8.1%} {r['threshold']:>9.4f} {r['precision']:>9.4f} "
                       f"{r['recall']:>7.4f} {r['f1']:>7.4f}")
-        _print_report(out)
+        if not args.json:
+            _print_report(out)
         if args.output:
             path = Path(args.output)
             path.parent.mkdir(parents=True, exist_ok=True)
             extra = {k: v for k, v in (("sweep", sweep), ("prefilter_sweep", prefilter_table), ("pairs", rows)) if v}
             path.write_text(json.dumps({**out, **extra}, indent=2) + "\n", encoding="utf-8")
-        print(json.dumps(out))
+            if not args.json:
+                print(f"metrics       {path} (JSON)")
+        if args.json:
+            print(json.dumps(out))
     return 0

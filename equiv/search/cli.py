@@ -28,7 +28,7 @@ from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import (
     EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, output_file_kind, writable_directory,
 )
-from equiv.cliargs import as_lists, command_parser, parse_or_refuse
+from equiv.cliargs import as_lists, command_parser, did_you_mean, parse_or_refuse, typed_prog
 from equiv.prune import build_judge
 from equiv.prune.options import add_pruner_group
 from equiv.rundir import (CONFIG, DATA, DIGEST, MODELS, PAIRS, RESULTS, SUMMARY, bind, check_digest, count_records,
@@ -57,11 +57,12 @@ def build_eval_parser() -> Any:
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     parser = ArgumentParser(
-        prog="search_cli.py eval",
+        prog=typed_prog("search_cli.py eval"),
         description="PRM-guided tree search on a math benchmark, with or without equivalence pruning.",
         exit_on_error=False,
         default_meta=False,
         formatter_class=plain_formatter(),
+        allow_abbrev=False,  # --search.widt must not mean --search.width (did_you_mean names it instead)
     )
     parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
     parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS.names())}")
@@ -270,7 +271,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
     try:
         cfg = parser.parse_args(list(argv))
     except argparse.ArgumentError as err:
-        print(f"error: {_one_line(err)}", file=sys.stderr)
+        print(f"error: {_one_line(err)}{did_you_mean(str(err), parser)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     with exit_on_input_error():
         if cfg.algo is None:

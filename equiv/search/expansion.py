@@ -36,7 +36,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from equiv.prune.cached import pair_key
 from equiv.prune.grouping import group_equivalent, sibling_pairs
@@ -130,6 +130,9 @@ class SearchContext:
     solutions: list[Node] = field(default_factory=list)
     """Finished solutions in the order found, for algorithms that collect several (SBS,
     lookahead, DFS); the runner aggregates their answers (:mod:`equiv.search.aggregate`)."""
+    on_work: Callable[[WorkCounters], None] | None = None
+    """Told the counters after every policy call and expansion, so a progress bar can move while
+    a long problem runs (:meth:`equiv.search.progress.Progress.working`); None: nobody watches."""
 
     def __post_init__(self) -> None:
         if self.tree is None:
@@ -199,6 +202,8 @@ async def generate(ctx: SearchContext, requests: Sequence[StepRequest]) -> list[
                 ctx.stats.truncated_tokens += int(cand.num_tokens)
             else:
                 ctx.stats.candidates += 1
+    if ctx.on_work is not None:
+        ctx.on_work(ctx.stats)
     return outputs
 
 
@@ -361,6 +366,8 @@ async def expand(ctx: SearchContext, parents: Sequence[Node], *, n: int | None =
     width = n or ctx.settings.width
     outputs = await _generate(ctx, parents, width)
     ctx.stats.expanded += len(parents)
+    if ctx.on_work is not None:
+        ctx.on_work(ctx.stats)
     families = [_add_children(ctx, parent, cands) for parent, cands in zip(parents, outputs)]
     if ctx.settings.prune_stage == "before_prm":
         await merge_equivalent_siblings(ctx, families)

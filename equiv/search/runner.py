@@ -46,6 +46,7 @@ from equiv.search.expansion import EngineHandle, SearchContext, SeedStream
 from equiv.search.grading import extract_answer, grade
 from equiv.search.progress import Progress, finish_run
 from equiv.search.tree import Node
+from equiv.rundir.records import WorkCounters
 from equiv.search.types import PairJudge, Policy, RewardModel
 
 
@@ -110,13 +111,16 @@ async def solve_problem(
     pruner: PrunerConfig,
     pruner_name: str,
     grader: Grader,
+    on_work: Callable[[WorkCounters], None] | None = None,
 ) -> tuple[dict[str, Any], SearchContext]:
     """Search one problem and build its record; a failure becomes the record's ``error``.
 
     ``pruner`` is how the judge's verdicts are grouped (the ``--pruner.*`` settings);
-    ``pruner_name`` is what the record says pruned it (``run_eval``'s ``pruner``)."""
+    ``pruner_name`` is what the record says pruned it (``run_eval``'s ``pruner``); ``on_work``
+    is told the work counters as the search goes (the progress bar)."""
     start = time.perf_counter()
-    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruner)
+    ctx = SearchContext(str(problem.question), engines, search, SeedStream(seed, str(problem.id)), pruner,
+                        on_work=on_work)
     prediction: str | None = None
     correct = False
     error: str | None = None
@@ -265,10 +269,15 @@ def _run_eval_held(
 
         async def work(job: tuple[Any, int]) -> None:
             problem, seed = job
-            handle = dispatcher.handle(order[(str(problem.id), int(seed))])
+            key = (str(problem.id), int(seed))
+            handle = dispatcher.handle(order[key])
+
+            def working(stats: WorkCounters) -> None:
+                progress.working(key, stats.expanded, stats.generated_tokens)
+
             record, ctx = await solve_problem(
                 problem, seed, algo=algo, engines=handle, search=search, pruner=engines.pruner,
-                pruner_name=pruner, grader=grader,
+                pruner_name=pruner, grader=grader, on_work=working,
             )
             if run.save_trees:
                 name = tree_file_name(record["id"], seed, many_seeds=many_seeds)
@@ -280,7 +289,7 @@ def _run_eval_held(
                 with open(out / PAIRS, "a", encoding="utf-8") as pairs:
                     append_jsonl(pairs, pair_lines(record, ctx.pair_log))
             append_jsonl(sink, [record])
-            progress.update(record)
+            progress.update(record, key)
 
         try:
             asyncio.run(run_workers(dispatcher, jobs, work, run.concurrency))

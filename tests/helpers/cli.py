@@ -62,3 +62,32 @@ def search_cli(*argv: object) -> Result:
     from search_cli import main
 
     return invoke(main, argv)
+
+
+def installed(name: str, *argv: object, cwd: object = None, timeout: float = 300,
+              env: dict[str, str] | None = None) -> Result:
+    """``NAME ARGV`` (``equiv-train``, ``equiv-search``) as a user types it: the console script
+    ``pip install`` put beside this interpreter, in a real process, importing this checkout's
+    ``equiv`` (``PYTHONPATH``). Where the script is missing (a checkout run without installing),
+    pip's wrapper is copied: ``sys.argv[0]`` is the command's name, then its main runs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.helpers.paths import REPO_ROOT
+
+    script = Path(sys.executable).parent / name
+    if script.is_file():
+        command = [str(script)]
+    else:
+        import tomllib
+
+        target = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"][name]
+        module, func = target.split(":")
+        command = [sys.executable, "-c", f"import sys; from {module} import {func}; sys.argv[0] = {name!r}; "
+                   f"sys.exit({func}())"]
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **(env or {}))
+    done = subprocess.run([*command, *(str(a) for a in argv)], capture_output=True, text=True,
+                          cwd=str(cwd or REPO_ROOT), env=environment, timeout=timeout)
+    return Result(done.returncode, done.stdout, done.stderr)

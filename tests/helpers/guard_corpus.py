@@ -113,7 +113,7 @@ def sweep(files: dict[str, Path]) -> list[tuple[str, object, int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help=f"rewrite {SNAPSHOT}")
     parser.add_argument("--sweep", action="store_true", help="print each cut-off's price against its neighbours")
     args = parser.parse_args(argv)

@@ -91,7 +91,7 @@ def snapshot() -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help=f"rewrite {SNAPSHOT}")
     args = parser.parse_args(argv)
     text = json.dumps(snapshot(), indent=0, sort_keys=True) + "\n"

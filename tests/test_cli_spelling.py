@@ -1,0 +1,118 @@
+"""Options are spelled out in full, a near miss is named, a trained judge is never replaced
+without a word, and the commands' help reads whole (issue 68, items 3 and 6).
+
+Through the installed console scripts in real processes (:func:`tests.helpers.cli.installed`),
+as a user types them: before, ``equiv-train fit ... --trainer.max_epoch 1`` was taken as
+``max_epochs`` (argparse's prefix matching) and the fit overwrote ``outputs/demo/judge``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import Result, installed, trainer_cli
+from tests.helpers.judges import make_tiny_judge, tiny_fit_argv
+from tests.helpers.paths import REPO_ROOT
+
+LIGHTNING_ARGS_WARNING = "not recommended to provide both args and command line arguments"
+
+
+def _one_error_line(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
+    return lines[0]
+
+
+def test_a_trainer_option_is_never_matched_by_its_prefix_and_a_near_miss_is_named() -> None:
+    result = installed("equiv-train", "fit", "--config", "configs/demo.yaml", "--trainer.max_epoch", "1",
+                       "--print_config")
+    line = _one_error_line(result)
+    assert "unrecognized arguments: --trainer.max_epoch 1" in line
+    assert "did you mean --trainer.max_epochs?" in line
+    assert "equiv-train fit --help" in line  # the hint names the command typed
+
+
+def test_a_search_option_is_never_matched_by_its_prefix_and_a_near_miss_is_named() -> None:
+    line = _one_error_line(installed("equiv-search", "eval", "--config", "configs/search/demo_cpu.yaml",
+                                     "--search.widht", "3", "--print_config"))
+    assert "did you mean --search.width?" in line
+    line = _one_error_line(installed("equiv-search", "eval", "--config", "configs/search/demo_cpu.yaml",
+                                     "--search.widt", "3", "--print_config"))  # was taken as --search.width
+    assert "unrecognized arguments: --search.widt 3" in line and "did you mean --search.width?" in line
+    line = _one_error_line(installed("equiv-search", "pairs", "--data.pat", "x.jsonl"))  # a command_parser command
+    assert "unrecognized arguments" in line and "did you mean --data.path?" in line
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_fit_refuses_to_replace_a_judge_in_its_export_folder(tmp_path: Path) -> None:
+    """Refused in one line before anything trains or is written (the default export folder,
+    ``<trainer.default_root_dir>/judge``, as the tour's ``outputs/demo/judge``)."""
+    judge = make_tiny_judge(tmp_path / "run" / "judge")
+    before = _digest(judge)
+    result = installed("equiv-train", "fit", "--config", "configs/demo.yaml", "--trainer.logger=false",
+                       f"--trainer.default_root_dir={tmp_path / 'run'}")
+    line = _one_error_line(result)
+    assert f"{judge} holds a judge; pass --overwrite true to replace it, or --export_dir NEW" in line
+    assert _digest(judge) == before
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["judge"]  # no checkpoint, no log
+
+
+def test_fit_replaces_a_judge_when_told_to(tmp_path: Path) -> None:
+    """``--overwrite true`` replaces it (in this process: the refusal's real process is the test above)."""
+    model = make_tiny_judge(tmp_path / "model")
+    train = tmp_path / "train.jsonl"
+    shutil.copy(REPO_ROOT / "equiv" / "data" / "demo_data" / "train.jsonl", train)
+    old = make_tiny_judge(tmp_path / "run" / "judge", seed=1)
+    before = _digest(old)
+    demo = REPO_ROOT / "equiv" / "data" / "demo_data"
+    short = ("--trainer.limit_val_batches=2", f"--data.val={demo / 'valid.jsonl'}", "--data.calibration_fraction=0",
+             "--threshold_from_val=false")
+    refused = trainer_cli(*tiny_fit_argv(model, train, tmp_path / "run", *short))
+    assert refused.returncode == 2 and "holds a judge" in refused.stderr.strip().splitlines()[-1]
+    assert _digest(old) == before
+    done = trainer_cli(*tiny_fit_argv(model, train, tmp_path / "run", *short, "--overwrite=true"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _digest(old) != before and (old / "equiv_metrics.json").is_file()
+
+
+def test_trainer_help_is_whole_and_warns_of_nothing() -> None:
+    """No LightningCLI "args parameter ... not recommended" warning (on every call, ``--help``
+    included), the subcommands described in whole sentences, the usage naming the command typed."""
+    result = installed("equiv-train", "--help")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert LIGHTNING_ARGS_WARNING not in result.stderr and "Warning" not in result.stderr
+    assert result.stdout.startswith("usage: equiv-train ")
+    from equiv.judge.cli import SUBCOMMAND_HELP
+
+    text = " ".join(result.stdout.split())
+    for name, line in SUBCOMMAND_HELP.items():
+        assert f"{name} {line}" in text
+    assert "It's separated from fit to make sure you never run on your" not in text
+    assert "Lightning Trainer command line tool" not in text
+
+
+@pytest.mark.parametrize(("command", "prog"), [("equiv-search", "equiv-search"), ("equiv-search pairs", "equiv-search pairs"),
+                                               ("equiv-search eval", "equiv-search eval")])
+def test_search_usage_names_the_command_typed(command: str, prog: str) -> None:
+    name, *sub = command.split()
+    result = installed(name, *sub, "--help")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.match(rf"usage: {re.escape(prog)} ", result.stdout), result.stdout[:200]
+    assert "search_cli.py" not in result.stdout.splitlines()[0]
+
+
+def test_the_entry_script_keeps_its_own_name() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "search_cli.py", "--help"], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("usage: search_cli.py COMMAND")
