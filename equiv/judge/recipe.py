@@ -82,10 +82,14 @@ def plan(root: Path, fit_options: Sequence[str]) -> list[Step]:
 
 
 def fingerprint(step: Step) -> str:
-    """What makes a step's output what it is: its command line and the configs' content."""
+    """What makes a step's output what it is: its command line and the configs' settings (read
+    as YAML, so an edited comment does not make a finished fit stale)."""
+    import yaml
+
     digest = hashlib.sha256(json.dumps(step.argv).encode())
     for name in (CONFIG, SEED1_OVERLAY):
-        digest.update(Path(name).read_bytes())
+        settings = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
+        digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return digest.hexdigest()
 
 
