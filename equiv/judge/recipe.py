@@ -216,5 +216,9 @@ def recipe_main(argv: list[str] | None = None) -> int:
     """``equiv-train recipe NAME`` / ``trainer_cli.py recipe NAME``; returns the exit status."""
     args = parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv)
     with exit_on_input_error():
-        build(Path(args.root), shlex.split(args.fit_options), overwrite=args.overwrite)
+        try:
+            build(Path(args.root), shlex.split(args.fit_options), overwrite=args.overwrite)
+        except KeyboardInterrupt:  # Ctrl-C reaches the fit too; the state file says where it stopped
+            print("\ninterrupted; run the same command again to resume (finished steps are kept)", file=sys.stderr)
+            return 130
     return 0
