@@ -271,8 +271,8 @@ def measure(args: argparse.Namespace, out: Path, algos: list[str], arms: list[st
     from equiv.search.tiny import resolve_tiny
 
     if "model" in arms and not Path(args.judge).exists():
-        raise InputError("no trained judge here; build the recommended one first (docs/training.md, "
-                         "'The recommended judge') or pass --judge DIR", path=args.judge)
+        raise InputError("no trained judge here; build the recommended one first (trainer_cli.py recipe gsm8k, "
+                         "about 20 minutes) or pass --judge DIR", path=args.judge)
     problems = load_problems("gsm8k", path=args.data, start=args.start, end=args.start + args.problems)
     started = time.perf_counter()
     policy = build_policy(PolicyConfig(

@@ -61,9 +61,14 @@ def search_main(argv: list[str] | None = None) -> int:
 
 def train_main(argv: list[str] | None = None) -> int:
     """``trainer_cli.py`` / ``equiv-train``: fit, validate, test or predict the judge
-    (:mod:`equiv.judge.cli`); returns the exit status."""
+    (:mod:`equiv.judge.cli`), or build a recipe's judge (``recipe gsm8k``,
+    :mod:`equiv.judge.recipe`); returns the exit status."""
     argv, verbose = quiet.take_verbose(sys.argv[1:] if argv is None else argv)
     quiet.configure(verbose)
+    if argv and argv[0] == "recipe":  # the recommended judge in one command (equiv/judge/recipe.py)
+        from equiv.judge.recipe import recipe_main
+
+        return recipe_main(argv[1:])
     from equiv.judge.cli import main
 
     return int(main(argv) or 0)

@@ -122,6 +122,8 @@ def kind(cmd: Command) -> str:
         return "mkdocs"
     if a[0] in PYTHONS and a[1:3] == ("-m", "pytest"):
         return "pytest"
+    if a[0] in PYTHONS and a[1:3] == ("trainer_cli.py", "recipe"):
+        return "recipe"
     if a[0] in PYTHONS and a[1] == "trainer_cli.py":
         return "trainer"
     if a[0] in PYTHONS and a[1] == "search_cli.py" and len(a) > 2:
@@ -133,8 +135,8 @@ def kind(cmd: Command) -> str:
     return "unknown"
 
 
-# README's tour ends where the Python API section begins.
-TOUR_END = "## Prune your own search"
+# README's tour ends where the real result (a 1.1 GB policy, minutes a problem) begins.
+TOUR_END = "## A real result on your CPU"
 
 
 def tour_commands() -> list[Command]:
@@ -298,6 +300,27 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
                 assert resolve_data_path(path).exists(), f"{cmd}: its data {path} is not in the package"
                 continue
             assert (workdir / path).exists(), f"{cmd}: its data file {path} does not exist"
+    elif k == "recipe":
+        # two fits of about 10 minutes and their ensemble: the command is parsed, each fit it runs
+        # parses with --print_config and finds its data, and its ensemble averages those fits'
+        # exports (tests/test_judge_recipe.py runs it for real, shrunk)
+        from equiv.judge.recipe import build_parser, plan
+
+        args = build_parser().parse_args(list(cmd.argv[3:]))
+        steps = plan(Path(args.root), shlex.split(args.fit_options))
+        fits = [step for step in steps if step.kind == "fit"]
+        for step in fits:
+            status, out, err = run_here(Command(cmd.source, (cmd.argv[0], "trainer_cli.py", *step.argv)), workdir,
+                                        monkeypatch, capsys, "--print_config")
+            assert status == 0, f"{cmd}: {step.name}\n{err[-3000:]}"
+            config = yaml.safe_load(out)
+            assert Path(config["trainer"]["default_root_dir"]) / "judge" == step.output
+            for path in [config["data"]["train"], *config["data"]["train_more"]]:
+                if SHARED_DATA.exists() or not path.startswith("../shared/"):
+                    assert (workdir / path).exists(), f"{cmd}: its data file {path} does not exist"
+        (ensemble,) = [step for step in steps if step.kind == "ensemble"]
+        assert members_of(tuple(ensemble.argv)) == [str(step.output) for step in fits]
+        assert ensemble.output == Path("outputs/gsm8k_equiv/ensemble")  # where the docs name the shipped judge
     elif k == "ensemble":
         if not SHARED_DATA.exists():
             pytest.skip("the calibration split comes from ../shared/data/gsm8k_equiv")
@@ -381,10 +404,11 @@ def test_links_into_the_docs_resolve(doc):
 
 
 def test_the_front_pages_are_short_and_in_users_words():
-    """README is what a user reads first: at most 120 lines, no development jargon; the sealed data's
-    README says who read its pairs (a language model given the rubric), not tooling labels."""
+    """README is what a user reads first: at most 150 lines (120 until issue 68 asked for "A real
+    result on your CPU"), no development jargon; the sealed data's README says who read its pairs
+    (a language model given the rubric), not tooling labels."""
     readme = (REPO_ROOT / "README.md").read_text()
-    assert len(readme.splitlines()) <= 120
+    assert len(readme.splitlines()) <= 150
     assert "yardstick" not in readme.lower() and "helper" not in readme.lower()
     sealed = (REPO_ROOT / "benchmarks" / "data" / "sealed" / "README.md").read_text()
     assert "helper session" not in sealed and "helper-SW" not in sealed and "language model given" in sealed
@@ -416,6 +440,21 @@ def test_python_example_runs(doc: str, line: int, code: str, tmp_path: Path, mon
             make_tiny_judge(work / path)
     monkeypatch.chdir(work)
     exec(compile(code, f"{doc}:{line}", "exec"), {"__name__": "docs_example"})
+
+
+def test_the_readme_snippet_prints_what_it_shows(tmp_path: Path, monkeypatch) -> None:
+    """README's Python example shows its output (``# prints: ...``), and that is what it prints."""
+    import contextlib
+    import io
+
+    (line, code), = python_blocks("README.md")
+    shown = re.findall(r"# prints: (.*)$", code, re.M)
+    assert shown, "README's Python example shows no output"
+    monkeypatch.chdir(make_workdir(tmp_path))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "docs_example"})
+    assert printed.getvalue().splitlines() == shown
 
 
 # -- the paper's rows ----------------------------------------------------------------------------------

@@ -87,10 +87,15 @@ def documented_figures() -> list[Figures]:
     return rows
 
 
+TOUR_END = "## A real result on your CPU"
+"""README's tour ends where the real result (a 1.1 GB policy, minutes a problem) begins."""
+
+
 def shell_commands(doc: Path) -> list[list[str]]:
-    """The commands of a page's ``bash`` blocks (continuations joined, ``&&`` split)."""
+    """The commands of a page's ``bash`` blocks before :data:`TOUR_END` (continuations joined,
+    ``&&`` split)."""
     out = []
-    for body in re.findall(r"```bash\n(.*?)```", doc.read_text(), flags=re.S):
+    for body in re.findall(r"```bash\n(.*?)```", doc.read_text().split(TOUR_END)[0], flags=re.S):
         for line in body.replace("\\\n", " ").splitlines():
             words, part = shlex.split(line, comments=True), []
             for w in [*words, "&&"]:

@@ -65,19 +65,19 @@ def test_correlations_cover_every_pair_overall_and_in_failures():
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    """A baseline and a pruned MCTS run of 4 problems, made by the real ``eval`` CLI on the
+    """A baseline and a pruned MCTS run of 12 problems (the report's correlations need 10), made by the real ``eval`` CLI on the
     scripted engines (tests/helpers/runs.py): real run directories in a fraction of a second. The
     search on real tiny models is tested in tests/test_search_e2e.py; here it is the analysis."""
     from tests.helpers.runs import runner_runs
 
-    return runner_runs(tmp_path_factory.mktemp("analysis"), ("mcts",), n=4)
+    return runner_runs(tmp_path_factory.mktemp("analysis"), ("mcts",), n=12)
 
 
 def test_compare_analysis_on_tiny_model_runs(tiny_runs, capsys):
     base, pruned = tiny_runs
     assert compare_main([str(base), str(pruned), "--analysis", "--json"]) == 0
     (analysis,) = json.loads(capsys.readouterr().out)["analysis"]
-    assert analysis["run"] == str(pruned) and analysis["problems"] == 4
+    assert analysis["run"] == str(pruned) and analysis["problems"] == 12
     assert len(analysis["correlations"]) == 2 * len(PAIRS)
     # recompute one pair from the records by hand
     recs = {r["id"]: r for r in map(json.loads, (pruned / "results.jsonl").read_text().splitlines())}

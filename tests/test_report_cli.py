@@ -80,7 +80,7 @@ def test_runs_without_trees_still_get_summary_and_plots(repo_root: Path, tmp_pat
     assert res.returncode == 0, res.stderr
     assert "skipped plot pruning_rate_by_depth" in res.stdout
     page = (out / "index.html").read_text()
-    assert "No run has saved trees" in page and "--save_trees true" in page
+    assert "No run has saved trees" in page and "--run.save_trees true" in page
     assert (out / "plots" / "tokens_per_problem.png").exists() and (out / "plots" / "accuracy_vs_tokens.png").exists()
     assert not (out / "plots" / "pruning_rate_by_depth.png").exists()
 
@@ -179,3 +179,6 @@ def test_report_on_the_cpu_demo(repo_root: Path, shared_data: Path, tmp_path: Pa
     page = (tmp_path / "report" / "index.html").read_text()
     data = json.loads(re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1))
     assert [len(r["trees"]) for r in data["runs"]] == [1, 1] and data["runs"][1]["pruner"] == "model"
+    # the tour's random models are named in a banner; no correlation over one problem (issue 68)
+    assert 'id="tour-banner"' in page and "a random-init policy (tiny:" in page
+    assert "Correlations left out: 1 problem(s) are fewer than 10." in page

@@ -17,6 +17,9 @@ with n - 2 degrees of freedom through the regularised incomplete beta function).
 fewer than 3 points or a constant side has no r (``None``).
 
 Pure functions over records: ``search_cli.py compare --analysis`` and the HTML report call them.
+The report shows a correlation only over :data:`MIN_POINTS` problems or more: over the tour's 3
+problems Pearson's r is +-1.000 with p = 0 by arithmetic alone (two free points after the mean),
+which reads as a finding and is none; the page says why the table is left out instead.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from equiv.rundir import keyed
 
 VARIABLES = ("pruning_rate", "token_saving", "depth", "tokens")
+MIN_POINTS = 10
+"""The fewest problems (or failure cases) the report computes a correlation over. Below it r is
+noise: at 10 points |r| must exceed 0.63 to reach p < 0.05, at 3 points any two variables give
+|r| near 1."""
 PAIRS = tuple((a, b) for i, a in enumerate(VARIABLES) for b in VARIABLES[i + 1 :])
 
 
@@ -42,6 +49,7 @@ class Point:
     depth: float
     tokens: float
     failed: bool
+    base_failed: bool = False  # the baseline's answer to the same problem and seed is wrong too
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,8 @@ def points(
         candidates = float(rec.get("candidates") or 0)
         rate = float(rec.get("pruned") or 0) / candidates if candidates > 0 else 0.0
         depth = depths[key] if depths and key in depths else float(len(rec.get("path") or []))
-        out.append(Point(key, rate, 1.0 - tokens / base_tokens, depth, tokens, not bool(rec.get("correct"))))
+        out.append(Point(key, rate, 1.0 - tokens / base_tokens, depth, tokens, not bool(rec.get("correct")),
+                         not bool(base.get("correct"))))
     return out
 
 
@@ -192,8 +201,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def format_correlations(name: str, pts: Sequence[Point], corr: Sequence[Correlation]) -> str:
     """A plain-text table: one line per pair, overall and in failure cases."""
-    fails = sum(p.failed for p in pts)
-    lines = [f"{name}: {len(pts)} problem(s) vs the baseline, {fails} failure case(s) (pruned run wrong)"]
+    lines = [f"{name}: {answer_counts(pts, 'vs the baseline')}"]
     by = {(c.x, c.y, c.subset): c for c in corr}
     header = ("pair", "r (all)", "p (all)", "r (failures)", "p (failures)")
     rows = []
@@ -214,24 +222,46 @@ def correlations_json(pts: Sequence[Point], corr: Sequence[Correlation]) -> dict
     }
 
 
+def answer_counts(pts: Sequence[Point], against: str = "against the baseline") -> str:
+    """How many problems, and who answered them wrong, in words that match the two runs: "3
+    problem(s) against the baseline, 3 failure case(s) (pruned run wrong; the baseline wrong on 3
+    of them too, so pruning lost 0)"."""
+    fails = sum(p.failed for p in pts)
+    both = sum(p.failed and p.base_failed for p in pts)
+    return (f"{len(pts)} problem(s) {against}, {fails} failure case(s) (pruned run wrong; the baseline wrong on "
+            f"{both} of them too, so pruning lost {fails - both})")
+
+
 def correlations_html(name: str, pts: Sequence[Point], corr: Sequence[Correlation]) -> str:
-    """The report's version of :func:`format_correlations` (an HTML table)."""
+    """The report's version of :func:`format_correlations` (an HTML table), with the statistics
+    only where the sample supports them (:data:`MIN_POINTS`): fewer problems leave the table out,
+    fewer failure cases leave out its failure columns, and the page says why."""
     from html import escape
 
     by = {(c.x, c.y, c.subset): c for c in corr}
     fails = sum(p.failed for p in pts)
+    counts = f"<p class=muted>{escape(name)}: {escape(answer_counts(pts))}</p>"
+    if len(pts) < MIN_POINTS:
+        return counts + (f'<p class="left-out">Correlations left out: {len(pts)} problem(s) are fewer than '
+                         f"{MIN_POINTS}. Over so few points Pearson's r says nothing (over 3 it is near +-1 "
+                         "whatever the variables); run more problems for this table.</p>")
+    with_failures = fails >= MIN_POINTS
     rows = []
     for x, y in PAIRS:
         a, f = by[(x, y, "all")], by[(x, y, "failures")]
-        cells = [f"{x} ~ {y}", _fmt(a.r, "+.3f"), _fmt(a.p, ".3g"), _fmt(f.r, "+.3f"), _fmt(f.p, ".3g")]
+        cells = [f"{x} ~ {y}", _fmt(a.r, "+.3f"), _fmt(a.p, ".3g")]
+        if with_failures:
+            cells += [_fmt(f.r, "+.3f"), _fmt(f.p, ".3g")]
         rows.append("<tr>" + "".join(
             f"<td>{escape(c)}</td>" if i == 0 else f"<td class=num>{escape(c)}</td>" for i, c in enumerate(cells)
         ) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("pair", "r (all)", "p (all)", "r (failures)", "p (failures)"))
+    names = ("pair", "r (all)", "p (all)") + (("r (failures)", "p (failures)") if with_failures else ())
+    head = "".join(f"<th>{h}</th>" for h in names)
+    note = "" if with_failures else (f'<p class="left-out">The failure-case columns are left out: {fails} failure '
+                                     f"case(s) are fewer than {MIN_POINTS}.</p>")
     return (
-        f"<p class=muted>{escape(name)}: {len(pts)} problem(s) against the baseline, {fails} failure case(s) "
-        "(pruned run wrong)</p>"
-        f'<table class="analysis"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        counts + note
+        + f'<table class="analysis"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )
 
 

@@ -8,7 +8,8 @@ from typing import Sequence
 
 from equiv.errors import InputError
 from equiv.report import plots
-from equiv.report.analysis import analyse_runs, correlations_html, record_map
+from equiv.report.analysis import MIN_POINTS, analyse_runs, correlations_html, record_map
+from equiv.report.banner import tour_banner
 from equiv.report.html import render_page
 from equiv.report.load import Run, load_runs
 from equiv.report.stats import compare_rows
@@ -32,6 +33,7 @@ class ReportFiles:
     trees_available: int
     trees_over_budget: int = 0
     trees_missing: tuple[str, ...] = ()  # tree files that records name but that do not exist
+    banner: str = ""  # the tour's models, when a run used them (equiv.report.banner)
 
 
 def analysis_block(runs: Sequence[Run]) -> str:
@@ -44,8 +46,8 @@ def analysis_block(runs: Sequence[Run]) -> str:
     if not parts:
         return ""
     return (
-        "<p class=muted>Pearson r and two-sided p per pair, over the problems both runs solved without error and "
-        "over the failure cases. pruning_rate = pruned / candidates; token_saving = 1 - tokens / baseline tokens "
+        "<p class=muted>Pearson r and two-sided p per pair, over the problems both runs finished without error "
+        f"and over the failure cases, each where there are at least {MIN_POINTS}. pruning_rate = pruned / candidates; token_saving = 1 - tokens / baseline tokens "
         "(same problem and seed); depth = deepest tree node (else path length); tokens = generated tokens.</p>"
         + "".join(parts)
     )
@@ -85,11 +87,12 @@ def build_report(
     if images["pruning_rate_by_depth"] is None:
         skipped["pruning_rate_by_depth"] = (
             "No saved trees with expanded nodes, so no per-depth pruning rate. "
-            "Run `search_cli.py eval` with --save_trees true to get it."
+            "Run `search_cli.py eval` with --run.save_trees true to get it."
         )
 
     selection = select_trees(runs, problems, max_trees, max_mb)
     chosen = set(selection.ids)
+    banner = tour_banner(runs)
     payloads = [
         {pid: tree_payload(tree, run.results.get(pid), pairs) for pid, tree in run.trees.items() if pid in chosen}
         for run, pairs in ((run, run_pairs(run)) for run in runs)
@@ -98,7 +101,7 @@ def build_report(
         title=title or ("Search report: " + " vs ".join(r.name for r in runs)),
         runs=runs, rows=rows, plots=images, plot_notes=skipped,
         selection=selection, trees=payloads, collapse_depth=collapse_depth,
-        analysis=analysis_block(runs),
+        analysis=analysis_block(runs), banner=banner,
     )
 
     (out / PLOTS_DIR).mkdir(parents=True, exist_ok=True)
@@ -115,7 +118,7 @@ def build_report(
     return ReportFiles(html=html_path, plots=written, skipped=skipped,
                        trees=len(selection.ids), trees_available=selection.available,
                        trees_over_budget=selection.over_budget,
-                       trees_missing=tuple(path for run in runs for path in run.missing_trees))
+                       trees_missing=tuple(path for run in runs for path in run.missing_trees), banner=banner)
 
 
 def run_pairs(run: Run) -> list[dict]:

@@ -47,6 +47,8 @@ def report_main(argv: list[str]) -> int:
                                  max_trees=args.max_trees, max_mb=args.max_mb, collapse_depth=args.collapse_depth)
     except SystemExit as exc:  # --help exits 0; input errors exit 2
         return int(exc.code or 0)
+    if files.banner:
+        print(f"note: {files.banner}")
     print(f"wrote {files.html}")
     for path in files.plots.values():
         print(f"wrote {path}")

@@ -58,7 +58,23 @@ def summary_table(rows: Sequence[CompareRow]) -> str:
         '<table class="summary" id="summary-table"><thead><tr>'
         + "".join(f"<th>{h}</th>" for h in head)
         + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+        + '<dl class="muted columns" id="summary-columns">'
+        + "".join(f"<dt>{esc(name)}</dt><dd>{esc(what)}</dd>" for name, what in COLUMNS.items()) + "</dl>"
     )
+
+
+COLUMNS = {
+    "problems": "problems the row's figures are computed on: those every run holds (of all the run holds)",
+    "accuracy": "share of those problems answered right (an error counts as wrong)",
+    "mean tokens": "tokens the policy generated per problem, every candidate counted, merged or dropped ones too",
+    "token ratio": "mean tokens against the first run's (the baseline): below 100% the run generated fewer",
+    "errors": "problems whose search stopped with an error (results.jsonl's error field)",
+    "PRM calls": "reward-model scorings per problem",
+    "judge calls": "pairs the equivalence judge's model scored per problem (pairs its rules decided are not counted)",
+    "pruned / expansion": "candidate steps the pruner merged into an equivalent sibling, per expanded node "
+                          "(all merged over all expansions; exact copies, dropped in every run, are not counted)",
+}
+"""What each summary column means, shown under the table."""
 
 
 def plots_block(plots: dict[str, bytes | None], notes: dict[str, str]) -> str:
@@ -166,8 +182,10 @@ def render_page(
     trees: list[dict[str, Any]],
     collapse_depth: int,
     analysis: str = "",
+    banner: str = "",
 ) -> str:
-    """The whole page as one string. ``trees[i]`` maps problem id -> tree payload for ``runs[i]``."""
+    """The whole page as one string. ``trees[i]`` maps problem id -> tree payload for ``runs[i]``;
+    ``banner``: plain text shown above the summary (the tour's models, :mod:`equiv.report.banner`)."""
     data = {
         "fields": list(NODE_FIELDS),
         "collapseDepth": collapse_depth,
@@ -176,7 +194,7 @@ def render_page(
     }
     n_shared = len(shared_ids(runs))
     if selection.available == 0:
-        tree_note = "No run has saved trees (run <code>search_cli.py eval</code> with <code>--save_trees true</code>)."
+        tree_note = "No run has saved trees (run <code>search_cli.py eval</code> with <code>--run.save_trees true</code>)."
     elif selection.omitted:
         why = (f", {selection.over_budget} left out to keep the page small (<code>--max_mb</code>)"
                if selection.over_budget else "")
@@ -191,6 +209,7 @@ def render_page(
         js=JS,
         data=script_json(data),
         subtitle=esc(f"{len(runs)} run(s), {n_shared} shared problem(s); ratios against the first run"),
+        banner=f'<p class="banner" id="tour-banner">{esc(banner)}</p>' if banner else "",
         summary=summary_table(rows),
         analysis=(f"<section id=\"analysis\"><h2>Failure-mode analysis</h2>{analysis}</section>" if analysis else ""),
         plots=plots_block(plots, plot_notes),
@@ -210,7 +229,7 @@ PAGE = """<!DOCTYPE html>
 </head>
 <body>
 <header><h1>{title}</h1><div class="muted">{subtitle}</div></header>
-<section><h2>Summary</h2>{summary}</section>
+{banner}<section><h2>Summary</h2>{summary}</section>
 {analysis}
 <section><h2>Plots</h2>{plots}</section>
 <section id="trees"><h2>Search trees</h2>
@@ -240,7 +259,7 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1400px;padding:16px 24px;color:#1d2330;background:#fff}
 h1{font-size:22px;margin:4px 0}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid #e3e6eb;padding-bottom:4px}
 h2.inline{display:inline;border:0}
-.muted{color:#6b7280}.ok{color:#15803d;font-weight:600}.bad{color:#b91c1c;font-weight:600}
+.banner{background:#fff7ed;border:1px solid #fdba74;padding:8px 12px;border-radius:4px}.muted{color:#6b7280}.ok{color:#15803d;font-weight:600}.bad{color:#b91c1c;font-weight:600}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #e3e6eb;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f4f6f9}td.num{text-align:right;font-variant-numeric:tabular-nums}
 table.summary tbody tr:first-child{background:#fafbfd}

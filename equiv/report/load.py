@@ -4,7 +4,7 @@ A report must never show numbers that silently differ from the run's records, so
 validated as it is read and every problem is reported as an :class:`~equiv.errors.InputError`
 naming the file, line and field. Only ``results.jsonl`` is required: ``summary.json`` is missing
 when a run was interrupted, ``config.yaml`` when the directory was assembled by hand, and
-``trees/`` unless the run was made with ``--save_trees true``; a report then shows what it can.
+``trees/`` unless the run was made with ``--run.save_trees true``; a report then shows what it can.
 
 Problem ids may be integers (GSM8K index) or strings (MATH-500 ``unique_id``, which contains
 ``/``); they are keyed by ``str(id)`` everywhere, and tree files are matched by the ``id`` stored

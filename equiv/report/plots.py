@@ -80,7 +80,8 @@ def pruning_rate_by_depth(runs: Sequence[Run]) -> bytes | None:
     ax.set_xlabel("depth")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("merged / generated children (%)")
-    ax.set_ylim(bottom=0)
+    top = max(100.0 * m / t for _, counts in series for m, t in counts.values())
+    ax.set_ylim(0, max(10.0, top * 1.15))  # no 0..0.06 % axis when nothing was merged
     ax.set_title("Pruning rate by depth (saved trees)", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -98,6 +99,9 @@ def accuracy_vs_tokens(rows: Sequence[CompareRow]) -> bytes:
     ax.set_ylabel("accuracy (%)")
     n = rows[0].problems if rows else 0
     ax.set_title(f"Accuracy vs tokens ({n} shared problems)", fontsize=10)
-    ax.margins(0.25)
+    # Accuracy is a percentage: the whole 0-100 range, so two runs at 0 % are not drawn on a
+    # -0.06..0.06 axis that makes nothing look like a difference; tokens from 0 for the same reason.
+    ax.set_ylim(-5, 105)
+    ax.set_xlim(0, max([row.mean_tokens for row in rows] + [1.0]) * 1.3)
     ax.grid(alpha=0.3)
     return _png(fig)
