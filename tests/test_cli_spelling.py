@@ -97,6 +97,7 @@ def test_trainer_help_is_whole_and_warns_of_nothing() -> None:
         assert f"{name} {line}" in text
     assert "It's separated from fit to make sure you never run on your" not in text
     assert "Lightning Trainer command line tool" not in text
+    assert "'recipe gsm8k' builds the recommended judge" in text  # not a Lightning subcommand, still listed
 
 
 @pytest.mark.parametrize(("command", "prog"), [("equiv-search", "equiv-search"), ("equiv-search pairs", "equiv-search pairs"),
