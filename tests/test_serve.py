@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("litserve")
 
 from equiv.prune.model_judge import ModelJudge  # noqa: E402
-from equiv.serve.verdicts import REASONS, verdict_json, verdicts  # noqa: E402
+from equiv.serve.verdicts import REASONS, verdicts  # noqa: E402
 from tests.helpers.judges import SETTINGS, make_tiny_judge  # noqa: E402
 from tests.helpers.serve import call, running_server  # noqa: E402
 
@@ -47,7 +47,7 @@ def local_verdicts(judge_dir: Path, pairs: list[tuple[str, str]], question: str 
     """What the local judge says, as the service answers it (``score_ruled``: the routes that show
     every pair's probability, a guard-vetoed pair's too)."""
     judge = ModelJudge(judge_dir, device="cpu")
-    return [verdict_json(v) for v in verdicts(judge, pairs, None if question is None else [question] * len(pairs),
+    return [v.to_json() for v in verdicts(judge, pairs, None if question is None else [question] * len(pairs),
                                                score_ruled=score_ruled)]
 
 

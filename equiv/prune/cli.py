@@ -158,7 +158,7 @@ def run_pairs(args: Any) -> dict[str, Any]:
     out = _metrics_record(judge, args, data, predictions, choice)
     out["unmapped_levels"] = [level for level in range(5) if mapping.label(level) is None]
     out["reasons"] = reason_counts(verdicts)
-    out["_pairs"] = [{"source": source, "label": label, **v.to_dict()}
+    out["_pairs"] = [{"source": source, "label": label, **v.to_json()}
                      for source, label, v in zip(data.sources, data.labels, verdicts)]
     if choice.points:
         out["_sweep"] = choice.points

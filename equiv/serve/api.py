@@ -143,8 +143,6 @@ class JudgeAPI(ls.LitAPI):
             return {ERROR_KEY: {"status": 500, "error": f"the answer could not be written: {_one_line(err)}"}}
 
     def _encode(self, output: Any) -> Any:
-        from equiv.serve.verdicts import verdict_json
-
         kind = output[0]
         threshold = float(self.judge.threshold)
         if kind == "metrics":
@@ -154,10 +152,10 @@ class JudgeAPI(ls.LitAPI):
             g = result.grouping
             return {"threshold": threshold, "classes": g.classes, "representatives": g.representatives,
                     "representative_of": g.representative_of,
-                    "pairs": [{"i": i, "j": j, **verdict_json(v)} for (i, j), v in zip(result.pairs, result.verdicts)]}
+                    "pairs": [{"i": i, "j": j, **v.to_json()} for (i, j), v in zip(result.pairs, result.verdicts)]}
         _, req, found = output
         if kind == "verdicts":
-            return {"threshold": threshold, "verdicts": [verdict_json(v) for v in found]}
+            return {"threshold": threshold, "verdicts": [v.to_json() for v in found]}
         if kind == "predict":
             # the model's probability as TEI's score, but the first label is the policy's verdict: a
             # client that takes the top label must not merge a pair the guard, floor or threshold refused
