@@ -5,7 +5,7 @@ A :class:`Strategy` entry declares its builder and what it takes -- a threshold,
 prefilter -- and whether a new pair costs a learned model's forward; :func:`build_judge`
 checks a :class:`PrunerConfig` against those flags, so an option a strategy would silently
 ignore is an error. The judges themselves live one job per module: :mod:`.cached` (the shared
-interface: cache, stats, shortcut, claim guard), :mod:`.rules` (``exact``, ``levenshtein``,
+interface: cache, stats, shortcut, claim guard), :mod:`.rules` (``levenshtein``,
 ``formula``), :mod:`.embedding`, :mod:`.model_judge` (``model``). Adding one is a
 module with a :class:`~equiv.prune.cached.CachedJudge` subclass and one ``STRATEGIES.add``
 (docs/contributing.md, "Extending equiv").
@@ -22,7 +22,7 @@ from equiv.prune.cached import CachedJudge, check_statement_floor, check_thresho
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.model_judge import ModelJudge
 from equiv.prune.remote import RemoteJudge
-from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
+from equiv.prune.rules import FormulaJudge, LevenshteinJudge
 from equiv.registry import Registry
 
 
@@ -57,6 +57,13 @@ class Strategy:
 
 
 STRATEGIES: Registry[Strategy] = Registry("strategy", field="strategy")
+REMOVED_STRATEGIES = {
+    "exact": "strategy 'exact' was removed in 2026-11: exact-text dedup is the search setting, on by "
+             "default; use --search.dedupe_exact true with --pruner.strategy none",
+}
+"""Strategies taken out of the registry, each refused by name with what to use instead
+(docs/experiments/2026-11-27-removed-levers.md): ``exact`` could never merge a pair, since
+``search.dedupe_exact`` drops exact copies before the judge is asked."""
 
 
 @dataclass
@@ -111,6 +118,8 @@ class PrunerConfig:
 
     def validate(self) -> None:
         """Each setting on its own (:func:`build_judge` checks which the strategy takes)."""
+        if self.strategy in REMOVED_STRATEGIES:
+            raise InputError(REMOVED_STRATEGIES[self.strategy], field="strategy")
         STRATEGIES.get(self.strategy)
         if self.grouping not in ("greedy", "transitive"):
             raise InputError(f"unknown grouping {self.grouping!r}; choose greedy or transitive", field="grouping")
@@ -196,7 +205,6 @@ def _remote(cfg: PrunerConfig) -> RemoteJudge:
 
 
 STRATEGIES.add(Strategy("none", lambda cfg: None, "no pruning (the baseline)", threshold=False))
-STRATEGIES.add(Strategy("exact", lambda cfg: ExactJudge(), "equal after whitespace normalisation", threshold=False))
 STRATEGIES.add(Strategy("levenshtein", lambda cfg: LevenshteinJudge(cfg.threshold),
                         "Levenshtein ratio > threshold (default 0.95, the paper's baseline)", baseline=True))
 STRATEGIES.add(Strategy(
