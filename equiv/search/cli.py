@@ -26,7 +26,7 @@ from equiv.backbones import check_local_model
 from equiv.data.problems import DATASETS, load_problems, resolve_data_path
 from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import (
-    EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, output_file_kind, writable_directory,
+    EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, one_line, output_file_kind, writable_directory,
 )
 from equiv.cliargs import as_lists, command_parser, did_you_mean, parse_or_refuse, typed_prog
 from equiv.prune import build_judge
@@ -47,10 +47,6 @@ from equiv.search.tiny import resolve_tiny
 
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 RUN_FILES = (RESULTS, SUMMARY, CONFIG, DATA, MODELS, DIGEST, PAIRS)  # what eval writes in its run directory
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def build_eval_parser() -> Any:
@@ -271,7 +267,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
     try:
         cfg = parser.parse_args(list(argv))
     except argparse.ArgumentError as err:
-        print(f"error: {_one_line(err)}{did_you_mean(str(err), parser)}", file=sys.stderr)
+        print(f"error: {one_line(err)}{did_you_mean(str(err), parser)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     with exit_on_input_error():
         if cfg.algo is None:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import litserve as ls
 
+from equiv.errors import one_line
 from equiv.serve.protocol import (ERROR_KEY, INTERNAL_PATH, ROUTES, Limits, RequestError, body_too_large, check_internal,
                                   decode_json, parse_request)
 
@@ -61,7 +62,7 @@ class JudgeAPI(ls.LitAPI):
         except RequestError as err:
             return {"route": "error", "status": err.status, "error": err.message}
         except Exception as err:  # noqa: BLE001 -- one request's, whatever it is
-            return {"route": "error", "status": 400, "error": f"malformed request: {_one_line(err)}"}
+            return {"route": "error", "status": 400, "error": f"malformed request: {_error_text(err)}"}
 
     def batch(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(inputs)
@@ -83,7 +84,7 @@ class JudgeAPI(ls.LitAPI):
                 try:
                     out.extend(self._answer([req]))
                 except Exception as err:  # noqa: BLE001
-                    out.append(("error", 500, f"the judge failed on this request: {_one_line(err)}"))
+                    out.append(("error", 500, f"the judge failed on this request: {_error_text(err)}"))
         return out if isinstance(requests, list) else out[0]
 
     def _answer(self, batch: list[dict[str, Any]]) -> list[Any]:
@@ -140,7 +141,7 @@ class JudgeAPI(ls.LitAPI):
                 return {ERROR_KEY: {"status": output[1], "error": output[2]}}
             return self._encode(output)
         except Exception as err:  # noqa: BLE001 -- this request's answer only
-            return {ERROR_KEY: {"status": 500, "error": f"the answer could not be written: {_one_line(err)}"}}
+            return {ERROR_KEY: {"status": 500, "error": f"the answer could not be written: {_error_text(err)}"}}
 
     def _encode(self, output: Any) -> Any:
         kind = output[0]
@@ -178,9 +179,9 @@ def _greedy(request: dict[str, Any]) -> bool:
     return request["route"] == "group" and request.get("grouping", "greedy") == "greedy"
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).splitlines()[0] if str(err) else ""
-    return f"{type(err).__name__}: {text}"[:300]
+def _error_text(err: BaseException) -> str:
+    """An error as a client reads it: its type and message on one line (:func:`equiv.errors.one_line`)."""
+    return one_line(f"{type(err).__name__}: {err}", 300)
 
 
 def _request_error(body: bytes) -> tuple[int, str] | None:
