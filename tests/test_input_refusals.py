@@ -191,7 +191,8 @@ def test_report_names_a_missing_tree_file(tmp_path: Path, capsys):
 
 
 def test_compare_names_a_run_without_records(tmp_path: Path, capsys):
-    from equiv.search.cli import compare_main, eval_main
+    from equiv.report.compare import compare_main
+    from equiv.search.cli import eval_main
     from tests.helpers.runs import base_args
     from tests.helpers.scripted import scripted_factory
 

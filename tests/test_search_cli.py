@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from equiv.search.algorithms import ALGORITHMS
-from equiv.search.cli import compare_main, compare_rows, eval_main
+from equiv.report.compare import compare_main, compare_rows
+from equiv.search.cli import eval_main
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.runs import base_args, read_records, refused, sigint_at_default
