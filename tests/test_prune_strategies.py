@@ -270,3 +270,18 @@ def test_new_pairs_reach_the_judge_in_canonical_order_and_the_cache_ignores_orde
     assert judge.received == [("alpha: 4", "zeta: 2 + 2 = 4")]  # the canonical (sorted) order
     judge.pair_probabilities([("alpha: 4", "zeta: 2 + 2 = 4")])
     assert len(judge.received) == 1 and judge.stats.cache_hits == 1
+
+
+@pytest.mark.parametrize("command", [
+    ["pairs", "--strategy", "exact", "--data", "equiv/data/demo_data/valid.jsonl"],
+    ["eval", "--algo", "mcts", "--pruner.strategy", "exact", "--policy.model", "tiny:x", "--reward.model", "tiny:x"],
+])
+def test_the_real_commands_refuse_strategy_exact_in_one_line(command, tmp_path):
+    from tests.helpers.cli import search_cli
+
+    out = tmp_path / "run"
+    done = search_cli(*command, *(["--out", str(out)] if command[0] == "eval" else []))
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: field 'strategy': strategy 'exact' was removed in 2026-11: exact-text dedup is the search setting, "
+        "on by default; use --search.dedupe_exact true with --pruner.strategy none"]
+    assert not out.exists()  # refused before the run directory is made

@@ -118,9 +118,7 @@ class PrunerConfig:
 
     def validate(self) -> None:
         """Each setting on its own (:func:`build_judge` checks which the strategy takes)."""
-        if self.strategy in REMOVED_STRATEGIES:
-            raise InputError(REMOVED_STRATEGIES[self.strategy], field="strategy")
-        STRATEGIES.get(self.strategy)
+        strategy_entry(self.strategy)
         if self.grouping not in ("greedy", "transitive"):
             raise InputError(f"unknown grouping {self.grouping!r}; choose greedy or transitive", field="grouping")
         if self.representative not in ("first", "prior", "score"):
@@ -138,6 +136,14 @@ class PrunerConfig:
             check_restate(self.restate)
         if self.guard is not None:
             guard_setting(self.guard)
+
+
+def strategy_entry(name: str) -> Strategy:
+    """The registry's entry called ``name``; a removed strategy is refused with what replaces it,
+    an unknown one with every choice (one :class:`~equiv.errors.InputError` naming ``strategy``)."""
+    if name in REMOVED_STRATEGIES:
+        raise InputError(REMOVED_STRATEGIES[name], field="strategy")
+    return STRATEGIES.get(name)
 
 
 def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
