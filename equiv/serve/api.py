@@ -180,8 +180,10 @@ def _greedy(request: dict[str, Any]) -> bool:
 
 
 def _error_text(err: BaseException) -> str:
-    """An error as a client reads it: its type and message on one line (:func:`equiv.errors.one_line`)."""
-    return one_line(f"{type(err).__name__}: {err}", 300)
+    """An error as a client reads it: its type and the first line of its message (a traceback-like
+    tail is the server log's), through :func:`equiv.errors.one_line`."""
+    first = str(err).splitlines()[0] if str(err) else ""
+    return one_line(f"{type(err).__name__}: {first}", 300)
 
 
 def _request_error(body: bytes) -> tuple[int, str] | None:
