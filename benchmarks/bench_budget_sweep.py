@@ -6,7 +6,8 @@ paper's settings, all at width 10 with the bundled Qwen2.5-Coder-1.5B-Instruct i
 every point the arms run on the same problems and seeds:
 
 - ``unpruned``: every sample is a child (``--search.dedupe_exact false``);
-- ``exact``: exact-text dedup only (the config as it is);
+- ``exact``: exact-text dedup only, the search setting ``search.dedupe_exact`` with
+  ``--pruner.strategy none`` (the config as it is; there is no ``exact`` pruner strategy);
 - ``model``: the shipped judge (``--judge``, default ``outputs/gsm8k_equiv/ensemble``);
 - ``formula``: the free rule, at the largest MCTS budget only (``--formula_at``).
 

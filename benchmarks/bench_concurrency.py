@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--backend", choices=BACKENDS.names(), default="vllm")
     p.add_argument("--model", default=None, help="policy model (default: the tiny random-init Llama)")
     p.add_argument("--prm", default=None, help="PRM model (default: the tiny Math-Shepherd-style PRM)")
-    p.add_argument("--pruner", default="model", choices=["none", "exact", "levenshtein", "embedding", "model"])
+    p.add_argument("--pruner", default="model", choices=["none", "levenshtein", "formula", "embedding", "model"])
     p.add_argument("--prefilter", type=float, default=None,
                    help="--pruner model: Levenshtein prefilter (default the judge's, 0.75; 0 sends every "
                         "sibling pair to the classifier -- random tiny-policy steps rarely pass 0.75)")

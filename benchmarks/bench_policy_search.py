@@ -7,7 +7,8 @@ problems and seeds:
 
 - ``unpruned``: every sample is a child, exact copies included (``search.dedupe_exact: false``);
 - ``exact``: exact-text dedup only, the free baseline (search-and-learn's ``filter_duplicates``;
-  equiv's default ``dedupe_exact`` with no judge);
+  equiv's default ``search.dedupe_exact`` with ``--pruner.strategy none``; there is no ``exact``
+  pruner strategy);
 - ``formula``: the rule that merges steps whose arithmetic normalises alike (no training);
 - ``model``: the shipped judge (``--judge``, default ``outputs/gsm8k_equiv/ensemble``: the two-seed
   recipe of docs/training.md).

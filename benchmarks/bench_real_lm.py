@@ -48,6 +48,7 @@ from typing import Any
 from common import ROOT  # noqa: E402  (offline env, this checkout on sys.path)
 
 from equiv.errors import InputError, exit_on_input_error  # noqa: E402
+from equiv.judge.decide import VerdictJSONError, verdict_from_json  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "gsm8k"
 STRATEGIES = ("model", "levenshtein", "embedding", "formula")
@@ -130,9 +131,13 @@ def merged_pairs(records: list[dict[str, Any]], pairs: list[dict[str, Any]], pru
         key = (str(pair["id"]), int(pair.get("seed") or 0))
         if key not in questions:
             raise InputError(f"merged pair of problem {key[0]} seed {key[1]} has no record", field="id")
+        try:  # the verdict's one JSON form, or the ``prob`` of pair logs written before it
+            prob = verdict_from_json(pair).probability
+        except VerdictJSONError as err:
+            raise InputError(err.message, field=err.field) from None
         out.append({
             "sentence1": pair["a"], "sentence2": pair["b"], "question": questions[key],
-            "pruner": pruner, "prob": pair.get("prob"), "depth": pair.get("depth"),
+            "pruner": pruner, "prob": prob, "depth": pair.get("depth"),
             "id": key[0], "seed": key[1],
         })
     return out

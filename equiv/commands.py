@@ -22,7 +22,7 @@ from equiv import quiet
 
 COMMANDS = {
     "eval": ("equiv.search.cli", "eval_main", "run PRM-guided tree search on a benchmark"),
-    "compare": ("equiv.search.cli", "compare_main", "paper-style table of several run directories"),
+    "compare": ("equiv.report.compare", "compare_main", "paper-style table of several run directories"),
     "pairs": ("equiv.prune.cli", "pairs_main", "evaluate an equivalence strategy on labelled pairs"),
     "siblings": ("equiv.data.sibling_sets", "siblings_main", "sibling step pairs of saved search trees, to label"),
     "label": ("equiv.labelling.cli", "label_main", "label a pairs file with an LLM (OpenAI-compatible endpoint)"),

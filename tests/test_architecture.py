@@ -34,11 +34,7 @@ LAYERS: dict[str, int] = {
 }
 
 # Upward imports that are allowed, each for a reason.
-EXCEPTIONS = {
-    # `search_cli.py compare --analysis` prints the report's failure-mode correlations; the import
-    # is the CLI's, made when that flag is given (docs/ARCHITECTURE.md, search/cli.py).
-    ("equiv.search.cli", "equiv.report.analysis"),
-}
+EXCEPTIONS: set[tuple[str, str]] = set()  # none since compare moved into report (issue 67)
 
 
 def module_name(path: Path) -> str:

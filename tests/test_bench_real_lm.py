@@ -26,7 +26,9 @@ def records() -> list[dict]:
 
 
 def pair(kind: str, pid: str, seed: int, a: str, b: str, prob: float) -> dict:
-    return {"id": pid, "seed": seed, "kind": kind, "prob": prob, "threshold": 0.5, "depth": 1, "a": a, "b": b,
+    # a pair log as written before 2026-11-29 (the verdict's probability as "prob")
+    return {"id": pid, "seed": seed, "kind": kind, "prob": prob, "reason": "threshold" if kind == "merged" else "floor",
+            "threshold": 0.5, "depth": 1, "a": a, "b": b,
             "a_node": 1, "b_node": 2}
 
 

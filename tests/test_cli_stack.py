@@ -45,7 +45,7 @@ def test_pairs_comma_separated_guard_rules_still_parse(crafted):  # noqa: F811
     (["--strategy", "levenshtein", "--batch-size", "many"], "pruner.batch_size"),
     (["--strategy", "none"], "pruner.strategy"),
     (["--strategy", "nonesuch"], "strategy"),
-    (["--strategy", "exact", "--frobnicate"], "unrecognized arguments"),
+    (["--strategy", "formula", "--frobnicate"], "unrecognized arguments"),
 ])
 def test_pairs_bad_values_are_one_line(crafted, argv, names):  # noqa: F811
     done = search_cli("pairs", "--data", crafted, *argv)
@@ -54,7 +54,7 @@ def test_pairs_bad_values_are_one_line(crafted, argv, names):  # noqa: F811
 
 
 def test_pairs_without_data_is_one_line(tmp_path: Path):
-    done = search_cli("pairs", "--strategy", "exact")
+    done = search_cli("pairs", "--strategy", "formula")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: --data.path FILE is required (the labelled pairs)"], done.stderr
 

@@ -21,7 +21,7 @@ def _rows(ids: list[object]) -> list[dict]:
 def test_pairs_refuses_an_id_given_twice_naming_both_lines(tmp_path):
     data = tmp_path / "pairs.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in _rows(["p-0", "p-1", "p-0"])))
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "search_cli.py"), "pairs", "--strategy", "exact",
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "search_cli.py"), "pairs", "--strategy", "formula",
                              "--data", str(data)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]

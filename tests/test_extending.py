@@ -77,7 +77,7 @@ def test_a_new_algorithm_runs_through_the_eval_cli(example, tmp_path):
     args = base_args(tmp_path, n=3)
     args[args.index("--algo") + 1] = "greedy"
     assert "--algo" in args and "greedy" in args
-    assert eval_main([*args, "--pruner.strategy", "exact", "--run.save_trees", "true"],
+    assert eval_main([*args, "--pruner.strategy", "formula", "--run.save_trees", "true"],
                      engine_factory=scripted_with_real_judge) == 0
     recs = records(tmp_path / "run")
     assert [r["algo"] for r in recs] == ["greedy"] * 3
@@ -125,7 +125,7 @@ def test_an_entry_is_registered_once():
     ALGORITHMS.add(entry)  # the same entry again is a no-op (a module imported twice)
     with pytest.raises(ValueError, match="already registered"):
         ALGORITHMS.add(type(entry)("mcts", entry.search, "another"))
-    with pytest.raises(InputError, match="unknown strategy 'fuzzy'; choose from none, exact"):
+    with pytest.raises(InputError, match="unknown strategy 'fuzzy'; choose from none, levenshtein"):
         STRATEGIES.get("fuzzy")
 
 
@@ -159,7 +159,7 @@ def test_the_guides_tables_name_every_registered_entry(doc, heading, registry):
     assert set(rows) == {e.name for e in registry if e.name != "none"}
 
 
-@pytest.mark.parametrize("name", ["exact", "levenshtein", "formula"])
+@pytest.mark.parametrize("name", ["levenshtein", "formula"])
 def test_a_strategy_entry_declares_what_its_judge_is(name):
     from equiv.prune import PrunerConfig
 

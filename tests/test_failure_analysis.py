@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from equiv.report.analysis import PAIRS, Point, betainc, correlations, pearson, pearson_fallback, points
-from equiv.search.cli import compare_main
+from equiv.report.compare import compare_main
 
 
 def test_fallback_p_value_matches_closed_forms():

@@ -43,7 +43,7 @@ def test_eval_help_is_plain_and_lists_the_choices():
     for usage in ("--search.prune_stage {after_prm,before_prm}", "--policy.backend {vllm,llamacpp,transformers}",
                   "--reward.kind {math_shepherd,likelihood,qwen25_math_prm}", "--algo {mcts,sbs,dfs,lookahead}"):
         assert usage in res.stdout
-    assert "--pruner.strategy {none,exact,levenshtein,embedding,formula,model,remote}" in res.stdout
+    assert "--pruner.strategy {none,levenshtein,embedding,formula,model,remote}" in res.stdout
 
 
 def test_top_level_usage_names_verbose():

@@ -143,7 +143,8 @@ def test_gemma_policy_fewshot_and_likelihood(gemma_dir):
 def test_gemma_recipe_through_the_cli(gemma_dir, tmp_path):
     if not TEST.exists():
         pytest.skip("shared GSM8K data not present")
-    from equiv.search.cli import compare_main, eval_main
+    from equiv.report.compare import compare_main
+    from equiv.search.cli import eval_main
 
     common = ["--config", str(REPO / "configs/search/gemma270m_gsm8k_cpu.yaml"), "--data.end", "1",
               "--data.path", str(TEST), "--policy.fewshot_path", str(TRAIN), "--policy.fewshot_count", "2",

@@ -139,7 +139,7 @@ def _deep(depth: int = 100_000) -> str:
 def test_json_nested_too_deep_is_one_line_in_pairs_and_in_fit(tmp_path: Path, judge: Path):
     data = tmp_path / "deep.jsonl"
     data.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n" + _deep() + "\n")
-    line = _one_error_line(_pairs("--strategy", "exact", "--data", data))
+    line = _one_error_line(_pairs("--strategy", "formula", "--data", data))
     assert f"{data}:2: nested too deeply to read" in line
 
     from equiv.judge.cli import main
@@ -151,7 +151,7 @@ def test_json_nested_too_deep_is_one_line_in_pairs_and_in_fit(tmp_path: Path, ju
 def test_pairs_output_naming_a_folder_is_refused_before_the_scoring(tmp_path: Path):
     folder = tmp_path / "out"
     folder.mkdir()
-    result = _pairs("--strategy", "exact", "--data", DEMO_PAIRS, "--output", folder)
+    result = _pairs("--strategy", "formula", "--data", DEMO_PAIRS, "--output", folder)
     line = _one_error_line(result)
     assert f"{folder}: --output names a directory, not a file" in line
     assert result.stdout == ""  # nothing was scored or printed first
@@ -162,14 +162,14 @@ def test_a_data_line_with_a_duplicate_key_is_refused(tmp_path: Path):
     data = tmp_path / "dup.jsonl"
     data.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n"
                     + '{"sentence1": "a", "sentence2": "b", "result": 4, "result": 0}\n')
-    line = _one_error_line(_pairs("--strategy", "exact", "--data", data))
+    line = _one_error_line(_pairs("--strategy", "formula", "--data", data))
     assert f"{data}:2: key 'result' occurs twice in one object" in line
 
 
 def test_a_sentence_of_zero_width_spaces_is_refused(tmp_path: Path):
     data = tmp_path / "zw.jsonl"
     data.write_text(json.dumps({"sentence1": "\u200b\u200b\u2060", "sentence2": "b", "result": 4}) + "\n")
-    line = _one_error_line(_pairs("--strategy", "exact", "--data", data))
+    line = _one_error_line(_pairs("--strategy", "formula", "--data", data))
     assert f"{data}:1: field 'sentence1': holds no visible character" in line
 
 
@@ -191,7 +191,8 @@ def test_report_names_a_missing_tree_file(tmp_path: Path, capsys):
 
 
 def test_compare_names_a_run_without_records(tmp_path: Path, capsys):
-    from equiv.search.cli import compare_main, eval_main
+    from equiv.report.compare import compare_main
+    from equiv.search.cli import eval_main
     from tests.helpers.runs import base_args
     from tests.helpers.scripted import scripted_factory
 
@@ -307,7 +308,7 @@ def test_a_5000_digit_integer_is_one_line_in_pairs_and_in_fit(tmp_path: Path, ju
     monkeypatch.chdir(REPO)  # tiny_fit_argv names configs/demo.yaml as the shell in the checkout does
     data = tmp_path / "long.jsonl"
     data.write_text("".join(DEMO_PAIRS.read_text().splitlines(keepends=True)[:12]) + _long_int_line() + "\n")
-    for done in (_search("pairs", "--strategy", "exact", "--data", data),
+    for done in (_search("pairs", "--strategy", "formula", "--data", data),
                  _train(*tiny_fit_argv(judge, data, tmp_path / "run"))):
         assert f"{data}:13: holds an integer with more than 4300 digits" in _one_error_line(done)
 
@@ -410,7 +411,7 @@ def test_a_json_document_past_the_stated_size_is_refused_in_one_line_naming_the_
     long_line.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n" + json.dumps({**rows[0], "pad": "x" * 30000}) + "\n")
 
     def pairs(path: Path) -> Result:
-        return _search("pairs", "--strategy", "exact", "--data", path)
+        return _search("pairs", "--strategy", "formula", "--data", path)
 
     line = _one_error_line(pairs(listed))
     assert f"{listed}: is one JSON document of {listed.stat().st_size:,} bytes, over the 20,000 bytes" in line

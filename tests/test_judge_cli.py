@@ -17,6 +17,7 @@ import pytest
 
 from equiv.data.demo import DEMO_DIR, MULTIPLY_SAME, _facts
 from equiv.judge.cli import main
+from equiv.judge.decide import Verdict, verdict_from_json
 from equiv.judge.tiny import build_tiny_longformer
 from tests.helpers.cli import trainer_cli
 
@@ -202,9 +203,10 @@ def test_predict_validate_and_test_subcommands(tiny_longformer: Path, tmp_path: 
     source = (DEMO_DIR / "valid.jsonl").read_text().splitlines()
     assert len(rows) == len(source)  # every record, level 2 included, in input order
     assert [r["sentence1"] for r in rows] == [json.loads(s)["sentence1"] for s in source]
-    assert all(0.0 <= r["prob_equivalent"] <= 1.0 and r["prediction"] in (0, 1) for r in rows)
-    # decided by the one evaluator with the judge's policy: each prediction says which stage decided it
-    assert all(r["prediction"] == (r["reason"] in ("identical", "threshold")) for r in rows)
+    # each verdict in its one JSON form, decided by the one evaluator with the judge's policy
+    assert all(0.0 <= r["probability"] <= 1.0 and isinstance(r["merged"], bool) for r in rows)
+    assert all(r["merged"] == (r["reason"] in ("identical", "threshold")) for r in rows)
+    assert [verdict_from_json(r) for r in rows] == [Verdict(r["probability"], r["merged"], r["reason"]) for r in rows]
     assert {r["reason"] for r in rows} <= {"identical", "prefiltered", "below_threshold", "threshold"}
     assert main(["validate", *common]) == 0
     assert main(["test", *common, f"--data.test={DEMO_DIR / 'valid.jsonl'}"]) == 0

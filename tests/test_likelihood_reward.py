@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from equiv.errors import InputError
+from equiv.judge.decide import Verdict
 from equiv.search.pairlog import NEAR_MARGIN, PAIRS_FILE, notable_pairs
 from equiv.search.policies import PolicyConfig, build_policy
 from equiv.search.rewards import RewardConfig, bind_policy_reward, build_reward_model
@@ -85,7 +86,7 @@ def test_notable_pairs_keeps_merges_and_close_calls():
 
     family = [SimpleNamespace(id=10 + i, depth=2, text=f"s{i}") for i in range(4)]
     def verdict(prob, reason):
-        return SimpleNamespace(probability=prob, merged=reason == "threshold", reason=reason, detail="")
+        return Verdict(prob, reason == "threshold", reason)
 
     verdicts = {(0, 1): verdict(0.9, "threshold"), (0, 2): verdict(0.45, "below_threshold"),
                 (0, 3): verdict(0.1, "below_threshold"), (1, 2): verdict(0.2, "below_threshold"),
@@ -139,9 +140,9 @@ def test_mcts_with_likelihood_fewshot_and_pair_files_through_the_cli(tmp_path):
         assert p["id"] in ids and p["seed"] == 0 and p["a"] != p["b"]  # exact duplicates never reach the judge
         if p["kind"] == "kept_apart":
             if p["reason"] == "below_threshold":  # a close call
-                assert 0.25 - NEAR_MARGIN <= p["prob"] < 0.25
+                assert 0.25 - NEAR_MARGIN <= p["probability"] < 0.25
             else:  # above the threshold, but greedy grouping put the two in different classes
-                assert p["reason"] == "threshold" and p["prob"] >= 0.25
+                assert p["reason"] == "threshold" and p["probability"] >= 0.25
         else:
             assert p["reason"] in ("threshold", "below_threshold")  # merged directly, or through a third sibling
     # The report links the pair file with its counts.

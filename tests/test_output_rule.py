@@ -91,10 +91,10 @@ def test_pairs_output_is_never_written_through_a_link(tmp_path):
     """Before: ``pairs --output LINK`` wrote the metrics into the file the link names."""
     data = _labels(tmp_path / "pairs.jsonl")
     made = _hazards(tmp_path)
-    _refused(_cli("pairs", "--strategy", "exact", "--data", data, "--output", made["link to a file"]),
+    _refused(_cli("pairs", "--strategy", "formula", "--data", data, "--output", made["link to a file"]),
              "--output names a symbolic link")
     for name in ("link to a device", "dangling link", "FIFO"):
-        _refused(search_cli("pairs", "--strategy", "exact", "--data", data, "--output", made[name]),
+        _refused(search_cli("pairs", "--strategy", "formula", "--data", data, "--output", made[name]),
                  "not a regular file")
     _unchanged(tmp_path, made)
 

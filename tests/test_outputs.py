@@ -105,7 +105,7 @@ def test_every_command_with_an_output_refuses_one_of_its_inputs(tmp_path, run):
     todo = Path(shutil.copy(pairs, tmp_path / "labels.failed.jsonl"))
     _refused(search_cli("label", todo, *label[2:], tmp_path / "labels.jsonl"),
              "labels.failed.jsonl, which is also an input")
-    _refused(search_cli("pairs", "--strategy", "exact", "--data", pairs, "--output", pairs), "field 'output'",
+    _refused(search_cli("pairs", "--strategy", "formula", "--data", pairs, "--output", pairs), "field 'output'",
              "also an input")
     held = _write(tmp_path / "split" / "test.jsonl", [{"question": "What is 1 + 1?"}])
     _refused(search_cli("siblings", run, "--out", tmp_path / "split", "--split", 8, 1, 1, "--holdout", held),
@@ -123,7 +123,7 @@ def test_every_command_with_an_output_refuses_one_of_its_inputs(tmp_path, run):
     assert pairs.read_bytes() == before and not (run / "report").exists() and not (tmp_path / "split" / "train.jsonl").exists()
     # a directory that only looks like a run (a results.jsonl of someone else's) is not one
     _write(tmp_path / "elsewhere" / "results.jsonl", [{"x": 1}])
-    ok = search_cli("pairs", "--strategy", "exact", "--data", pairs, "--output", tmp_path / "elsewhere" / "m.json")
+    ok = search_cli("pairs", "--strategy", "formula", "--data", pairs, "--output", tmp_path / "elsewhere" / "m.json")
     assert ok.returncode == 0, ok.stderr
 
 

@@ -113,7 +113,7 @@ def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
         (["--strategy", "levenshtein", "--data", "/no/such.jsonl"], "file not found"),
         (["--strategy", "model", "--model", "/no/judge"], "judge not found"),
         (["--strategy", "model"], "needs a judge"),
-        (["--strategy", "exact", "--threshold", "0.3"], "takes no threshold"),
+        (["--strategy", "formula", "--threshold", "0.3"], "takes no threshold"),
         (["--strategy", "levenshtein", "--sweep_data", "x.jsonl"], "needs --sweep"),
         (["--strategy", "levenshtein", "--threshold", "2"], "must be in (0, 1]"),
     ],
@@ -130,13 +130,13 @@ def test_bad_input_exits_2_with_one_line(crafted, args, message):
 def test_malformed_file_and_unknown_option(tmp_path, crafted):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "result": 3}) + "\n{not json\n")
-    proc = run_cli("--data", str(bad), "--strategy", "exact")
+    proc = run_cli("--data", str(bad), "--strategy", "formula")
     assert proc.returncode == 2 and f"{bad}:2" in proc.stderr
-    proc = run_cli("--data", str(crafted), "--strategy", "exact", "--frobnicate")
+    proc = run_cli("--data", str(crafted), "--strategy", "formula", "--frobnicate")
     assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
     missing = tmp_path / "missing.jsonl"
     missing.write_text(json.dumps({"sentence1": "a", "result": 3}) + "\n")
-    proc = run_cli("--data", str(missing), "--strategy", "exact")
+    proc = run_cli("--data", str(missing), "--strategy", "formula")
     assert proc.returncode == 2 and "field 'sentence2'" in proc.stderr
 
 

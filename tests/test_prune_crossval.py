@@ -12,6 +12,7 @@ import yaml
 from equiv.data.records import PairRecord, problem_key
 from equiv.errors import InputError
 from equiv.judge.calibrate import calibration_summary
+from equiv.judge.decide import verdict_from_json
 from equiv.judge.members import score_judge_dir
 from equiv.judge.tiny import build_tiny_longformer
 from equiv.prune.crossval import assign_folds, fit_command, main
@@ -152,7 +153,9 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     # The recipe stores guard: true, yet the rows hold the judge's own scores: the pairs the
     # guard vetoes ("Ann has 5 apples." / "Ann has 6 pears.") keep them; the +guard rows veto them.
     guarded = [r for r in rows if vetoed(r)]
-    assert guarded and any(r["prob"] > 0 for r in guarded) and any(r["raw_prob"] > 0 for r in guarded)
+    assert guarded and any(r["probability"] > 0 for r in guarded) and any(r["raw_prob"] > 0 for r in guarded)
+    # each row holds the judge's verdict in its one JSON form (issue 67)
+    assert all("prob" not in r and verdict_from_json(r).probability == r["probability"] for r in rows)
     stamp = (out / "fold0" / "judge" / "config.json").stat().st_mtime
     assert main(args) == 0 and (out / "fold0" / "judge" / "config.json").stat().st_mtime == stamp
     # Pairs of problems no fold trained on, added to the finished run: each scored by its problem's

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from equiv.prune import ExactJudge, LevenshteinJudge, group_equivalent, group_siblings, sibling_pairs
+from equiv.prune import FormulaJudge, LevenshteinJudge, group_equivalent, group_siblings, sibling_pairs
 
 
 def probs_from_edges(n, edges, *, p_yes=0.9, p_no=0.1):
@@ -136,7 +136,7 @@ def test_grouping_invariants(data, mode, rule):
 
 def test_group_siblings_with_identical_and_whitespace_variants():
     texts = ["x = <<2+3=5>>5", "x  =  <<2+3=5>>5", "y = 7", "x = <<2+3=5>>5"]
-    judge = ExactJudge()
+    judge = FormulaJudge()
     g = group_siblings(texts, judge)
     assert g.classes == [[0, 1, 3], [2]]
     assert judge.stats.pairs == 6 and judge.stats.exact == 2 and judge.stats.cache_hits == 2

@@ -11,11 +11,11 @@ import pytest
 from equiv.errors import InputError
 from equiv.prune import (
     EmbeddingJudge,
-    ExactJudge,
     FormulaJudge,
     LevenshteinJudge,
     ModelJudge,
     PrunerConfig,
+    STRATEGIES,
     build_judge,
     group_siblings,
 )
@@ -36,13 +36,17 @@ def model_judge(tiny_judge_dir) -> ModelJudge:
 
 
 def test_every_strategy_is_a_pair_judge():
-    for judge in (ExactJudge(), LevenshteinJudge(), FormulaJudge()):
+    for judge in (LevenshteinJudge(), FormulaJudge()):
         assert isinstance(judge, PairJudge)
 
 
-def test_exact_normalises_whitespace_only():
-    j = ExactJudge()
-    assert j.pair_probabilities([("a  b\n", "a b"), ("a b", "A b"), ("", "  ")]) == [1.0, 0.0, 1.0]
+def test_strategy_exact_is_refused_naming_the_search_setting_that_replaces_it():
+    """``exact`` could never merge: search.dedupe_exact drops exact copies before the judge is asked."""
+    with pytest.raises(InputError) as err:
+        build_judge(PrunerConfig(strategy="exact"))
+    assert str(err.value) == ("field 'strategy': strategy 'exact' was removed in 2026-11: exact-text dedup is the "
+                              "search setting, on by default; use --search.dedupe_exact true with --pruner.strategy none")
+    assert "exact" not in STRATEGIES.names()
 
 
 def test_levenshtein_is_strictly_greater_than_the_threshold():
@@ -73,8 +77,8 @@ def test_cache_is_order_insensitive_and_stats_add_up():
 
 def test_bad_pairs_are_input_errors():
     with pytest.raises(InputError, match="pair 1 must be two strings"):
-        ExactJudge().pair_probabilities([("a", "b"), ("a", None)])
-    assert ExactJudge().pair_probabilities([]) == []
+        FormulaJudge().pair_probabilities([("a", "b"), ("a", None)])
+    assert FormulaJudge().pair_probabilities([]) == []
 
 
 def test_config_validation_and_factory():
@@ -83,8 +87,8 @@ def test_config_validation_and_factory():
     assert build_judge(PrunerConfig(strategy="levenshtein")).threshold == 0.95
     for kwargs, field in [
         ({"strategy": "fuzzy"}, "strategy"),
-        ({"strategy": "exact", "grouping": "clique"}, "grouping"),
-        ({"strategy": "exact", "representative": "last"}, "representative"),
+        ({"strategy": "formula", "grouping": "clique"}, "grouping"),
+        ({"strategy": "formula", "representative": "last"}, "representative"),
         ({"strategy": "levenshtein", "threshold": 1.5}, "threshold"),
         ({"strategy": "levenshtein", "threshold": 0.0}, "threshold"),
         ({"strategy": "model", "prefilter": -0.1}, "prefilter"),
@@ -94,7 +98,7 @@ def test_config_validation_and_factory():
             PrunerConfig(**kwargs).validate()
         assert err.value.field == field
     for kwargs, field in [
-        ({"strategy": "exact", "threshold": 0.5}, "threshold"),
+        ({"strategy": "formula", "threshold": 0.5}, "threshold"),
         ({"strategy": "levenshtein", "prefilter": 0.5}, "prefilter"),
         ({"strategy": "formula", "model": "x"}, "model"),
         ({"strategy": "model"}, "model"),
@@ -152,7 +156,7 @@ def test_verdicts_say_which_pairs_took_a_model_forward(model_judge):
 
 def test_rule_verdicts_never_count_as_model_calls():
     pairs = [("<<1+2=3>>", "<<2+1=3>>"), ("a", "b"), ("x", "x ")]
-    for judge in (ExactJudge(), FormulaJudge(), LevenshteinJudge()):
+    for judge in (FormulaJudge(), LevenshteinJudge()):
         assert [v.model_call for v in judge.pair_verdicts(pairs)] == [False] * 3
 
 
@@ -266,3 +270,18 @@ def test_new_pairs_reach_the_judge_in_canonical_order_and_the_cache_ignores_orde
     assert judge.received == [("alpha: 4", "zeta: 2 + 2 = 4")]  # the canonical (sorted) order
     judge.pair_probabilities([("alpha: 4", "zeta: 2 + 2 = 4")])
     assert len(judge.received) == 1 and judge.stats.cache_hits == 1
+
+
+@pytest.mark.parametrize("command", [
+    ["pairs", "--strategy", "exact", "--data", "equiv/data/demo_data/valid.jsonl"],
+    ["eval", "--algo", "mcts", "--pruner.strategy", "exact", "--policy.model", "tiny:x", "--reward.model", "tiny:x"],
+])
+def test_the_real_commands_refuse_strategy_exact_in_one_line(command, tmp_path):
+    from tests.helpers.cli import search_cli
+
+    out = tmp_path / "run"
+    done = search_cli(*command, *(["--out", str(out)] if command[0] == "eval" else []))
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: field 'strategy': strategy 'exact' was removed in 2026-11: exact-text dedup is the search setting, "
+        "on by default; use --search.dedupe_exact true with --pruner.strategy none"]
+    assert not out.exists()  # refused before the run directory is made

@@ -69,7 +69,7 @@ def test_report_on_runs_of_every_algorithm(repo_root: Path, real_runs: list[Path
     data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
     assert [r["algo"] for r in data["runs"]] == [a for a in ALGOS for _ in (0, 1)]
     assert all(len(r["trees"]) == 4 for r in data["runs"])
-    assert sum(t["merged"] for r in data["runs"] if r["pruner"] == "exact" for t in r["trees"].values()) > 0
+    assert sum(t["merged"] for r in data["runs"] if r["pruner"] == "formula" for t in r["trees"].values()) > 0
     assert all(t["merged"] == 0 for r in data["runs"] if r["pruner"] == "none" for t in r["trees"].values())
 
 

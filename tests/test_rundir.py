@@ -29,7 +29,7 @@ from equiv.rundir import (
     summarise,
     write_atomic,
 )
-from equiv.search.cli import compare_rows
+from equiv.report.compare import compare_rows
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.scripted import KeyedReward, Problem, RestateJudge, SeededPolicy, problems, simple_extract, simple_grade

@@ -210,10 +210,10 @@ def test_records_read_strictly_refuse_conflicts_and_keep_retries(tmp_path):
 def test_a_run_directory_from_before_the_policy_rename_keeps_its_guard_setting():
     """config.yaml of a run written with --pruner.claim_guard / --pruner.statement_threshold compares
     as --pruner.guard / --pruner.floor: resuming it without the guard is a settings change, not a match."""
-    from equiv.search.cli import _defining
+    from equiv.rundir.resume import defining
 
     old = {"algo": "mcts", "pruner": {"strategy": "model", "claim_guard": True, "statement_threshold": 0.9}}
     new = {"algo": "mcts", "pruner": {"strategy": "model", "guard": None, "floor": None}}
-    assert _defining(old)["pruner.guard"] is True and _defining(old)["pruner.floor"] == 0.9
-    assert _defining(old) != _defining(new)
-    assert _defining({"algo": "mcts", "pruner": {"strategy": "model", "guard": True, "floor": 0.9}}) == _defining(old)
+    assert defining(old)["pruner.guard"] is True and defining(old)["pruner.floor"] == 0.9
+    assert defining(old) != defining(new)
+    assert defining({"algo": "mcts", "pruner": {"strategy": "model", "guard": True, "floor": 0.9}}) == defining(old)

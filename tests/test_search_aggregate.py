@@ -10,7 +10,7 @@ import random
 import pytest
 
 from equiv.search.aggregate import AGGREGATIONS, HEADLINE, Solution, aggregate, choose
-from equiv.search.cli import compare_rows, format_table
+from equiv.report.compare import compare_rows, format_table
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers import reference

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from equiv.search.algorithms import ALGORITHMS
-from equiv.search.cli import compare_main, compare_rows, eval_main
+from equiv.report.compare import compare_main, compare_rows
+from equiv.search.cli import eval_main
 from equiv.search.config import RunConfig, SearchConfig
 from equiv.search.runner import Engines, Grader, run_eval
 from tests.helpers.runs import base_args, read_records, refused, sigint_at_default
@@ -26,13 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 # -- eval through the real CLI -------------------------------------------------------------------
 def test_eval_writes_the_run_directory(tmp_path, capsys):
-    assert eval_main(base_args(tmp_path) + ["--pruner.strategy", "exact"], engine_factory=scripted_factory) == 0
+    assert eval_main(base_args(tmp_path) + ["--pruner.strategy", "formula"], engine_factory=scripted_factory) == 0
     out = tmp_path / "run"
     assert (out / "config.yaml").exists() and (out / "summary.json").exists()
     text = (out / "config.yaml").read_text()
     assert "algo: sbs" in text and "width: 4" in text
     recs = read_records(out)
-    assert [r["id"] for r in recs] and len(recs) == 4 and all(r["pruner"] == "exact" for r in recs)
+    assert [r["id"] for r in recs] and len(recs) == 4 and all(r["pruner"] == "formula" for r in recs)
     assert "accuracy" in capsys.readouterr().out
 
 

@@ -95,7 +95,7 @@ def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
     args = small_args(tmp_path / "run", data, policy, prm, algo) + [
         "--policy.backend", "vllm", "--policy.max_new_tokens", "32", "--policy.dtype", "bfloat16",
         "--policy.max_model_len", "512", "--policy.enforce_eager", "true",
-        "--policy.gpu_memory_utilization", "0.3", "--reward.device", "cpu", "--pruner.strategy", "exact",
+        "--policy.gpu_memory_utilization", "0.3", "--reward.device", "cpu", "--pruner.strategy", "formula",
     ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

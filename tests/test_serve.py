@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("litserve")
 
 from equiv.prune.model_judge import ModelJudge  # noqa: E402
-from equiv.serve.verdicts import REASONS, verdict_json, verdicts  # noqa: E402
+from equiv.serve.verdicts import REASONS, verdicts  # noqa: E402
 from tests.helpers.judges import SETTINGS, make_tiny_judge  # noqa: E402
 from tests.helpers.serve import call, running_server  # noqa: E402
 
@@ -47,7 +47,7 @@ def local_verdicts(judge_dir: Path, pairs: list[tuple[str, str]], question: str 
     """What the local judge says, as the service answers it (``score_ruled``: the routes that show
     every pair's probability, a guard-vetoed pair's too)."""
     judge = ModelJudge(judge_dir, device="cpu")
-    return [verdict_json(v) for v in verdicts(judge, pairs, None if question is None else [question] * len(pairs),
+    return [v.to_json() for v in verdicts(judge, pairs, None if question is None else [question] * len(pairs),
                                                score_ruled=score_ruled)]
 
 
@@ -319,3 +319,23 @@ def test_serve_starts_where_mcp_is_installed_without_fastmcp(judge_dir, tmp_path
         assert status == 200, body
         assert call(url + "/mcp/")[0] == 404
     assert "MCPServer" not in log.read_text()
+
+
+def test_the_batching_knobs_batch_verdicts_requests_and_each_answer_is_its_own(judge_dir, tmp_path):
+    """``--max_batch_size`` / ``--batch_timeout`` / ``--workers_per_device`` (docs/serving.md), used:
+    concurrent ``/verdicts`` requests batched together are each answered with their own pairs'
+    verdicts, in the one JSON form, as the local judge decides them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from equiv.judge.decide import verdict_from_json
+
+    requests = [[(STEPS[i], STEPS[j])] for i in range(len(STEPS)) for j in range(i + 1, len(STEPS))][:8]
+    with running_server(judge_dir, "--max_batch_size", "4", "--batch_timeout", "0.2", "--workers_per_device", "1",
+                        log=tmp_path / "serve.log") as url:
+        with ThreadPoolExecutor(max_workers=4) as pool:  # bounded: eight requests, four at a time
+            answers = list(pool.map(lambda pairs: call(url + "/verdicts", {"pairs": pairs, "questions": [QUESTION]}),
+                                    requests))
+    for pairs, (status, body) in zip(requests, answers):
+        assert status == 200, body
+        assert body["verdicts"] == local_verdicts(judge_dir, pairs, QUESTION)
+        assert [verdict_from_json(v).to_json() for v in body["verdicts"]] == body["verdicts"]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from equiv.prune import ExactJudge, ModelJudge
+from equiv.prune import ModelJudge
 from equiv.text.formatting import format_key
 from tests.helpers.judges import make_tiny_judge
 
@@ -57,5 +57,3 @@ def test_trained_judges_decide_formatting_equal_pairs_for_free_rules_do_not(tmp_
     assert (v.probability, v.model_call, v.merged, v.reason) == (1.0, False, True, "identical")  # no forward: the shortcut
     assert verdicts[1].model_call
     assert (judge.stats.exact, judge.stats.scored) == (1, 1)
-    exact = ExactJudge()
-    assert exact.pair_probabilities([same]) == [0.0]  # the exact baseline stays whitespace-only

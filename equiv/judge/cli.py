@@ -12,8 +12,8 @@ A thin LightningCLI subclass. What it adds to the stock CLI, and why:
   of that epoch are printed;
 * after ``fit``, the export's decision policy (``equiv.policy``) decided on the calibration split
   by the one evaluator, with a count per reason;
-* after ``predict``: one JSON line per input pair with ``prob_equivalent``, ``prediction`` and
-  ``reason``, decided by the one evaluator (:func:`equiv.judge.decide.decide`) with the judge's
+* after ``predict``: one JSON line per input pair with its verdict in the one JSON form
+  (:meth:`equiv.judge.decide.Verdict.to_json`: ``probability``, ``merged``, ``reason``), decided by the one evaluator (:func:`equiv.judge.decide.decide`) with the judge's
   policy and the command's ``--guard`` / ``--floor``;
 * bad input (data files, model names, options) ends with one ``error: ...`` line and exit 2;
   options are never matched by prefix (``--trainer.max_epoch`` is refused with "did you mean
@@ -392,10 +392,7 @@ class JudgeCLI(LightningCLI):
         verdicts = decide(pairs, policy, [probs[i] for i in range(len(records))], [question_of(r) for r in records])
         with out.open("w", encoding="utf-8") as fh:
             for index, record in enumerate(records):
-                row = record.to_json()
-                row["prob_equivalent"] = probs[index]
-                row["prediction"] = int(verdicts[index].merged)
-                row["reason"] = verdicts[index].reason
+                row = {**record.to_json(), **verdicts[index].to_json()}  # the verdict's one JSON form
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         print(f"predictions: {out} ({len(records)} pairs)", flush=True)
 

@@ -41,7 +41,7 @@ No torch; pure apart from calling ``scores``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from equiv.data.tokenize import canonical_pair
 from equiv.judge.policy import DecisionPolicy
@@ -93,12 +93,76 @@ class Verdict:
         it, and the rules did not decide it unscored)."""
         return self.reason not in FREE_REASONS and self.probability is not None
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"probability": None if self.probability is None else round(self.probability, 6),
-                                  "merged": self.merged, "reason": self.reason}
+    def to_json(self) -> dict[str, object]:
+        """The one JSON form of a verdict, written here for every consumer (run records, the pair
+        log, the service's answers, predict, cross-validation's rows), so one reader
+        (:func:`verdict_from_json`) reads them all: ``probability`` (null where a rule decided the
+        pair unscored; unrounded, so a verdict read back is the verdict written), ``merged``,
+        ``reason``, ``model_call`` and, when there is one, ``detail``."""
+        out: dict[str, object] = {"probability": self.probability, "merged": self.merged, "reason": self.reason,
+                                  "model_call": self.model_call}
         if self.detail:
             out["detail"] = self.detail
         return out
+
+
+OLD_PROBABILITY_KEYS = ("prob", "prob_equivalent")
+"""Where files written before the one form kept a verdict's probability: the pair log's and
+cross-validation's ``prob``, predict's ``prob_equivalent``."""
+
+
+class VerdictJSONError(ValueError):
+    """A JSON object that is not a verdict; the message names the field (readers add file and line)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"field '{field}': {message}")
+        self.field = field
+        self.message = message
+
+
+MERGING_REASONS = (IDENTICAL, RESTATED, THRESHOLD)
+"""The reasons of a merge (every other reason keeps the pair apart)."""
+
+
+def verdict_from_json(row: Mapping[str, object]) -> Verdict:
+    """A verdict from its one JSON form (:meth:`Verdict.to_json`), or from what files written
+    before it kept: ``prob`` (pair logs, cross-validation) or ``prob_equivalent`` (predict) for
+    ``probability``; for ``merged``, predict's ``prediction`` (0/1), else the ``reason`` (a
+    pair log's: :data:`MERGING_REASONS` merge), else the probability against the row's
+    ``threshold`` (the first pair logs, which had no reason); a missing ``reason`` is the
+    threshold's (``threshold`` or ``below_threshold``), a missing ``model_call`` False. Raises
+    :class:`VerdictJSONError` naming the field when the object is not a verdict."""
+    key = next((k for k in ("probability", *OLD_PROBABILITY_KEYS) if k in row), None)
+    if key is None:
+        raise VerdictJSONError("probability", "missing")
+    prob = row[key]
+    if prob is not None and (isinstance(prob, bool) or not isinstance(prob, (int, float)) or not 0.0 <= prob <= 1.0):
+        raise VerdictJSONError(key, f"not a probability in [0, 1] or null: {prob!r}")
+    reason = row.get("reason")
+    if reason is not None and (not isinstance(reason, str) or not reason):
+        raise VerdictJSONError("reason", f"not a reason: {reason!r}")
+    threshold = row.get("threshold")
+    if "merged" in row or "prediction" in row:
+        merged = row["merged"] if "merged" in row else row["prediction"]
+        if isinstance(merged, int) and not isinstance(merged, bool) and merged in (0, 1):
+            merged = bool(merged)
+    elif reason is not None:
+        merged = reason in MERGING_REASONS
+    elif prob is not None and isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+        merged = prob >= threshold
+    else:
+        raise VerdictJSONError("merged", "missing")
+    if not isinstance(merged, bool):
+        raise VerdictJSONError("merged", f"not true or false: {merged!r}")
+    if reason is None:
+        reason = THRESHOLD if merged else BELOW_THRESHOLD
+    detail = row.get("detail", "")
+    if not isinstance(detail, str):
+        raise VerdictJSONError("detail", f"not text: {detail!r}")
+    model_call = row.get("model_call", False)
+    if not isinstance(model_call, bool):
+        raise VerdictJSONError("model_call", f"not true or false: {model_call!r}")
+    return Verdict(None if prob is None else float(prob), merged, reason, detail, model_call)
 
 
 def same_step(policy: DecisionPolicy, a: str, b: str) -> bool:

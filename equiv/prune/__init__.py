@@ -16,7 +16,7 @@ from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.grouping import Grouping, group_equivalent, group_siblings, sibling_pairs
 from equiv.prune.model_judge import ModelJudge
 from equiv.prune.remote import RemoteJudge
-from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
+from equiv.prune.rules import FormulaJudge, LevenshteinJudge
 from equiv.prune.stats import JudgeStats
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, Strategy, build_judge
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
@@ -24,7 +24,6 @@ from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 __all__ = [
     "CachedJudge",
     "EmbeddingJudge",
-    "ExactJudge",
     "FormulaJudge",
     "Grouping",
     "JudgeStats",

@@ -20,11 +20,12 @@ Every judge caches per pair with an order-insensitive key, so within a search a 
 texts is scored once however often and in whichever order it is asked; the key is the pair's
 canonical order (:func:`equiv.data.tokenize.canonical_pair`), the one order every pair is
 scored in, so the cached probability is the same whichever order came first. The score reads the two
-steps only, and the claim guard, which also reads each pair's question, is applied to the cached
-score on every ask. The model strategy is
-the paper's two-stage check: identical steps are equivalent (free), a Levenshtein ratio <=
-``prefilter`` is not equivalent (free), and only the rest go to the classifier in one batched,
-length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU). "Identical" means equal
+steps only. The rules decide first, in :func:`equiv.judge.decide.decide`, on every ask: identical
+steps are equivalent (free), a Levenshtein ratio <= ``prefilter`` is not equivalent (free), the
+claim guard (which also reads each pair's question) and the restatement rule settle what they
+can; only the pairs they leave open are scored -- from the cache, else by the classifier in one
+batched, length-sorted, dynamically padded, no-grad call (bf16 autocast on GPU) -- and that
+probability meets the threshold and the statement floor. "Identical" means equal
 after whitespace normalisation for the rules, and equal up to formatting
 (:func:`equiv.text.formatting.format_key`: digit grouping, currency signs, ``12.0`` vs ``12``,
 spaces around operators, a final full stop, case) for the trained judges, which the rubric they

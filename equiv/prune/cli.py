@@ -26,7 +26,7 @@ from equiv.judge.decide import Verdict, decide, reason_counts, sweep_scores
 from equiv.judge.calibrate import binary_metrics, prefilter_sweep, spread_by_problem, threshold_sweep
 from equiv.cliargs import command_parser, parse_or_refuse
 from equiv.prune.options import add_pruner_group, pruner_config
-from equiv.prune.strategies import STRATEGIES, build_judge
+from equiv.prune.strategies import STRATEGIES, build_judge, strategy_entry
 from equiv.rundir.outputs import check_output
 from equiv.text.levenshtein import levenshtein_ratio
 
@@ -96,7 +96,7 @@ def options(args: Any) -> SimpleNamespace:
     if not args.data.path:
         raise InputError("--data.path FILE is required (the labelled pairs)")
     if args.pruner.strategy not in strategy_choices():
-        STRATEGIES.get(args.pruner.strategy)  # an unknown name lists every strategy
+        strategy_entry(args.pruner.strategy)  # an unknown name lists every strategy, a removed one its successor
         raise InputError(f"pairs needs a strategy that judges pairs: one of {', '.join(strategy_choices())}",
                          field="pruner.strategy")
     cfg = pruner_config(args.pruner)
@@ -158,7 +158,7 @@ def run_pairs(args: Any) -> dict[str, Any]:
     out = _metrics_record(judge, args, data, predictions, choice)
     out["unmapped_levels"] = [level for level in range(5) if mapping.label(level) is None]
     out["reasons"] = reason_counts(verdicts)
-    out["_pairs"] = [{"source": source, "label": label, **v.to_dict()}
+    out["_pairs"] = [{"source": source, "label": label, **v.to_json()}
                      for source, label, v in zip(data.sources, data.labels, verdicts)]
     if choice.points:
         out["_sweep"] = choice.points

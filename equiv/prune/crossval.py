@@ -222,15 +222,15 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
     stored = policy_from_settings(raw.settings, source=Path(judge_dir) / "config.json")
     floor = stored.floor
     assert judge is not None
-    probs = judge.pair_probabilities(pairs)
+    found = judge.pair_verdicts(pairs, score_ruled=True)  # every pair scored, as pair_probabilities does
     raw_probs = raw.pair_probabilities(pairs)
     return [{
         "id": r.extra.get("id"), "problem": problem_key(r), "fold": fold, "label": y, "result": r.result,
         "sentence1": r.sentence1, "sentence2": r.sentence2, "question": r.extra.get("question", ""),
-        "prob": p, "threshold": judge.threshold, "raw_prob": q, "raw_threshold": raw.threshold,
+        **v.to_json(), "threshold": judge.threshold, "raw_prob": q, "raw_threshold": raw.threshold,
         "judge": judge.name, "source": r.source, "part": part, "statement_threshold": floor,
         "policy": stored.to_dict(),
-    } for (r, y), p, q in zip(kept, probs, raw_probs)]
+    } for (r, y), v, q in zip(kept, found, raw_probs)]
 
 
 def build_parser() -> Any:

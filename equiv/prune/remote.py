@@ -24,7 +24,7 @@ import httpx
 
 from equiv.errors import InputError, ServiceError
 from equiv.httpbounds import AnswerTooLarge, BoundedTransport
-from equiv.judge.decide import Verdict
+from equiv.judge.decide import Verdict, VerdictJSONError, verdict_from_json
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import Pair, checked_pairs, pair_key
 from equiv.prune.lru import BoundedLRU, text_bytes
@@ -184,20 +184,21 @@ class RemoteJudge:
         # the service's guard reads the question, so one pair of texts may differ between problems
         return (*pair_key(a, b), question)
 
-    def _ask(self, pairs: list[Pair], questions: list[str], score_ruled: bool = False) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def _ask(self, pairs: list[Pair], questions: list[str], score_ruled: bool = False) -> list[Verdict]:
+        out: list[Verdict] = []
         for start, end in _chunks(pairs, questions):
             chunk = [list(p) for p in pairs[start:end]]
             answer = _request(self.http, self.url + "/verdicts",
                               {"pairs": chunk, "questions": questions[start:end], "score_ruled": score_ruled},
                               retries=self.retries)
             found = answer.get("verdicts") if isinstance(answer, dict) else None
-            if not isinstance(found, list) or len(found) != len(chunk) or not all(
-                    isinstance(v, dict) and (v.get("probability") is None or isinstance(v.get("probability"), (int, float)))
-                    and isinstance(v.get("merged"), bool) and isinstance(v.get("reason"), str) for v in found):
-                raise ServiceError(f"{self.url}/verdicts answered {len(chunk)} pairs with something else: "
-                                   f"{json.dumps(answer)[:200]}", field="pruner.url")
-            out.extend(found)
+            try:  # each verdict in its one JSON form, read by the one reader
+                if not isinstance(found, list) or len(found) != len(chunk) or not all(isinstance(v, dict) for v in found):
+                    raise VerdictJSONError("verdicts", "not one verdict per pair")
+                out.extend(verdict_from_json(v) for v in found)
+            except VerdictJSONError as err:
+                raise ServiceError(f"{self.url}/verdicts answered {len(chunk)} pairs with something else "
+                                   f"({err}): {json.dumps(answer)[:200]}", field="pruner.url") from None
         return out
 
     def pair_verdicts(self, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,
@@ -220,10 +221,9 @@ class RemoteJudge:
         if new:
             found = self._ask([p for p, _ in new.values()], [q for _, q in new.values()], score_ruled)
             self.stats.forward_batches += 1
-            for key, v in zip(new, found):
-                answered[key] = Verdict(None if v["probability"] is None else float(v["probability"]),
-                                        v["merged"], v["reason"], str(v.get("detail", "")), bool(v.get("model_call")))
-                self.cache.put(key, answered[key])
+            for key, verdict in zip(new, found):
+                answered[key] = verdict
+                self.cache.put(key, verdict)
         out = [answered.get(key) or self.cache.get(key) for key in keys]
         self.stats.count(out, fresh, time.perf_counter() - start)
         return out

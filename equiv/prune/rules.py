@@ -1,7 +1,7 @@
-"""The rule strategies: ``exact``, ``levenshtein`` and ``formula`` (no model, no forward).
+"""The rule strategies: ``levenshtein`` and ``formula`` (no model, no forward).
 
-``exact`` and ``formula`` are 0/1 rules (no threshold to choose: the base class's 0.5 reads
-their 0.0/1.0 right); ``levenshtein`` is the paper's "ratio > 0.95" baseline with a strict
+``formula`` is a 0/1 rule (no threshold to choose: the base class's 0.5 reads its 0.0/1.0
+right); ``levenshtein`` is the paper's "ratio > 0.95" baseline with a strict
 threshold.
 
 Each rule's score of one pair is its :meth:`score` (a plain function of the two texts), so the
@@ -17,20 +17,6 @@ from equiv.text.formula import formulas_equivalent
 from equiv.text.levenshtein import levenshtein_ratio
 
 DEFAULT_LEVENSHTEIN_THRESHOLD = 0.95  # the paper's "Levenshtein ratio > 0.95" baseline
-
-
-class ExactJudge(CachedJudge):
-    """Equivalent iff the texts are equal after whitespace normalisation."""
-
-    name = "exact"
-
-    @staticmethod
-    def score(a: str, b: str) -> float:
-        """0: whitespace-equal pairs never reach the score (the same-step shortcut merges them)."""
-        return 0.0
-
-    def _judge_new(self, pairs: list[Pair]) -> list[tuple[float, float]]:
-        return [(self.score(a, b),) * 2 for a, b in pairs]
 
 
 class LevenshteinJudge(CachedJudge):

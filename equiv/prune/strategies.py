@@ -5,7 +5,7 @@ A :class:`Strategy` entry declares its builder and what it takes -- a threshold,
 prefilter -- and whether a new pair costs a learned model's forward; :func:`build_judge`
 checks a :class:`PrunerConfig` against those flags, so an option a strategy would silently
 ignore is an error. The judges themselves live one job per module: :mod:`.cached` (the shared
-interface: cache, stats, shortcut, claim guard), :mod:`.rules` (``exact``, ``levenshtein``,
+interface: cache, stats, shortcut, claim guard), :mod:`.rules` (``levenshtein``,
 ``formula``), :mod:`.embedding`, :mod:`.model_judge` (``model``). Adding one is a
 module with a :class:`~equiv.prune.cached.CachedJudge` subclass and one ``STRATEGIES.add``
 (docs/contributing.md, "Extending equiv").
@@ -22,7 +22,7 @@ from equiv.prune.cached import CachedJudge, check_statement_floor, check_thresho
 from equiv.prune.embedding import EmbeddingJudge
 from equiv.prune.model_judge import ModelJudge
 from equiv.prune.remote import RemoteJudge
-from equiv.prune.rules import ExactJudge, FormulaJudge, LevenshteinJudge
+from equiv.prune.rules import FormulaJudge, LevenshteinJudge
 from equiv.registry import Registry
 
 
@@ -57,6 +57,13 @@ class Strategy:
 
 
 STRATEGIES: Registry[Strategy] = Registry("strategy", field="strategy")
+REMOVED_STRATEGIES = {
+    "exact": "strategy 'exact' was removed in 2026-11: exact-text dedup is the search setting, on by "
+             "default; use --search.dedupe_exact true with --pruner.strategy none",
+}
+"""Strategies taken out of the registry, each refused by name with what to use instead
+(docs/experiments/2026-11-27-removed-levers.md): ``exact`` could never merge a pair, since
+``search.dedupe_exact`` drops exact copies before the judge is asked."""
 
 
 @dataclass
@@ -111,7 +118,7 @@ class PrunerConfig:
 
     def validate(self) -> None:
         """Each setting on its own (:func:`build_judge` checks which the strategy takes)."""
-        STRATEGIES.get(self.strategy)
+        strategy_entry(self.strategy)
         if self.grouping not in ("greedy", "transitive"):
             raise InputError(f"unknown grouping {self.grouping!r}; choose greedy or transitive", field="grouping")
         if self.representative not in ("first", "prior", "score"):
@@ -129,6 +136,14 @@ class PrunerConfig:
             check_restate(self.restate)
         if self.guard is not None:
             guard_setting(self.guard)
+
+
+def strategy_entry(name: str) -> Strategy:
+    """The registry's entry called ``name``; a removed strategy is refused with what replaces it,
+    an unknown one with every choice (one :class:`~equiv.errors.InputError` naming ``strategy``)."""
+    if name in REMOVED_STRATEGIES:
+        raise InputError(REMOVED_STRATEGIES[name], field="strategy")
+    return STRATEGIES.get(name)
 
 
 def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
@@ -196,7 +211,6 @@ def _remote(cfg: PrunerConfig) -> RemoteJudge:
 
 
 STRATEGIES.add(Strategy("none", lambda cfg: None, "no pruning (the baseline)", threshold=False))
-STRATEGIES.add(Strategy("exact", lambda cfg: ExactJudge(), "equal after whitespace normalisation", threshold=False))
 STRATEGIES.add(Strategy("levenshtein", lambda cfg: LevenshteinJudge(cfg.threshold),
                         "Levenshtein ratio > threshold (default 0.95, the paper's baseline)", baseline=True))
 STRATEGIES.add(Strategy(
@@ -205,7 +219,7 @@ STRATEGIES.add(Strategy(
     "cosine of sentence embeddings >= threshold (default 0.9; the SBERT baseline)", learned=True, model=True))
 STRATEGIES.add(Strategy("formula", lambda cfg: FormulaJudge(), "the same normalised formulas", threshold=False,
                         baseline=True))
-STRATEGIES.add(Strategy("model", _classifier, "the trained judge behind the Levenshtein prefilter (the paper)",
+STRATEGIES.add(Strategy("model", _classifier, "the trained judge, after its policy's rules (shortcut, prefilter, guard)",
                         learned=True, model=True, prefilter=True, export_settings=True))
 STRATEGIES.add(Strategy("remote", _remote, "the judge of a running `search_cli.py serve` (its whole policy), over HTTP",
                         learned=True, threshold=False, export_settings=True))

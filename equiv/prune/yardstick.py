@@ -40,7 +40,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from equiv.errors import InputError
 from equiv.judge.calibrate import BinaryMetrics, average_precision, binary_metrics, choose_threshold, spread_by_problem
-from equiv.judge.decide import Verdict, decide, sweep_scores
+from equiv.judge.decide import Verdict, VerdictJSONError, decide, sweep_scores, verdict_from_json
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.cached import CachedJudge
 from equiv.prune.strategies import STRATEGIES, PrunerConfig, Strategy, build_judge
@@ -57,13 +57,24 @@ THRESHOLD_KEYS = {"prob": "threshold", "raw_prob": "raw_threshold"}
 
 
 def read_oof(path: str | Path) -> list[Row]:
-    """The rows of an ``oof.jsonl`` (each needs fold, label, prob, threshold, raw_prob, raw_threshold)."""
-    need = ("fold", "label", "prob", "threshold", "raw_prob", "raw_threshold", "sentence1", "sentence2")
+    """The rows of an ``oof.jsonl`` (each needs fold, label, the judge's verdict, threshold, raw_prob,
+    raw_threshold). The judge's verdict is in its one JSON form (``probability``; read by
+    :func:`equiv.judge.decide.verdict_from_json`, which also reads the ``prob`` of files written
+    before 2026-11-29); the yardstick's policies read its probability as the ``prob`` score
+    (:func:`row_score`)."""
+    need = ("fold", "label", "threshold", "raw_prob", "raw_threshold", "sentence1", "sentence2")
     found, _ = read_json_lines(path)
     for number, row in found:
         for name in need:
             if name not in row:
                 raise InputError("missing", path=path, line=number, field=name)
+        try:
+            probability = verdict_from_json(row).probability
+        except VerdictJSONError as err:
+            raise InputError(err.message, path=path, line=number, field=err.field) from None
+        if probability is None:
+            raise InputError("null: a scored row needs the judge's probability", path=path, line=number,
+                             field="probability")
     rows = [row for _, row in found]
     if not rows:
         raise InputError("holds no rows", path=path)
@@ -105,6 +116,8 @@ def baselines() -> tuple[str, ...]:
 def row_score(row: Row, score: str) -> float:
     """The score a policy reads from a row: a stored probability (``prob``, ``raw_prob``), or a
     baseline rule's score of the pair (its strategy's name)."""
+    if score == "prob":  # the judge's verdict's probability: its one JSON form, or an older row's "prob"
+        return float(row["probability"] if "probability" in row else row["prob"])
     if score in THRESHOLD_KEYS:
         return float(row[score])
     return float(baseline_judge(score).score(row["sentence1"], row["sentence2"]))

@@ -5,7 +5,7 @@ skipped. That is right only if the rerun would make the same records, so a direc
 records is bound to
 
 - the result-defining settings, in ``config.yaml`` (which of them count is the search layer's
-  call: ``equiv.search.cli.RESULT_DEFINING``), and
+  call: ``equiv.rundir.resume.RESULT_DEFINING``), and
 - the problems, in ``data.json`` (:func:`data_binding`): dataset, resolved path, SHA-256 of the
   file, hub split and id, question/answer fields, grader kind. Problem ids are row indices
   (``gsm8k-0``...), so without this a rerun over another file of the same dataset skips every

@@ -88,6 +88,25 @@ class ShardWorker:
         )
 
 
+# Model and file settings a Ray worker opens itself (problems are loaded on the driver and shipped).
+WORKER_PATHS = (("policy", "model"), ("policy", "fewshot_path"), ("reward", "model"), ("pruner", "model"))
+
+
+def resolve_paths_on_driver(init: Any) -> None:
+    """Make the relative local paths a worker opens absolute, as the driver sees them.
+
+    A worker on another node starts in its own working directory, where ``runs/judge`` names
+    nothing (or something else). Only values that exist here are rewritten: a hub id such as
+    ``Qwen/Qwen2.5-Math-7B`` is left as it is. The absolute path must still be reachable from
+    every node (a shared file system), as docs/scaling.md says.
+    """
+    for group, name in WORKER_PATHS:
+        section = getattr(init, group, None)
+        value = getattr(section, name, None) if section is not None else None
+        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
+            setattr(section, name, str(Path(value).resolve()))
+
+
 def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 

@@ -13,8 +13,12 @@ Each row carries the verdict's ``reason`` (:mod:`equiv.judge.decide`: ``identica
 ``threshold``, ``guard:<rule>``, ``floor``, ``below_threshold``; a pair merged only through a
 third sibling keeps its own reason) and, for a guard veto, its ``detail``. The runner writes
 them to ``judge_pairs.jsonl`` in the run directory, one JSON object per pair with the problem
-``id`` and ``seed``; the report links the file and shows the reasons. ``prob`` is null for a pair
-a rule decided (``guard:<rule>``, ``restated``): the model does not score those. Exact duplicates never
+``id`` and ``seed``; the report links the file and shows the reasons. The verdict is in its one
+JSON form (:meth:`equiv.judge.decide.Verdict.to_json`: ``probability``, ``merged`` -- the pair's
+own verdict, where ``kind`` says whether its two steps ended in one class -- ``reason``,
+``model_call``, ``detail``); ``probability`` is null for a pair a rule decided (``guard:<rule>``,
+``restated``): the model does not score those. Files written before 2026-11-29 named it ``prob``;
+:func:`equiv.judge.decide.verdict_from_json` reads both. Exact duplicates never
 reach the judge and are not listed (the record counts them as ``duplicates``).
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from equiv.judge.decide import Verdict
 from equiv.rundir import PAIRS as PAIRS_FILE
 
 __all__ = ["NEAR_MARGIN", "PAIRS_FILE", "notable_pairs"]
@@ -30,10 +35,10 @@ NEAR_MARGIN = 0.2
 
 
 def notable_pairs(
-    family: Sequence[Any], verdicts: Mapping[tuple[int, int], Any], representative_of: Sequence[int], threshold: float
+    family: Sequence[Any], verdicts: Mapping[tuple[int, int], Verdict], representative_of: Sequence[int], threshold: float
 ) -> list[dict[str, Any]]:
     """The merged and the notable kept-apart pairs of one family of siblings (tree nodes);
-    ``verdicts``: each index pair's verdict (``probability``, ``merged``, ``reason``)."""
+    ``verdicts``: each index pair's verdict."""
     out: list[dict[str, Any]] = []
     for (i, j), verdict in verdicts.items():
         prob = None if verdict.probability is None else float(verdict.probability)  # None: a rule decided, unscored
@@ -43,8 +48,7 @@ def notable_pairs(
             continue
         row = {
             "kind": "merged" if merged else "kept_apart",
-            "reason": verdict.reason,
-            "prob": None if prob is None else round(prob, 6),
+            **verdict.to_json(),
             "threshold": float(threshold),
             "depth": int(family[i].depth),
             "a": family[i].text,
@@ -52,7 +56,5 @@ def notable_pairs(
             "a_node": int(family[i].id),
             "b_node": int(family[j].id),
         }
-        if getattr(verdict, "detail", ""):
-            row["detail"] = verdict.detail
         out.append(row)
     return out

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.errors import InputError, ServiceError
+from equiv.errors import InputError, ServiceError, one_line
 from equiv.rundir import (
     PAIRS,
     RESULTS,
@@ -95,11 +95,6 @@ class Grader:
         return verdict
 
 
-def one_line(err: BaseException, limit: int = 500) -> str:
-    text = " ".join(f"{type(err).__name__}: {err}".split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 # -- one problem ----------------------------------------------------------------------------------
 async def solve_problem(
     problem: Any,
@@ -142,7 +137,7 @@ async def solve_problem(
     except ServiceError:
         raise  # the judge service is gone: no problem's record can be right, stop the run
     except Exception as err:  # noqa: BLE001 - one problem's failure must not stop the run
-        error = one_line(err)
+        error = one_line(f"{type(err).__name__}: {err}", 500)
         correct = False
     record: ResultRecord = {
         "id": str(problem.id),

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import litserve as ls
 
+from equiv.errors import one_line
 from equiv.serve.protocol import (ERROR_KEY, INTERNAL_PATH, ROUTES, Limits, RequestError, body_too_large, check_internal,
                                   decode_json, parse_request)
 
@@ -61,7 +62,7 @@ class JudgeAPI(ls.LitAPI):
         except RequestError as err:
             return {"route": "error", "status": err.status, "error": err.message}
         except Exception as err:  # noqa: BLE001 -- one request's, whatever it is
-            return {"route": "error", "status": 400, "error": f"malformed request: {_one_line(err)}"}
+            return {"route": "error", "status": 400, "error": f"malformed request: {_error_text(err)}"}
 
     def batch(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(inputs)
@@ -83,7 +84,7 @@ class JudgeAPI(ls.LitAPI):
                 try:
                     out.extend(self._answer([req]))
                 except Exception as err:  # noqa: BLE001
-                    out.append(("error", 500, f"the judge failed on this request: {_one_line(err)}"))
+                    out.append(("error", 500, f"the judge failed on this request: {_error_text(err)}"))
         return out if isinstance(requests, list) else out[0]
 
     def _answer(self, batch: list[dict[str, Any]]) -> list[Any]:
@@ -140,11 +141,9 @@ class JudgeAPI(ls.LitAPI):
                 return {ERROR_KEY: {"status": output[1], "error": output[2]}}
             return self._encode(output)
         except Exception as err:  # noqa: BLE001 -- this request's answer only
-            return {ERROR_KEY: {"status": 500, "error": f"the answer could not be written: {_one_line(err)}"}}
+            return {ERROR_KEY: {"status": 500, "error": f"the answer could not be written: {_error_text(err)}"}}
 
     def _encode(self, output: Any) -> Any:
-        from equiv.serve.verdicts import verdict_json
-
         kind = output[0]
         threshold = float(self.judge.threshold)
         if kind == "metrics":
@@ -154,10 +153,10 @@ class JudgeAPI(ls.LitAPI):
             g = result.grouping
             return {"threshold": threshold, "classes": g.classes, "representatives": g.representatives,
                     "representative_of": g.representative_of,
-                    "pairs": [{"i": i, "j": j, **verdict_json(v)} for (i, j), v in zip(result.pairs, result.verdicts)]}
+                    "pairs": [{"i": i, "j": j, **v.to_json()} for (i, j), v in zip(result.pairs, result.verdicts)]}
         _, req, found = output
         if kind == "verdicts":
-            return {"threshold": threshold, "verdicts": [verdict_json(v) for v in found]}
+            return {"threshold": threshold, "verdicts": [v.to_json() for v in found]}
         if kind == "predict":
             # the model's probability as TEI's score, but the first label is the policy's verdict: a
             # client that takes the top label must not merge a pair the guard, floor or threshold refused
@@ -180,9 +179,11 @@ def _greedy(request: dict[str, Any]) -> bool:
     return request["route"] == "group" and request.get("grouping", "greedy") == "greedy"
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).splitlines()[0] if str(err) else ""
-    return f"{type(err).__name__}: {text}"[:300]
+def _error_text(err: BaseException) -> str:
+    """An error as a client reads it: its type and the first line of its message (a traceback-like
+    tail is the server log's), through :func:`equiv.errors.one_line`."""
+    first = str(err).splitlines()[0] if str(err) else ""
+    return one_line(f"{type(err).__name__}: {first}", 300)
 
 
 def _request_error(body: bytes) -> tuple[int, str] | None:

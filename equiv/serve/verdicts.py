@@ -3,28 +3,20 @@
 Every endpoint (``/verdicts``, ``/group``, ``/predict``, ``/merge_model_inference``) and the
 llm-reasoners adapter go through :func:`verdicts`. The decision is the judge's own policy, applied
 by the one evaluator (:func:`equiv.judge.decide.decide`, through the judge's ``pair_verdicts``):
-the same-step shortcut, the Levenshtein prefilter, the model, the guard rules, the threshold and the
-statement floor, in that order; the reason is the stage that decided.
+the rules first -- the same-step shortcut, the Levenshtein prefilter, the guard rules, the
+restatement rule -- and only the pairs they leave open go to the model, whose probability meets the
+threshold and the statement floor; the reason is the stage that decided. ``/verdicts`` and ``/group``
+answer each verdict in its one JSON form (:meth:`~equiv.judge.decide.Verdict.to_json`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from equiv.judge.decide import REASONS, Verdict  # noqa: F401  (REASONS: what a verdict's reason can be)
 from equiv.prune.cached import CachedJudge, Pair
 from equiv.prune.grouping import Grouping, group_equivalent, sibling_pairs
-
-
-def verdict_json(verdict: Verdict) -> dict[str, Any]:
-    """A verdict as the service answers it: ``probability`` (null where a rule decided the pair
-    unscored), ``merged``, ``reason``, ``model_call`` and, when there is one, ``detail``."""
-    out: dict[str, Any] = {"probability": verdict.probability, "merged": verdict.merged, "reason": verdict.reason,
-                           "model_call": verdict.model_call}
-    if verdict.detail:
-        out["detail"] = verdict.detail
-    return out
 
 
 def verdicts(judge: CachedJudge, pairs: Sequence[Pair], questions: Sequence[str] | None = None, *,

@@ -99,7 +99,7 @@ def runner_runs(root: Path, algos: tuple[str, ...] = ("mcts",), *, trees: bool =
                 "--data.dataset", "jsonl", "--data.path", str(data),
                 "--data.question_field", "question", "--data.answer_field", "answer",
                 "--policy.model", "scripted", "--reward.model", "scripted",
-                "--pruner.strategy", "exact" if pruned else "none",
+                "--pruner.strategy", "formula" if pruned else "none",
                 "--search.width", "4", "--search.max_depth", "4", "--search.num_simulations", "4",
                 "--search.beam_size", "2", "--search.num_sequence", "2",
                 "--run.save_trees", "true" if trees else "false", "--run.progress", "false", "--run.concurrency", "2",
