@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from equiv.errors import InputError
+from equiv.rundir.binding import file_sha256
 from equiv.search.policies import gguf as gg
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +78,7 @@ def test_unsupported_architecture_names_file_and_fix(tmp_path, cache):
 
 def test_a_complete_cache_entry_is_reused_and_a_stale_one_rebuilt(tmp_path, cache, monkeypatch):
     path = write_gguf(tmp_path / "small.gguf", "llama")
-    sha = gg._sha256(path)
+    sha = file_sha256(path)
     target = cache / "gguf" / f"small-{sha[:12]}"
     written = []
     monkeypatch.setattr(gg, "_write_dequantized", lambda p, t, s, a: written.append((p, t, s, a)))

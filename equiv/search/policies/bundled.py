@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from equiv.cache import build_once, cache_root
 from equiv.errors import InputError
+from equiv.rundir.binding import file_sha256
 
 BUNDLED_PREFIX = "bundled:"
 STAMP = "equiv_assembled.json"
@@ -162,15 +163,6 @@ def sample_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def full_digest(path: Path) -> str:
-    """SHA-256 of the whole file, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cache_damage(target: Path, spec: SplitGGUF) -> str | None:
     """Why the cached join in ``target`` cannot be used (``""``: there is none, or it was made from
     other parts or by an older equiv), or ``None`` when it can: checked on every load, not only
@@ -191,7 +183,7 @@ def cache_damage(target: Path, spec: SplitGGUF) -> str | None:
         if stat.st_size != spec.size:
             return f"{stat.st_size:,} bytes, expected {spec.size:,}"
         if stat.st_mtime_ns != check.get("mtime_ns"):
-            got = full_digest(gguf)
+            got = file_sha256(gguf)
             return None if got == spec.sha256 else f"changed since it was joined (SHA-256 {got[:12]}..., expected {spec.sha256[:12]}...)"
         if sample_digest(gguf) != check.get("sample_sha256"):
             return "its header or tensor data changed since it was joined"

@@ -27,7 +27,6 @@ renamed when complete, so an interrupted first run leaves nothing half-written b
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import re
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from equiv.cache import build_once, cache_root
 from equiv.errors import InputError
+from equiv.rundir.binding import file_sha256
 from equiv.search.policies.bundled import BUNDLED_PREFIX, bundled_gguf, bundled_spec
 
 GGUF_PREFIX = "gguf:"
@@ -105,14 +105,6 @@ def locate_gguf(model: str, *, field: str = "policy.model") -> tuple[Path, str |
     return path, None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _reader(path: Path):
     try:
         from gguf import GGUFReader
@@ -174,7 +166,7 @@ def check_architecture(path: Path) -> str:
 def dequantized_dir(model: str, *, field: str = "policy.model") -> Path:
     """A Hugging Face directory holding ``model`` (a GGUF spelling) dequantized; built once."""
     path, sha = locate_gguf(model, field=field)
-    sha = sha or _sha256(path)
+    sha = sha or file_sha256(path)
     target = cache_root() / "gguf" / f"{path.stem}-{sha[:12]}"
     if _complete(target, sha):
         return target
@@ -236,7 +228,7 @@ def tokenizer_dir(model: str, *, field: str = "policy.model") -> tuple[Path, Pat
     vocabulary takes tens of seconds, so it is done once per file, like the dequantization.
     """
     path, sha = locate_gguf(model, field=field)
-    sha = sha or _sha256(path)
+    sha = sha or file_sha256(path)
     target = cache_root() / "gguf" / f"{path.stem}-{sha[:12]}-tokenizer"
     if _complete(target, sha):
         return path, target
