@@ -31,6 +31,7 @@ def lines(run: Path) -> list[dict]:
     return [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # two whole searches through eval (CI's slow stage; the default suite stays fast)
 def test_a_second_arm_is_answered_for_every_request_the_first_made(tmp_path, tiny, data):  # noqa: F811
     policy, prm = tiny
     cache = ["--policy.cache", str(tmp_path / "cache")]
@@ -55,6 +56,7 @@ def test_a_second_arm_is_answered_for_every_request_the_first_made(tmp_path, tin
     assert summary["policy_cache"]["entries"] > 0 and summary["policy_cache"]["bytes"] > 0
 
 
+@pytest.mark.slow  # two whole searches through eval (CI's slow stage; the default suite stays fast)
 def test_a_warm_rerun_reproduces_the_arm_without_the_engine(tmp_path, tiny, data):  # noqa: F811
     policy, prm = tiny
     cache = ["--policy.cache", str(tmp_path / "cache")]

@@ -12,12 +12,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.cli import installed
 from tests.helpers.paths import REPO_ROOT
 
 RUNNING = re.compile(r"0/1 \[.*running (\d+) expansions, (\d+) tokens\]")
 
 
+@pytest.mark.slow  # a whole search in a subprocess (CI's slow stage; the default suite stays fast)
 def test_the_bar_shows_a_problems_work_before_it_finishes(tmp_path: Path) -> None:
     result = installed("equiv-search", "eval", "--config", REPO_ROOT / "configs" / "search" / "demo_cpu.yaml",
                        "--data.end", "1", "--search.width", "3", "--search.max_depth", "2",
