@@ -25,7 +25,7 @@ from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import (
     EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, one_line, output_file_kind, writable_directory,
 )
-from equiv.cliargs import did_you_mean, typed_prog
+from equiv.cliargs import CONFIG_HELP, declare_data_file, did_you_mean, typed_prog
 from equiv.prune import build_judge
 from equiv.prune.options import add_pruner_group
 from equiv.rundir import RESULTS, bind, count_records, data_binding, model_bindings
@@ -54,15 +54,16 @@ def build_eval_parser() -> Any:
         formatter_class=plain_formatter(),
         allow_abbrev=False,  # --search.widt must not mean --search.width (did_you_mean names it instead)
     )
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
+    parser.add_argument("--config", action=ActionConfigFile, help=CONFIG_HELP)
     parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS.names())}")
     parser.add_argument("--out", type=str, default=None, help="run directory (created; an existing one is resumed)")
     parser.add_class_arguments(SearchConfig, "search")
     parser.add_class_arguments(DataConfig, "data")
+    declare_data_file(parser)  # --data FILE: the same setting as --data.path, as in pairs
     parser.add_class_arguments(RunConfig, "run")
     parser.add_class_arguments(PolicyConfig, "policy")
     parser.add_class_arguments(RewardConfig, "reward")
-    add_pruner_group(parser)  # the same --pruner.* group as pairs and serve (equiv.prune.options)
+    add_pruner_group(parser)  # the same --pruner.* group and short names as pairs and serve (equiv.prune.options)
     parser.add_class_arguments(ScaleConfig, "scale")
     show_choices(parser, {"algo": ALGORITHMS.names(), "search.prune_stage": PRUNE_STAGES, "policy.backend": BACKENDS.names(),
                           "reward.kind": REWARDS.names(), "data.dataset": DATASETS})
