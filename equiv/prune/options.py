@@ -5,8 +5,8 @@ Why: the settings are one dataclass (:class:`~equiv.prune.strategies.PrunerConfi
 them again per command let their help, defaults and checks drift apart. A command leaves out
 the fields it has no use for (``skip``: ``serve`` always serves the ``model`` strategy with the
 export's own policy). The short names users type (``--model``, ``--strategy``, ...) are one table,
-:data:`SHORT_NAMES`, declared by the parser of every command that has the group: the same name
-means the same setting in ``eval``, ``pairs`` and ``serve`` (docs/cli.md).
+:data:`SHORT_NAMES`, declared by the parser itself in the commands whose one model is the judge
+(``pairs``, ``serve``): the same name means the same setting in each (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -26,18 +26,22 @@ SHORT_NAMES: Mapping[str, tuple[str, ...]] = {
     "device": ("--device",), "dtype": ("--dtype",), "guard": ("--guard",), "floor": ("--floor",),
     "restate": ("--restate",),
 }
-"""The other option strings of ``--pruner.FIELD``, the same in every command that has the group
+"""The other option strings of ``--pruner.FIELD``, the same in every command that declares them
 (a command that leaves a field out has no short name for it either)."""
 
 
-def add_pruner_group(parser: Any, *, skip: Iterable[str] = (), strategies: Iterable[str] | None = None) -> None:
-    """Add :class:`PrunerConfig` as ``--pruner.*`` to ``parser``, without the fields in ``skip``,
-    each with its :data:`SHORT_NAMES`; ``strategies`` are the names the usage lists (default:
-    every registered one)."""
+def add_pruner_group(parser: Any, *, skip: Iterable[str] = (), strategies: Iterable[str] | None = None,
+                     short_names: bool = True) -> None:
+    """Add :class:`PrunerConfig` as ``--pruner.*`` to ``parser``, without the fields in ``skip``;
+    ``strategies`` are the names the usage lists (default: every registered one). ``short_names``:
+    each field also answers to its :data:`SHORT_NAMES` -- for a command whose one model is the
+    judge (``pairs``, ``serve``); ``eval`` runs a policy and a reward model too, where a bare
+    ``--model`` or ``--device`` would not say which, so it spells ``--pruner.*`` out."""
     skip = set(skip)
     parser.add_class_arguments(PrunerConfig, GROUP, skip=skip)
-    add_short_names(parser, {f"{GROUP}.{name}": spellings for name, spellings in SHORT_NAMES.items()
-                             if name not in skip})
+    if short_names:
+        add_short_names(parser, {f"{GROUP}.{name}": spellings for name, spellings in SHORT_NAMES.items()
+                                 if name not in skip})
     show_choices(parser, {f"{GROUP}.strategy": list(strategies if strategies is not None else STRATEGIES.names())})
 
 
