@@ -161,7 +161,6 @@ class PolicyConfig:
                 field="policy.model",
             )
         check_dtype_name(self.dtype, field="policy.dtype")
-        check_backend_options(self)
 
 
 BACKEND_ONLY: dict[str, tuple[str, ...]] = {
@@ -174,7 +173,9 @@ BACKEND_ONLY: dict[str, tuple[str, ...]] = {
 }
 """The policy settings only some backends read (the option audit, issue 67): set to anything but
 the default under another backend, a setting did nothing without a word (``policy.device: cpu``
-under llamacpp, ``policy.gpu_layers`` under vLLM), so it is refused in one line instead."""
+under llamacpp, ``policy.gpu_layers`` under vLLM), so ``eval`` refuses it in one line
+(:func:`check_backend_options`). Code that builds a :class:`PolicyConfig` itself (the benchmarks
+set one union of settings for every backend they compare) is not refused."""
 
 IN_PROCESS_ONLY = ("threads", "gpu_layers")
 """llamacpp settings of the in-process server: with ``policy.url`` (a running llama-server) there
@@ -183,7 +184,8 @@ is none to give them to."""
 
 def check_backend_options(cfg: PolicyConfig) -> None:
     """Refuse a policy setting the chosen backend never reads (:data:`BACKEND_ONLY`,
-    :data:`IN_PROCESS_ONLY`), naming the field and the backends that read it."""
+    :data:`IN_PROCESS_ONLY`), naming the field and the backends that read it: ``eval`` calls it on
+    the command line's (and its config files') settings, before the run directory is made."""
     defaults = PolicyConfig(model="")
     for name, backends in BACKEND_ONLY.items():
         if cfg.backend not in backends and getattr(cfg, name) != getattr(defaults, name):
