@@ -89,9 +89,10 @@ def test_every_command_has_its_help_under_equiv(command: str) -> None:
 
 def test_the_trainer_is_lightningcli_under_equiv_and_a_near_miss_is_named() -> None:
     """``python -m equiv fit`` is LightningCLI: a misspelt trainer option is one line naming the
-    right one and the command typed."""
-    line = _one_error_line(python_m_equiv("fit", "--config", "configs/demo.yaml", "--trainer.max_epoch", "1",
-                                          "--print_config"))
+    right one and the command typed. (In this process: ``equiv-train``'s real process is
+    tests/test_cli_spelling.py's, the same main.)"""
+    line = _one_error_line(equiv_here("fit", "--config", REPO_ROOT / "configs" / "demo.yaml", "--trainer.max_epoch",
+                                      "1", "--print_config"))
     assert "unrecognized arguments: --trainer.max_epoch 1" in line and "did you mean --trainer.max_epochs?" in line
     assert "(options: python -m equiv fit --help)" in line
 
