@@ -1,64 +1,79 @@
-"""One command-line stack for the search-side subcommands: jsonargparse parsers that read
-``--config`` files, show the same ``--help`` and refuse bad input in one line.
+"""One command-line stack for every command (``equiv <command>``, equiv.commands): jsonargparse
+parsers that read ``--config`` files, show the same ``--help`` and refuse bad input in one line.
 
 Why: ``eval`` was jsonargparse (config files, dotted groups) while ``pairs``, ``serve``,
 ``siblings`` and ``label`` were plain argparse, so the same setting had two spellings, two help
 layouts, two kinds of error message, and only one command read config files. Each command now
-builds its parser with :func:`command_parser` and parses with :func:`parse_or_refuse`; a setting
-that had an older spelling keeps it as an alias (:func:`add_aliases`), so every command line that
-worked still does. Imports jsonargparse only when a parser is built (light modules must not pay
-for it).
+builds its parser with :func:`command_parser` and parses with :func:`parse_or_refuse`. A short
+name users like (``--model``, ``--data``) is an option string the parser itself declares
+(:func:`add_short_names`, :func:`declare_data_file`), the same in every command; nothing rewrites
+the command line before the parser reads it. Imports jsonargparse only when a parser is built
+(light modules must not pay for it).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import re
 import sys
-from typing import Any, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, one_line
 from equiv.helptext import plain_formatter
 
 
-def command_parser(prog: str, description: str, *, spelled: Mapping[str, str] | None = None,
-                   config_files: bool = True) -> Any:
-    """A jsonargparse parser with ``--config`` (YAML files; later ones and later flags override
-    earlier ones) that raises parse errors instead of exiting, so :func:`parse_or_refuse` prints
-    them as one line. ``spelled``: aliases its ``parse_args`` spells out first (:func:`spelled_out`).
-    ``config_files=False``: no ``--config`` of the parser's own, for a command whose ``--config``
-    has long named something else (``python -m equiv.judge.ensemble --config RECIPE``)."""
+def command_parser(prog: str, description: str, *, config_files: bool = True) -> Any:
+    """A jsonargparse parser with ``--config`` (YAML files of the command's options; later ones
+    and later flags override earlier ones) that raises parse errors instead of exiting, so
+    :func:`parse_or_refuse` prints them as one line. ``config_files=False``: no ``--config`` of
+    the parser's own, for a command whose run is a fit and whose ``--config`` is therefore the
+    fit's (``equiv ensemble --config RECIPE``, docs/cli.md)."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    class CommandParser(ArgumentParser):
-        def parse_args(self, args: Sequence[str] | None = None, *rest: Any, **kwargs: Any) -> Any:
-            argv = list(sys.argv[1:] if args is None else args)
-            return super().parse_args(spelled_out(argv, spelled or {}), *rest, **kwargs)
-
-    parser = CommandParser(prog=typed_prog(prog), description=description, exit_on_error=False, default_meta=False,
-                           formatter_class=plain_formatter(), allow_abbrev=False)
+    parser = ArgumentParser(prog=typed_prog(prog), description=description, exit_on_error=False, default_meta=False,
+                            formatter_class=plain_formatter(), allow_abbrev=False)
     if config_files:
-        parser.add_argument("--config", action=ActionConfigFile, help="YAML file(s) of these options; later ones "
-                            "and later flags override earlier")
+        parser.add_argument("--config", action=ActionConfigFile, help=CONFIG_HELP)
     return parser
 
 
-INSTALLED = {"search_cli.py": "equiv-search", "trainer_cli.py": "equiv-train"}
-"""Each entry script and the console command ``pip install`` makes of it (pyproject.toml)."""
+CONFIG_HELP = "YAML file(s) of this command's options; later files and later flags override earlier ones"
+"""What ``--config`` means in every command that reads its own options from YAML (docs/cli.md)."""
+
+_doors: list[str] = []
+"""The front door this process's command came through (``equiv``, ``python -m equiv``,
+``search_cli.py``, ``equiv-search``, ...), innermost last; :func:`typed_prog` reads it."""
+
+
+@contextmanager
+def entered_through(door: str) -> Iterator[None]:
+    """While a command runs, its usage lines and hints name ``door`` (:func:`typed_prog`)."""
+    _doors.append(door)
+    try:
+        yield
+    finally:
+        _doors.pop()
+
+
+TOOLS = {"python -m equiv.judge.ensemble": "ensemble", "python -m equiv.judge.untuned": "untuned",
+         "python -m equiv.prune.crossval": "crossval", "python -m equiv.data.solution_pairs": "solution_pairs",
+         "python -m equiv.data.demo": "demo_data"}
+"""Each ``python -m`` tool's command name under ``equiv`` (equiv.commands.COMMANDS)."""
 
 
 def typed_prog(prog: str) -> str:
-    """``prog`` (``search_cli.py pairs``) as the user typed the command: ``equiv-search pairs``
-    when this process was started as the installed console script, else unchanged. Why: usage
-    lines and hints that name another command than the one typed send a user to a file they may
-    not have (an installed package has no ``search_cli.py``)."""
+    """``prog``, a command's older name (``search_cli.py pairs``, ``trainer_cli.py``, ``python -m
+    equiv.judge.ensemble``), as the user reached the command: ``equiv pairs``, ``python -m equiv
+    ensemble``, ``equiv-search pairs`` through that door (:func:`entered_through`), else unchanged.
+    Why: usage lines and hints that name another command than the one typed send a user to a file
+    they may not have (an installed package has no ``search_cli.py``)."""
+    if not _doors:
+        return prog
     script, _, rest = prog.partition(" ")
-    installed = INSTALLED.get(script)
-    if installed and os.path.basename(sys.argv[0] or "") == installed:
-        return f"{installed} {rest}".rstrip()
-    return prog
+    command = TOOLS.get(prog, rest if script in ("search_cli.py", "trainer_cli.py") else prog)
+    return f"{_doors[-1]} {command}".rstrip()
 
 
 UNRECOGNIZED = re.compile(r"nrecognized arguments?:?(.*)", re.DOTALL)
@@ -91,14 +106,14 @@ def did_you_mean(message: str, parser: Any) -> str:
     return f"; did you mean {' or '.join(hints)}?" if hints else ""
 
 
-def add_aliases(parser: Any, aliases: Mapping[str, Iterable[str]]) -> None:
-    """Give the option whose destination is each key the extra spellings listed (``{"pruner.model":
-    ["--model"]}``): they parse to the same setting and show beside it in ``--help``.
-
-    jsonargparse's class groups take no aliases of their own, so they are added to the built
-    actions, as argparse itself records the spellings of an option."""
+def add_short_names(parser: Any, names: Mapping[str, Iterable[str]]) -> None:
+    """Give the option whose destination is each key the other option strings listed
+    (``{"pruner.model": ["--model"]}``): the parser itself declares them, as argparse records
+    several option strings of one action, so they parse to the same setting and show beside it in
+    ``--help``. Nothing rewrites the command line. (jsonargparse's class groups take no extra
+    option strings of their own, so they are added to the built actions.)"""
     by_dest = {action.dest: action for action in parser._actions}
-    for dest, spellings in aliases.items():
+    for dest, spellings in names.items():
         action = by_dest[dest]
         for spelling in spellings:
             if spelling in parser._option_string_actions:
@@ -107,16 +122,31 @@ def add_aliases(parser: Any, aliases: Mapping[str, Iterable[str]]) -> None:
             parser._option_string_actions[spelling] = action
 
 
-def spelled_out(argv: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
-    """``argv`` with each alias option (``--data FILE``, ``--data=FILE``) in its full spelling
-    (``--data.path``): for an older spelling that jsonargparse keeps for something else, such as
-    ``--data``, which loads the ``data`` group's own config file. (A value spelled exactly like
-    an alias would be rewritten too; no file or setting of these commands is named ``--data``.)"""
-    out: list[str] = []
-    for arg in argv:
-        name, eq, value = arg.partition("=")
-        out.append(aliases[name] + eq + value if name in aliases else arg)
-    return out
+DATA_HELP = "the data file this command reads: the same as --data.path FILE (docs/cli.md)"
+
+
+def declare_data_file(parser: Any) -> None:
+    """``--data FILE`` in a parser with a ``data`` group that has a ``path``: the data file the
+    command reads, the same setting as ``--data.path FILE`` (``eval``'s problems, ``pairs``'
+    labelled pairs). The parser declares it itself: jsonargparse gives a group's bare name
+    (``--data``) to an action that loads the group from a YAML file, and here that action sets
+    ``data.path`` instead, so ``--data`` means one thing in every command (docs/cli.md); a YAML
+    file of the group's settings is read by ``--config``."""
+    from jsonargparse._actions import _ActionConfigLoad
+
+    class DataFile(_ActionConfigLoad):  # a group loader, so jsonargparse looks "data" up as the group
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            if not args:  # jsonargparse copies actions by calling them without arguments
+                return super().__call__(*args, **kwargs)
+            _parser, namespace, value = args[:3]
+            namespace["data.path"] = value
+            return None
+
+    action = parser._option_string_actions["--data"]
+    if not isinstance(action, _ActionConfigLoad) or "data.path" not in {a.dest for a in parser._actions}:
+        raise ValueError("--data FILE needs a data group with a path")
+    action.__class__ = DataFile
+    action.metavar, action.help = "FILE", DATA_HELP
 
 
 def as_lists(args: Any, *names: str) -> Any:

@@ -32,6 +32,9 @@ def test_the_installed_commands_are_the_entry_scripts_mains() -> None:
     scripts = _scripts()
     assert _target(scripts["equiv-train"]) is trainer_cli.main
     assert _target(scripts["equiv-search"]) is search_cli.main
+    from equiv import commands
+
+    assert _target(scripts["equiv"]) is commands.main  # `equiv <command>`, the one command line (issue 67)
 
 
 def _as_installed(name: str, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -422,13 +422,26 @@ def test_a_json_document_past_the_stated_size_is_refused_in_one_line_naming_the_
     assert pairs(DEMO_PAIRS).returncode == 0
 
 
-def test_the_given_save_dir_is_the_last_in_the_command_lines_order(tmp_path: Path):
-    from equiv.judge.cli import given_save_dir
+def test_the_given_save_dir_is_the_parsers_own_value_in_the_command_lines_order(tmp_path: Path, monkeypatch):
+    """The logger's ``save_dir`` is parsed as any option is (issue 67: no second reading of argv):
+    the last of a ``--config`` file's and either spelling on the command line wins, and one not
+    given is the root directory (configs/demo.yaml's ``outputs/demo``, or the one given)."""
+    from equiv.judge.cli import JudgeCLI
 
+    monkeypatch.chdir(REPO)
     config = tmp_path / "logger.yaml"
     config.write_text("trainer:\n  logger:\n    class_path: lightning.pytorch.loggers.CSVLogger\n"
                       "    init_args:\n      save_dir: from_config\n")
-    assert given_save_dir(["fit", "--config", "configs/demo.yaml"]) is None
-    assert given_save_dir(["fit", "--config", str(config)]) == "from_config"
-    assert given_save_dir(["fit", "--config", str(config), "--trainer.logger.save_dir", "short"]) == "short"
-    assert given_save_dir(["fit", "--trainer.logger.init_args.save_dir=long", f"--config={config}"]) == "from_config"
+
+    def parsed(*argv: str) -> object:
+        cli = JudgeCLI(args=["--config", "configs/demo.yaml", *argv], run=False)
+        return cli.config["trainer"]["logger"]["init_args"]["save_dir"]
+
+    assert parsed() == "outputs/demo"
+    assert parsed("--trainer.default_root_dir", str(tmp_path / "root")) == str(tmp_path / "root")
+    assert parsed("--config", str(config)) == "from_config"
+    assert parsed("--config", str(config), "--trainer.logger.save_dir", "short") == "short"
+    assert parsed("--trainer.logger.init_args.save_dir=long", f"--config={config}") == "from_config"
+    assert parsed(f"--config={config}", "--trainer.logger.init_args.save_dir=long") == "long"
+
+

@@ -14,8 +14,9 @@ ways. Each pair is graded on the MathEquiv five-level scale by construction:
 About a quarter of the pairs are multi-sentence steps (two sentences per side) whose first
 sentences are paraphrases of each other and whose second sentences decide the grade, so a
 "not equivalent" pair often contains an equivalent sentence sub-pair -- the situation EM
-refinement exists for. ``python -m equiv.data.demo OUT_DIR`` rewrites the shipped files; a test
-checks that the shipped files are exactly what this module generates.
+refinement exists for. ``equiv demo_data [OUT_DIR]`` (``python -m equiv.data.demo [OUT_DIR]``)
+rewrites the shipped files, or writes them to OUT_DIR; a test checks that the shipped files are
+exactly what this module generates.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from equiv.data.records import PairRecord, write_pair_records
 
@@ -165,6 +166,29 @@ def write_demo_data(out_dir: str | Path = DEMO_DIR) -> dict[str, Path]:
     return paths
 
 
+def build_parser() -> Any:
+    """The command's parser (jsonargparse through :func:`equiv.cliargs.command_parser`): the same
+    ``--help`` layout and one-line errors as every command."""
+    from equiv.cliargs import command_parser
+
+    p = command_parser("python -m equiv.data.demo", "Write the synthetic demo pairs (train.jsonl, valid.jsonl).")
+    p.add_argument("out", nargs="?", default=str(DEMO_DIR),
+                   help="directory to write them to (default: the shipped equiv/data/demo_data)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``equiv demo_data [OUT_DIR]``; returns the exit status."""
+    from equiv.cliargs import parse_or_refuse
+    from equiv.errors import exit_on_input_error, writable_directory
+
+    args = parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
+    with exit_on_input_error():
+        out = writable_directory(args.out, option="OUT_DIR")  # created; never a file, a FIFO or a dangling link
+        for split, path in write_demo_data(out).items():
+            print(f"{split}: {path}")
+    return 0
+
+
 if __name__ == "__main__":
-    for split, path in write_demo_data(sys.argv[1] if len(sys.argv) > 1 else DEMO_DIR).items():
-        print(f"{split}: {path}")
+    sys.exit(main())

@@ -51,31 +51,14 @@ UNSET_SAVE_DIRS = (None, ".")
 parsing), WandbLogger's default is ``.``."""
 
 
-SAVE_DIR_OPTIONS = ("--trainer.logger.save_dir", "--trainer.logger.init_args.save_dir")
-
-
-def given_save_dir(argv: Sequence[str]) -> str | None:
-    """The logger ``save_dir`` that ``argv`` gives, if any: either spelling of the option, or a
-    ``--config`` file's ``trainer.logger.(init_args.)save_dir``; the last one in order wins."""
-    import yaml
-
-    given = None
-    for index, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if not eq:
-            value = argv[index + 1] if index + 1 < len(argv) else ""
-        if name in SAVE_DIR_OPTIONS and value:
-            given = value
-        elif name in ("--config", "-c") and value and Path(value).is_file():
-            document = yaml.safe_load(Path(value).read_text(encoding="utf-8"))  # checked by check_config_files
-            trainer = document.get("trainer") if isinstance(document, dict) else None
-            logger = trainer.get("logger") if isinstance(trainer, dict) else None
-            if isinstance(logger, dict):
-                init_args = logger.get("init_args")
-                found = (init_args.get("save_dir") if isinstance(init_args, dict) else None) or logger.get("save_dir")
-                if found is not None:
-                    given = str(found)
-    return given
+def logger_save_dir(root: Any, logger: Any) -> Any:
+    """The logger's ``save_dir``, a parser link's value: the one given (``--trainer.logger.save_dir``,
+    ``--trainer.logger.init_args.save_dir`` or a ``--config`` file's, whichever the parser took
+    last), else ``trainer.default_root_dir`` (None when no root is given either: it becomes the
+    working directory before the classes are built)."""
+    init_args = logger.get("init_args") if hasattr(logger, "get") else None
+    given = init_args.get("save_dir") if hasattr(init_args, "get") else None
+    return given if given not in UNSET_SAVE_DIRS else root
 
 
 SUBCOMMAND_HELP = {
@@ -122,6 +105,7 @@ class JudgeCLI(LightningCLI):
         # every subcommand's are built here (subcommand parsers also inherit it from the main one).
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("description", "Train, validate, test or run the equivalence judge.")  # subcommands set their own
+        kwargs.setdefault("prog", typed_prog("trainer_cli.py"))  # the door typed: equiv, equiv-train, trainer_cli.py
         return super().init_parser(**kwargs)
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
@@ -153,30 +137,6 @@ class JudgeCLI(LightningCLI):
             script = typed_prog("trainer_cli.py")
             command = f"{script} {argv[0]}" if argv and argv[0] in self.subcommands() else script
             raise InputError(f"{one_line(err)}{did_you_mean(str(err), parser)} (options: {command} --help)") from None
-        self._apply_given_save_dir(argv)
-
-    def _apply_given_save_dir(self, argv: list[str]) -> None:
-        """Put a ``save_dir`` the command gives into the parsed logger.
-
-        The parser link from ``trainer.default_root_dir`` (:meth:`add_arguments_to_parser`)
-        overwrites ``save_dir`` with the root directory, whatever was given; without the link a
-        logger with no ``save_dir`` fails to parse. So the link stays and a given one is put
-        back here: ``--trainer.logger.save_dir`` (LightningCLI's short spelling, which the link
-        overrode without a word), ``--trainer.logger.init_args.save_dir`` (which was refused
-        for it) or a ``--config`` file's -- the last in the command line's order wins, as the
-        parser's own values do (issue #53, item 10)."""
-        given = given_save_dir(argv)
-        if given is None:
-            return
-        subcommand = self.config.get("subcommand")
-        config = self.config.get(subcommand) if subcommand else self.config
-        trainer = config.get("trainer") if config is not None else None
-        logger = trainer.get("logger") if trainer is not None else None
-        init_args = logger.get("init_args") if hasattr(logger, "get") else None
-        if init_args is None:
-            raise InputError("is given, but there is no one logger to give it to (trainer.logger is "
-                             f"{one_line(logger, 60)!r})", field="trainer.logger.save_dir")
-        init_args["save_dir"] = str(given)
 
     def before_instantiate_classes(self) -> None:
         """Put the logger under the root directory; refuse settings that would train nothing,
@@ -242,10 +202,10 @@ class JudgeCLI(LightningCLI):
         Lightning's default logger does that already, but a logger named in a config needs its own
         ``save_dir``; fixed in the config (``outputs/demo``), ``--trainer.default_root_dir``
         moved the checkpoints and not the logs (issue #44, item 8: a probe's fit wrote 270 MB
-        into the checkout). So ``save_dir`` is linked to the root directory
-        (:meth:`add_arguments_to_parser`) and the recipes leave it out; when no root directory
-        is given the link leaves it empty (or WandbLogger's ``.``), and it becomes the working
-        directory, Lightning's own default root."""
+        into the checkout). So the recipes leave ``save_dir`` out and a parser link
+        (:func:`logger_save_dir`) gives it the root directory unless one is given; when no root
+        directory is given either, it is empty (or WandbLogger's ``.``) and becomes the working
+        directory here, Lightning's own default root."""
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         trainer = (config or {}).get("trainer") if config is not None else None
         if not trainer:
@@ -258,8 +218,12 @@ class JudgeCLI(LightningCLI):
                 init_args["save_dir"] = str(root)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # The logger's directory is the root directory (docs/training.md): one flag moves all output.
-        parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir")
+        # The logger's directory is the root directory unless one is given (docs/training.md): one
+        # flag moves all output. The link reads the parsed logger, so a save_dir given in either
+        # spelling or in a --config file is kept (it used to overwrite it, and argv was read a
+        # second time to put it back: issue 67).
+        parser.link_arguments(("trainer.default_root_dir", "trainer.logger"), "trainer.logger.init_args.save_dir",
+                              compute_fn=logger_save_dir)
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.max_length", "data.max_length")
         parser.link_arguments("data.batch_size", "model.batch_size")

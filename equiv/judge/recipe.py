@@ -195,10 +195,9 @@ def build(root: Path, fit_options: Sequence[str], *, overwrite: bool = False) ->
 def build_parser() -> Any:
     """``equiv-train recipe``'s parser (the one command-line stack of :mod:`equiv.cliargs`)."""
     parser = command_parser(
-        "equiv-train recipe",
+        "trainer_cli.py recipe",
         f"Build the recommended GSM8K judge: two fits of {CONFIG} (seeds 42 and 1) and their ensemble, "
-        f"as docs/training.md's four commands do; {TIME_STATED}. Resumable: a rerun skips finished steps.",
-        config_files=False)
+        f"as docs/training.md's four commands do; {TIME_STATED}. Resumable: a rerun skips finished steps.")
     parser.add_argument("name", choices=list(RECIPES), help="the recipe to build")
     parser.add_argument("--root", default="outputs",
                         help="folder for the fits and the ensemble (default outputs: the ensemble is "

@@ -24,7 +24,7 @@ from equiv.errors import InputError, exit_on_input_error
 from equiv.judge.calibrate import choose_threshold
 from equiv.judge.decide import Verdict, decide, reason_counts, sweep_scores
 from equiv.judge.calibrate import binary_metrics, prefilter_sweep, spread_by_problem, threshold_sweep
-from equiv.cliargs import command_parser, parse_or_refuse
+from equiv.cliargs import command_parser, declare_data_file, parse_or_refuse
 from equiv.prune.options import add_pruner_group, pruner_config
 from equiv.prune.strategies import STRATEGIES, build_judge, strategy_entry
 from equiv.rundir.outputs import check_output
@@ -36,13 +36,6 @@ def strategy_choices() -> list[str]:
     return [s.name for s in STRATEGIES if s.prunes]
 
 
-PRUNER_ALIASES = {
-    "strategy": ["--strategy"], "model": ["--model"], "threshold": ["--threshold"], "prefilter": ["--prefilter"],
-    "batch_size": ["--batch_size", "--batch-size"], "max_length": ["--max_length", "--max-length"],
-    "device": ["--device"], "dtype": ["--dtype"], "guard": ["--guard"], "floor": ["--floor"], "restate": ["--restate"],
-}
-"""``pairs``' older spellings of the ``--pruner.*`` settings, kept as aliases."""
-
 PAIRS_SKIP = ("grouping", "representative", "url", "judge_fingerprint")
 """Pruner settings ``pairs`` has no use for: how search groups siblings, and the remote service's."""
 
@@ -53,28 +46,23 @@ class PairsData:
 
     Attributes:
         path: labelled pairs (sentence1, sentence2, result 0-4), a JSON list or JSONL; required.
-            The older spelling --data FILE still works.
+            --data FILE is the same setting (as in every command: docs/cli.md).
     """
 
     path: Optional[str] = None
 
 
-DATA_ALIAS = {"--data": "--data.path"}
-"""``--data FILE``, ``pairs``' older spelling: jsonargparse keeps ``--data`` for the group's own
-config file, so the parser spells the alias out before parsing (:func:`equiv.cliargs.spelled_out`)."""
-
-
 def build_parser() -> Any:
-    """``pairs``' jsonargparse parser: the shared ``--pruner.*`` group (equiv.prune.options) and
-    ``--data.path``, eval's spellings, with the older flat ones as aliases; ``--config`` reads them
-    from YAML."""
+    """``pairs``' jsonargparse parser: the shared ``--pruner.*`` group (equiv.prune.options, with
+    its short names ``--strategy``, ``--model``, ...) and ``--data.path`` / ``--data``, eval's
+    spellings; ``--config`` reads them from YAML."""
     p = command_parser(
         "search_cli.py pairs",
         "Evaluate an equivalence strategy on a MathEquiv-format file (JSON list or JSONL).",
-        spelled=DATA_ALIAS,
     )
-    p.add_class_arguments(PairsData, "data")  # --data FILE: an alias, rewritten by spelled_out (DATA_ALIAS)
-    add_pruner_group(p, skip=PAIRS_SKIP, aliases=PRUNER_ALIASES, strategies=strategy_choices())
+    p.add_class_arguments(PairsData, "data")
+    declare_data_file(p)  # --data FILE: the same setting as --data.path, as in eval
+    add_pruner_group(p, skip=PAIRS_SKIP, strategies=strategy_choices())
     p.add_argument("--sweep", action="store_true",
                    help="choose the threshold by a sweep (best F1)")
     p.add_argument("--sweep_data", "--sweep-data", type=Optional[str], default=None,

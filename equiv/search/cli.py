@@ -25,7 +25,7 @@ from equiv.helptext import plain_formatter, show_choices
 from equiv.errors import (
     EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, one_line, output_file_kind, writable_directory,
 )
-from equiv.cliargs import did_you_mean, typed_prog
+from equiv.cliargs import CONFIG_HELP, declare_data_file, did_you_mean, typed_prog
 from equiv.prune import build_judge
 from equiv.prune.options import add_pruner_group
 from equiv.rundir import RESULTS, bind, count_records, data_binding, model_bindings
@@ -35,7 +35,7 @@ from equiv.search import distributed
 from equiv.search.algorithms import ALGORITHMS
 from equiv.search.config import PRUNE_STAGES, DataConfig, RunConfig, ScaleConfig, SearchConfig
 from equiv.search.placement import placed_engines
-from equiv.search.policies import BACKENDS, build_policy, PolicyConfig
+from equiv.search.policies import BACKENDS, build_policy, check_backend_options, PolicyConfig
 from equiv.search.rewards import bind_policy_reward, REWARDS, RewardConfig
 from equiv.search.runner import Engines, check_settings, run_eval
 from equiv.search.tiny import resolve_tiny
@@ -54,15 +54,17 @@ def build_eval_parser() -> Any:
         formatter_class=plain_formatter(),
         allow_abbrev=False,  # --search.widt must not mean --search.width (did_you_mean names it instead)
     )
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML recipe(s); later ones override earlier")
+    parser.add_argument("--config", action=ActionConfigFile, help=CONFIG_HELP)
     parser.add_argument("--algo", type=str, default=None, help=f"search algorithm: {', '.join(ALGORITHMS.names())}")
     parser.add_argument("--out", type=str, default=None, help="run directory (created; an existing one is resumed)")
     parser.add_class_arguments(SearchConfig, "search")
     parser.add_class_arguments(DataConfig, "data")
+    declare_data_file(parser)  # --data FILE: the same setting as --data.path, as in pairs
     parser.add_class_arguments(RunConfig, "run")
     parser.add_class_arguments(PolicyConfig, "policy")
     parser.add_class_arguments(RewardConfig, "reward")
-    add_pruner_group(parser)  # the same --pruner.* group as pairs and serve (equiv.prune.options)
+    # the same --pruner.* group as pairs and serve (equiv.prune.options); spelled out: eval has three models
+    add_pruner_group(parser, short_names=False)
     parser.add_class_arguments(ScaleConfig, "scale")
     show_choices(parser, {"algo": ALGORITHMS.names(), "search.prune_stage": PRUNE_STAGES, "policy.backend": BACKENDS.names(),
                           "reward.kind": REWARDS.names(), "data.dataset": DATASETS})
@@ -161,6 +163,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
             raise InputError("--out DIR is required (the run directory)")
         init = parser.instantiate_classes(cfg)
         check_settings(cfg.algo, init.search, init.run, init.scale)  # before anything is written
+        check_backend_options(init.policy)  # a setting the backend never reads, before the run directory
         init.pruner.validate()
         check_local_model(init.policy.model, field="policy.model")  # before the run directory is touched
         check_local_model(init.reward.model, field="reward.model")

@@ -50,16 +50,13 @@ SERVE_SKIP = ("strategy", "threshold", "prefilter", "grouping", "representative"
 """Pruner settings ``serve`` does not take: it serves the ``model`` strategy with the export's own
 policy (a client changes nothing of it; docs/serving.md)."""
 
-SERVE_ALIASES = {"model": ["--model"], "device": ["--device"], "batch_size": ["--batch_size"]}
-"""``serve``'s older spellings of the ``--pruner.*`` settings, kept as aliases."""
-
 
 def build_parser() -> Any:
     """``serve``'s jsonargparse parser: the judge as the shared ``--pruner.*`` group
-    (equiv.prune.options; ``--model``, ``--device``, ``--batch_size`` as before), the server's
-    own options, and ``--config`` for a YAML file of them."""
+    (equiv.prune.options; its short names ``--model``, ``--device``, ``--batch_size``, as in every
+    command), the server's own options, and ``--config`` for a YAML file of them."""
     p = command_parser("search_cli.py serve", "Serve an exported judge over HTTP (LitServe).")
-    add_pruner_group(p, skip=SERVE_SKIP, aliases=SERVE_ALIASES)
+    add_pruner_group(p, skip=SERVE_SKIP)
     p.add_argument("--host", type=str, default="127.0.0.1",
                    help="address to bind (default loopback only; 0.0.0.0 is every interface, with a warning)")
     p.add_argument("--port", type=int, default=8000, help="TCP port to listen on, 1-65535 (default 8000)")

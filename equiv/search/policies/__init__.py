@@ -163,6 +163,41 @@ class PolicyConfig:
         check_dtype_name(self.dtype, field="policy.dtype")
 
 
+BACKEND_ONLY: dict[str, tuple[str, ...]] = {
+    "gpu_memory_utilization": ("vllm",), "tensor_parallel_size": ("vllm",), "enable_prefix_caching": ("vllm",),
+    "enforce_eager": ("vllm",), "engine_kwargs": ("vllm",),
+    "device": ("transformers",), "batch_requests": ("transformers",), "max_batch_rows": ("transformers",),
+    "attn_implementation": ("transformers",),
+    "parallel": ("llamacpp",), "threads": ("llamacpp",), "gpu_layers": ("llamacpp",), "url": ("llamacpp",),
+    "request_timeout_s": ("llamacpp",),
+}
+"""The policy settings only some backends read (the option audit, issue 67): set to anything but
+the default under another backend, a setting did nothing without a word (``policy.device: cpu``
+under llamacpp, ``policy.gpu_layers`` under vLLM), so ``eval`` refuses it in one line
+(:func:`check_backend_options`). Code that builds a :class:`PolicyConfig` itself (the benchmarks
+set one union of settings for every backend they compare) is not refused."""
+
+IN_PROCESS_ONLY = ("threads", "gpu_layers")
+"""llamacpp settings of the in-process server: with ``policy.url`` (a running llama-server) there
+is none to give them to."""
+
+
+def check_backend_options(cfg: PolicyConfig) -> None:
+    """Refuse a policy setting the chosen backend never reads (:data:`BACKEND_ONLY`,
+    :data:`IN_PROCESS_ONLY`), naming the field and the backends that read it: ``eval`` calls it on
+    the command line's (and its config files') settings, before the run directory is made."""
+    defaults = PolicyConfig(model="")
+    for name, backends in BACKEND_ONLY.items():
+        if cfg.backend not in backends and getattr(cfg, name) != getattr(defaults, name):
+            raise InputError(f"is read only by backend {' or '.join(backends)}, and the backend is {cfg.backend!r}: "
+                             "it would do nothing; leave it out", field=f"policy.{name}")
+    if cfg.backend == "llamacpp" and cfg.url:
+        for name in IN_PROCESS_ONLY:
+            if getattr(cfg, name) != getattr(defaults, name):
+                raise InputError("sets the in-process llama.cpp server, and policy.url names a running one: it "
+                                 "would do nothing; set it on that server", field=f"policy.{name}")
+
+
 @dataclass(frozen=True)
 class Backend:
     """One policy backend as the runner, the placement and the docs see it."""
