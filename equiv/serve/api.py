@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import litserve as ls
 
 from equiv.errors import one_line
 from equiv.serve.protocol import (ERROR_KEY, INTERNAL_PATH, ROUTES, Limits, RequestError, body_too_large, check_internal,
                                   decode_json, parse_request)
+
+if TYPE_CHECKING:  # the judge's protocol (sibling families in, classes out); no import at run time
+    from equiv.prune.boundary import SiblingJudge
 
 
 def needs_probability(request: dict[str, Any]) -> bool:
@@ -36,7 +39,7 @@ def needs_probability(request: dict[str, Any]) -> bool:
 class JudgeAPI(ls.LitAPI):
     """Serves every internal request kind with one judge per worker; a batch is one judge call."""
 
-    def __init__(self, judge_factory: Callable[[str], Any], *, max_batch_size: int = 64,
+    def __init__(self, judge_factory: Callable[[str], SiblingJudge], *, max_batch_size: int = 64,
                  batch_timeout: float = 0.005) -> None:
         super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=INTERNAL_PATH)
         self.judge_factory = judge_factory
@@ -356,7 +359,7 @@ def _without_mcp_connector() -> None:
         litserve.server._MCP_AVAILABLE = False
 
 
-def build_server(judge_factory: Callable[[str], Any], *, address: str, metadata: dict[str, Any],
+def build_server(judge_factory: Callable[[str], SiblingJudge], *, address: str, metadata: dict[str, Any],
                  accelerator: str = "auto", devices: int | str = "auto", workers_per_device: int = 1,
                  max_batch_size: int = 64, batch_timeout: float = 0.005, limits: Limits = Limits(),
                  default_output: str = "binary", timeout: float = 60.0) -> ls.LitServer:
