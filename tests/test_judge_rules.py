@@ -10,7 +10,8 @@ import pytest
 
 from equiv.data.tokenize import canonical_pair
 from equiv.prune import LevenshteinJudge, ModelJudge, PrunerConfig, build_judge
-from equiv.search.dispatch import judge_verdicts
+from equiv.prune.boundary import Family
+from equiv.search.dispatch import judge_groupings
 from equiv.judge.decide import below_floor, decide
 from equiv.judge.policy import DecisionPolicy
 from tests.helpers.cli import search_cli
@@ -158,13 +159,14 @@ def test_search_hands_the_judge_each_pairs_question():
     seen = []
 
     class Recording(LevenshteinJudge):
-        def pair_verdicts(self, pairs, questions=None):
+        def pair_verdicts(self, pairs, questions=None, *, score_ruled=False):
             seen.append(list(questions))
-            return super().pair_verdicts(pairs, questions)
+            return super().pair_verdicts(pairs, questions, score_ruled=score_ruled)
 
-    verdicts = judge_verdicts(Recording(0.5))
-    verdicts([("a b c", "a b d", "question one"), ("x y", "x z", "question two")])
-    assert seen == [["question one", "question two"]]
+    groupings = judge_groupings(Recording(0.5))
+    groupings([(Family.of(["a b c", "a b d"], "question one"), "greedy", "first"),
+               (Family.of(["x y", "x z"], "question two"), "greedy", "first")])
+    assert seen == [["question one", "question two"]]  # both families' pairs in one call
 
 
 def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path):

@@ -139,7 +139,9 @@ def test_group_siblings_with_identical_and_whitespace_variants():
     judge = FormulaJudge()
     g = group_siblings(texts, judge)
     assert g.classes == [[0, 1, 3], [2]]
-    assert judge.stats.pairs == 6 and judge.stats.exact == 2 and judge.stats.cache_hits == 2
+    # greedy asks each step against the representatives before it: (0, 1), (0, 2), then (0, 3)
+    # and (2, 3) -- the last the same texts as (0, 2), a cache hit; never (1, 2), (1, 3)
+    assert judge.stats.pairs == 4 and judge.stats.exact == 2 and judge.stats.cache_hits == 1
     assert group_siblings([], judge).classes == []
     assert group_siblings(["only"], judge).classes == [[0]]
 
@@ -152,3 +154,56 @@ def test_group_siblings_follows_the_judges_policy():
     exact = LevenshteinJudge(29 / 30)  # the ratio itself: the baseline's strict ">" keeps them apart
     assert exact.pair_probabilities([tuple(texts)]) == [29 / 30]
     assert group_siblings(texts, exact).classes == [[0], [1]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.integers(min_value=0, max_value=7).flatmap(
+            lambda n: st.tuples(
+                st.just(n),
+                st.lists(st.floats(0, 1), min_size=n * (n - 1) // 2, max_size=n * (n - 1) // 2),
+                st.lists(st.floats(-5, 5), min_size=n, max_size=n),
+            )
+        ),
+        min_size=1, max_size=4,
+    ),
+    st.sampled_from(["greedy", "transitive"]),
+    st.sampled_from(["first", "prior", "score"]),
+)
+def test_the_judges_group_is_grouping_over_every_pair_asking_only_what_it_reads(families, mode, rule):
+    """Issue 67: the one boundary (``group_families``) gives the classes grouping over every pair's
+    verdict gives, for every family at once; greedy asks each candidate only against the
+    representatives before it (in processing order), in one batched call per round."""
+    from equiv.judge.decide import Verdict
+    from equiv.prune import Family, group_families
+
+    texts = [[f"f{f} s{i}" for i in range(n)] for f, (n, _, _) in enumerate(families)]
+    table = {}
+    for f, (n, values, _) in enumerate(families):
+        for (i, j), p in zip(sibling_pairs(n), values):
+            table[frozenset((texts[f][i], texts[f][j]))] = p
+    calls: list[list[tuple[str, str]]] = []
+
+    def ask(pairs, questions, score_ruled):
+        calls.append(list(pairs))
+        assert questions == [f"q{t[0].split()[0]}" for t in pairs]  # each pair's own family's question
+        return [Verdict(table[frozenset(p)], table[frozenset(p)] >= 0.5, "threshold") for p in pairs]
+
+    asked = [Family.of(texts[f], f"qf{f}", priors=priors, scores=[-p for p in priors] if rule == "score" else None)
+             for f, (_, _, priors) in enumerate(families)]
+    found = group_families(ask, asked, mode=mode, representative=rule)
+    for f, (n, values, priors) in enumerate(families):
+        probs = dict(zip(sibling_pairs(n), values))
+        every = group_equivalent(n, at(probs, 0.5), probs=probs, mode=mode, representative=rule, priors=priors,
+                                 scores=[-p for p in priors])
+        assert found[f].grouping == every
+        if mode == "transitive":
+            assert found[f].pairs == sibling_pairs(n)
+        else:  # only pairs with a representative of a candidate processed before the other
+            reps = set(every.representatives)
+            assert all(i in reps or j in reps for i, j in found[f].pairs)
+            assert all(i < j for i, j in found[f].pairs)
+            assert len(found[f].pairs) <= n * (n - 1) // 2
+    widest = max(n for n, _, _ in families)
+    assert len(calls) <= (1 if mode == "transitive" else max(widest - 1, 0))  # batched across families

@@ -1,4 +1,4 @@
-"""Strategies behind the PairJudge interface: rule-based, embedding (bundled MiniLM) and model
+"""Strategies behind the SiblingJudge interface: rule-based, embedding (bundled MiniLM) and model
 (tiny random-init classifiers saved as real Hugging Face directories)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from equiv.prune import (
     build_judge,
     group_siblings,
 )
-from equiv.search.types import PairJudge
+from equiv.prune.boundary import SiblingJudge
 from tests.helpers.judges import make_tiny_judge
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def model_judge(tiny_judge_dir) -> ModelJudge:
 
 def test_every_strategy_is_a_pair_judge():
     for judge in (LevenshteinJudge(), FormulaJudge()):
-        assert isinstance(judge, PairJudge)
+        assert isinstance(judge, SiblingJudge)
 
 
 def test_strategy_exact_is_refused_naming_the_search_setting_that_replaces_it():
@@ -112,7 +112,7 @@ def test_config_validation_and_factory():
 
 
 def test_model_defaults_come_from_the_export(model_judge):
-    assert isinstance(model_judge, PairJudge)
+    assert isinstance(model_judge, SiblingJudge)
     assert model_judge.threshold == 0.5
     assert model_judge.prefilter == 0.6
     assert model_judge.max_length == 96
@@ -235,7 +235,7 @@ def test_bad_judge_paths_are_clear_errors(tmp_path):
 
 def test_embedding_baseline_with_bundled_minilm():
     j = EmbeddingJudge(threshold=0.8, device="cpu")
-    assert isinstance(j, PairJudge)
+    assert isinstance(j, SiblingJudge)
     a = "Janet sells 9 eggs at $2 each, so she makes 9 * 2 = $18."
     b = "She makes 9 * 2 = $18 by selling 9 eggs at $2 each."
     c = "The robe takes 2 bolts of blue fiber."

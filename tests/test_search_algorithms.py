@@ -100,8 +100,10 @@ def test_expansion_merge_rules_and_accounting(stage):
     # every returned token counts, pruned and duplicate included
     assert ctx.stats.generated_tokens == 4 + 6 + 5 + 7
     assert ctx.stats.candidates == 4 and ctx.stats.duplicates == 1 and ctx.stats.pruned == 1
-    assert ctx.stats.judge_pairs == 3  # unique siblings A, so A, B
-    assert ctx.stats.judge_calls == 3  # no prefilter configured
+    # unique siblings A, so A, B: greedy asks "so A" and B against the representative A only,
+    # never (so A, B), a pair of two members it would not read (issue 67)
+    assert ctx.stats.judge_pairs == 2
+    assert ctx.stats.judge_calls == 2  # no prefilter configured
     if stage == "after_prm":
         assert ctx.stats.prm_calls == 3  # A, so A, B (the exact duplicate is never scored)
         assert a.value == pytest.approx(0.3)  # its own, not the class's 0.8
@@ -432,11 +434,13 @@ def test_judge_calls_are_what_the_judge_reports_per_problem_not_its_cache():
 
     asyncio.run(run_workers(dispatcher, [0, 1], work, 1))
     for ctx in ctxs:
-        assert ctx.stats.judge_pairs == 6
-        # model calls: (x1, x 1), (x1, x2), (x 1, x2); (y1, *) is prefiltered
-        assert ctx.stats.judge_calls == 3
+        # greedy asks each sibling against the representatives before it: (x1, x 1) merges, then
+        # (x1, y1), then (x1, x2) and (y1, x2); never a pair with the member "x 1"
+        assert ctx.stats.judge_pairs == 4
+        # model calls: (x1, x 1), (x1, x2); (y1, *) is prefiltered
+        assert ctx.stats.judge_calls == 2
         assert ctx.tree[2].merged_into == ctx.tree[1].id  # "x 1" ends like "x1": merged
-    assert judge.stats.cache_hits == 6  # the second problem's pairs were all cached
+    assert judge.stats.cache_hits == 4  # the second problem's pairs were all cached
 
 
 @pytest.mark.parametrize("prune", [False, True])

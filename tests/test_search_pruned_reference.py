@@ -18,6 +18,7 @@ import random
 
 import pytest
 
+from equiv.prune.boundary import GroupsSiblings
 from equiv.search.expansion import SeedStream
 from equiv.search.mcts import mcts
 from equiv.search.sbs import sbs
@@ -36,7 +37,7 @@ def equivalent(a: str, b: str) -> bool:
     return frozenset((a, b)) in EQUIVALENT
 
 
-class PairSetJudge:
+class PairSetJudge(GroupsSiblings):
     """Equivalent (1.0) iff the pair is in :data:`EQUIVALENT`."""
 
     name, threshold, learned = "pairs", 0.5, True

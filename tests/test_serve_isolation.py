@@ -83,3 +83,45 @@ def test_the_middleware_answers_a_requests_error_with_its_own_status():
 
     sent = asyncio.run(run(RouteMiddleware(worker, address="http://127.0.0.1:1"), "/verdicts", {"pairs": [["a", "b"]]}))
     assert sent[0]["status"] == 400 and json.loads(sent[1]["body"]) == {"error": "field 'x': bad"}
+
+
+QUESTION = "Janet has 3 apples and buys 4 more. How many apples does she have?"
+# one pair the guard decides (different results), one the model decides, one the shortcut does
+ASKED = {"route": "verdicts", "pairs": [["She has 3 + 4 = 7 apples.", "She has 3 + 4 = 8 apples."],
+                                        ["She buys 4 more apples.", "Janet buys 4 more apples."],
+                                        ["3 + 4 = 7 apples.", "3+4 = 7 apples"]],
+         "questions": [QUESTION] * 3, "score_ruled": False}
+
+
+@pytest.fixture
+def guarded(tmp_path):
+    """A fresh worker (an empty cache) whose judge has the guard on and merges what the model scores."""
+    from tests.helpers.judges import SETTINGS
+
+    settings = {**SETTINGS, "prefilter_threshold": 0.05, "decision_threshold": 0.01,
+                "policy": {"threshold": 0.01, "prefilter": 0.05, "guard": True}}
+    judge = make_tiny_judge(tmp_path / "judge", settings=settings)
+    served = JudgeAPI(lambda device: ModelJudge(judge, device="cpu"))
+    served.setup("cpu")
+    return served
+
+
+@pytest.mark.parametrize("company", ["predict", "similarity", "score_ruled", "group"])
+def test_a_requests_verdicts_do_not_depend_on_what_shares_its_batch(guarded, company):
+    """Issue 67: ``score_ruled`` was decided for a whole LitServe batch, so a ``/predict`` sharing
+    a remote search's ``/verdicts`` batch made the model score the pairs the guard had settled:
+    their probability and ``model_call`` (the search's ``judge_calls``) then depended on who shared
+    the batch. Each request's own setting now: the same answer alone and in company."""
+    pair = ASKED["pairs"][0]
+    other = {"predict": {"route": "predict", "pairs": [pair], "single": True},
+             "similarity": {"route": "merge_model_inference", "pairs": [pair], "single": True,
+                            "output_type": "similarity"},
+             "score_ruled": {**ASKED, "score_ruled": True},
+             "group": {"route": "group", "steps": pair, "question": QUESTION, "grouping": "greedy"}}[company]
+    together = _serve(guarded, [ASKED, other])
+    alone = _serve(guarded, [ASKED])[0]
+    first = together[0]["verdicts"]
+    assert first[0]["reason"].startswith("guard:") and first[0]["probability"] is None
+    assert not first[0]["model_call"] and first[1]["model_call"]  # the guard's pair took no forward
+    assert together[0] == alone
+    assert _serve(guarded, [other])[0] == together[1]  # and the company's answer is its own too

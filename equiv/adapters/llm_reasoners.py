@@ -2,8 +2,9 @@
 
 Every llm-reasoners algorithm (MCTS, beam search, DFS, greedy) asks its ``SearchConfig`` for a
 state's candidate actions through ``get_actions``; :class:`MergingSearchConfig` wraps that one
-hook: the candidates are grouped by an equiv judge (:func:`equiv.prune.grouping.group_siblings`,
-the grouping search uses) and only each class's representative is returned, so an equivalent
+hook: the candidates are grouped by an equiv judge (its ``group``,
+:func:`equiv.prune.boundary.group_families`: the one place a merge is decided, which search and
+the service call too) and only each class's representative is returned, so an equivalent
 sibling is never stepped into, rewarded or expanded. Everything else is the wrapped config's.
 
     judge = load_equiv_judge(model="outputs/demo/judge")        # or url="http://127.0.0.1:8000"
@@ -19,12 +20,11 @@ from typing import Any, Callable
 
 from reasoners import SearchConfig
 
-from equiv.prune.cached import CachedJudge
-from equiv.prune.grouping import group_siblings
+from equiv.prune.boundary import Family, SiblingJudge
 from equiv.prune.strategies import PrunerConfig, build_judge
 
 
-def load_equiv_judge(*, model: str | None = None, url: str | None = None, device: str = "auto") -> CachedJudge:
+def load_equiv_judge(*, model: str | None = None, url: str | None = None, device: str = "auto") -> SiblingJudge:
     """A local exported judge (``model``) or a served one (``url``: ``search_cli.py serve``)."""
     if (model is None) == (url is None):
         raise ValueError("give exactly one of model (an exported judge) or url (a judge service)")
@@ -48,7 +48,7 @@ class MergingSearchConfig(SearchConfig):
     it is a string). ``merged`` counts the actions dropped, ``asked`` the ``get_actions`` calls.
     """
 
-    def __init__(self, inner: SearchConfig, judge: CachedJudge, *, action_text: Callable[[Any], str] = str,
+    def __init__(self, inner: SearchConfig, judge: SiblingJudge, *, action_text: Callable[[Any], str] = str,
                  question: Callable[[Any], str | None] = _question_of, mode: str = "greedy") -> None:
         super().__init__()
         self.inner = inner
@@ -64,8 +64,8 @@ class MergingSearchConfig(SearchConfig):
         self.asked += 1
         if len(actions) < 2:
             return actions
-        grouping = group_siblings([self.action_text(a) for a in actions], self.judge, mode=self.mode,  # type: ignore[arg-type]
-                                  question=self.question(self.inner.example))
+        family = Family.of([self.action_text(a) for a in actions], self.question(self.inner.example))
+        grouping = self.judge.group([family], mode=self.mode)[0].grouping  # type: ignore[arg-type]
         self.merged += len(actions) - len(grouping.representatives)
         return [actions[i] for i in sorted(grouping.representatives)]
 

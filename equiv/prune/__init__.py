@@ -1,4 +1,5 @@
-"""Equivalence pruning runtime: strategies behind one ``PairJudge`` interface, and grouping.
+"""Equivalence pruning runtime: strategies behind one judge interface (``SiblingJudge``: sibling
+families in, classes out), and grouping.
 
 Typical use (see docs/pruning.md)::
 
@@ -11,9 +12,10 @@ when built.
 """
 
 from equiv.judge.decide import Verdict
+from equiv.prune.boundary import Family, FamilyGrouping, SiblingJudge, group_families, group_siblings
 from equiv.prune.cached import CachedJudge, pair_key
 from equiv.prune.embedding import EmbeddingJudge
-from equiv.prune.grouping import Grouping, group_equivalent, group_siblings, sibling_pairs
+from equiv.prune.grouping import Grouping, group_equivalent, sibling_pairs
 from equiv.prune.model_judge import ModelJudge
 from equiv.prune.remote import RemoteJudge
 from equiv.prune.rules import FormulaJudge, LevenshteinJudge
@@ -24,6 +26,8 @@ from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 __all__ = [
     "CachedJudge",
     "EmbeddingJudge",
+    "Family",
+    "FamilyGrouping",
     "FormulaJudge",
     "Grouping",
     "JudgeStats",
@@ -32,10 +36,12 @@ __all__ = [
     "PrunerConfig",
     "RemoteJudge",
     "STRATEGIES",
+    "SiblingJudge",
     "Strategy",
     "Verdict",
     "build_judge",
     "group_equivalent",
+    "group_families",
     "group_siblings",
     "levenshtein_ratio",
     "normalise_whitespace",

@@ -1,7 +1,9 @@
-"""Equivalence strategies behind one interface (:class:`equiv.search.types.PairJudge`).
+"""The local judges' shared machinery, behind the one judge interface
+(:class:`equiv.prune.boundary.SiblingJudge`).
 
-Every strategy answers "how likely is each of these pairs equivalent?" for a *batch* of pairs,
-because search collects the sibling pairs of many problems and asks once. Each judge has
+Callers hand a judge sibling families and get their classes back (:meth:`CachedJudge.group`:
+:func:`equiv.prune.boundary.group_families`, which asks greedy grouping's pairs in rounds, each
+round one batched :meth:`~CachedJudge.pair_verdicts` call across every family). Each judge has
 
 - ``name`` and ``policy`` (:class:`equiv.judge.policy.DecisionPolicy`): how a pair is decided,
   applied by the one evaluator :func:`equiv.judge.decide.decide`;
@@ -11,7 +13,7 @@ because search collects the sibling pairs of many problems and asks once. Each j
   forward (the rules decide before the model, so a pair they decide takes none) -- what
   search counts as a problem's ``judge_calls``, so the judge alone says what its work was;
 - ``pair_probabilities(pairs)``: the verdicts' probabilities (the Levenshtein ratio, the cosine
-  clipped at 0, the model's probability; 0/1 for ``exact`` and ``formula``);
+  clipped at 0, the model's probability; 0/1 for ``formula``);
 - ``pair_scores(pairs)``: the continuous score a threshold is swept over;
 - ``stats`` (:class:`JudgeStats`): pairs asked, cache hits, and how each new pair was decided,
   so search can report judge work apart from PRM work.
@@ -43,6 +45,7 @@ from equiv.errors import InputError, check_fraction
 from equiv.data.tokenize import canonical_pair
 from equiv.judge.decide import IDENTICAL, PREFILTERED, Verdict, decide
 from equiv.judge.policy import DecisionPolicy
+from equiv.prune.boundary import GroupsSiblings
 from equiv.prune.lru import BoundedLRU, text_bytes
 from equiv.prune.stats import JudgeStats
 
@@ -81,8 +84,9 @@ def check_statement_floor(value: float | None, path: str | None = None) -> float
     return check_fraction(value, "floor", path) or None
 
 
-class CachedJudge:
-    """Shared machinery: the decision policy, an order-insensitive score cache, and stats.
+class CachedJudge(GroupsSiblings):
+    """Shared machinery: the decision policy, an order-insensitive score cache, stats, and
+    :meth:`group` (sibling families -> classes, :func:`equiv.prune.boundary.group_families`).
 
     Subclasses implement :meth:`_judge_new` for pairs not scored before and return ``(probability,
     score)`` per pair; the policy (:attr:`policy`, applied by :func:`equiv.judge.decide.decide`)

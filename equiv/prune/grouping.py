@@ -1,9 +1,11 @@
 """Group sibling candidates into equivalence classes, each kept by one representative.
 
-Pure functions, shaped for batching: search first collects :func:`sibling_pairs` for every
-expansion of every problem, makes ONE judge call, then calls :func:`group_equivalent` per
-expansion with the verdicts it got back (whether each pair merges is the judge's decision
-policy's, :func:`equiv.judge.decide.decide`; grouping never compares a probability itself).
+Pure functions: :func:`group_equivalent` turns the verdicts of the pairs a mode reads into
+classes (whether each pair merges is the judge's decision policy's,
+:func:`equiv.judge.decide.decide`; grouping never compares a probability itself). Which pairs
+are asked, and how they are batched across families, is :func:`equiv.prune.boundary.group_families`'
+(every judge's ``group``): greedy grouping asks only each candidate against the representatives
+before it.
 
 Rules (all deterministic):
 
@@ -69,9 +71,10 @@ def sibling_pairs(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(i + 1, n)]
 
 
-def _processing_order(
+def processing_order(
     n: int, representative: str, priors: Sequence[float] | None, scores: Sequence[float] | None
 ) -> list[int]:
+    """Candidates ``0..n-1`` in the order grouping walks them (the module docstring's rule)."""
     if representative == "first":
         return list(range(n))
     if representative not in ("prior", "score"):
@@ -119,7 +122,7 @@ def group_equivalent(
         raise ValueError(f"n must be >= 0, got {n}")
     if mode not in ("greedy", "transitive"):
         raise ValueError(f"mode must be greedy or transitive, got {mode!r}")
-    order = _processing_order(n, representative, priors, scores)
+    order = processing_order(n, representative, priors, scores)
     rank = {c: r for r, c in enumerate(order)}
     if mode == "greedy":
         classes: list[list[int]] = []
@@ -163,32 +166,3 @@ def group_equivalent(
                 prob = _lookup(probs, m, rep)  # None: a rule decided the pair, no model scored it
                 prob_to_rep[m] = None if prob is None else float(prob)
     return Grouping(classes, representatives, representative_of, prob_to_rep)
-
-
-def group_siblings(
-    texts: Sequence[str],
-    judge: Any,
-    *,
-    mode: GroupingMode = "greedy",
-    representative: RepresentativeRule = "first",
-    priors: Sequence[float] | None = None,
-    scores: Sequence[float] | None = None,
-    question: str | None = None,
-) -> Grouping:
-    """Group one set of sibling step texts with a judge (one batched judge call).
-
-    ``question`` is the siblings' problem (the claim guard reads it). For many sets at once (search), collect :func:`sibling_pairs` of each, call
-    ``judge.pair_verdicts`` once, and use :func:`group_equivalent` per set instead.
-    """
-    pairs = sibling_pairs(len(texts))
-    asked = [(texts[i], texts[j]) for i, j in pairs]
-    verdicts = judge.pair_verdicts(asked, None if question is None else [question] * len(asked)) if pairs else []
-    return group_equivalent(
-        len(texts),
-        {pair: v.merged for pair, v in zip(pairs, verdicts)},
-        probs={pair: v.probability for pair, v in zip(pairs, verdicts)},
-        mode=mode,
-        representative=representative,
-        priors=priors,
-        scores=scores,
-    )

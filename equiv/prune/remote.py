@@ -1,6 +1,8 @@
 """The ``remote`` strategy: the judge of a running ``search_cli.py serve``, asked over HTTP.
 
-The judge interface (:class:`equiv.search.types.PairJudge`) implemented directly: an
+The judge interface (:class:`equiv.prune.boundary.SiblingJudge`) implemented directly: ``group``
+asks the same rounds a local judge asks (:func:`equiv.prune.boundary.group_families`), each
+round's pairs through ``/verdicts`` in chunks bounded by pairs and characters; an
 order-insensitive cache of the service's verdicts (keyed on the question too, since the service's
 claim guard reads it), the same ``pair_verdicts`` (the one :class:`~equiv.judge.decide.Verdict`,
 with whether it took a forward), counted into the same stats object a local judge counts into. The service applies the judge's whole policy (shortcut, prefilter,
@@ -26,6 +28,7 @@ from equiv.errors import InputError, ServiceError
 from equiv.httpbounds import AnswerTooLarge, BoundedTransport
 from equiv.judge.decide import Verdict, VerdictJSONError, verdict_from_json
 from equiv.judge.policy import DecisionPolicy
+from equiv.prune.boundary import GroupsSiblings
 from equiv.prune.cached import Pair, checked_pairs, pair_key
 from equiv.prune.lru import BoundedLRU, text_bytes
 from equiv.prune.stats import JudgeStats
@@ -139,10 +142,10 @@ def service_info(url: str, *, timeout: float = 30.0, retries: int = 3, backoff: 
     return model
 
 
-class RemoteJudge:
+class RemoteJudge(GroupsSiblings):
     """The judge served at ``url`` (``search_cli.py serve``); its policy is the service's.
 
-    Implements the judge interface (:class:`equiv.search.types.PairJudge`) directly: the service
+    Implements the judge interface (:class:`equiv.prune.boundary.SiblingJudge`) directly: the service
     decides every pair with its judge's whole policy and answers the verdict (merged, reason,
     probability); this judge caches those verdicts per (pair, question) and counts them into the
     same :class:`~equiv.prune.stats.JudgeStats` a local judge does. ``policy`` mirrors the

@@ -4,8 +4,11 @@ settings and factory that build one.
 A :class:`Strategy` entry declares its builder and what it takes -- a threshold, a model, a
 prefilter -- and whether a new pair costs a learned model's forward; :func:`build_judge`
 checks a :class:`PrunerConfig` against those flags, so an option a strategy would silently
-ignore is an error. The judges themselves live one job per module: :mod:`.cached` (the shared
-interface: cache, stats, shortcut, claim guard), :mod:`.rules` (``levenshtein``,
+ignore is an error. Every judge implements the one judge interface,
+:class:`equiv.prune.boundary.SiblingJudge` (sibling families in, classes out: its ``group`` is
+:func:`~equiv.prune.boundary.group_families`, the one place a merge is decided); each pair is
+decided by the judge's policy, the rules before the model. The judges live one job per module:
+:mod:`.cached` (the local judges' base: policy, cache, stats), :mod:`.rules` (``levenshtein``,
 ``formula``), :mod:`.embedding`, :mod:`.model_judge` (``model``). Adding one is a
 module with a :class:`~equiv.prune.cached.CachedJudge` subclass and one ``STRATEGIES.add``
 (docs/contributing.md, "Extending equiv").
@@ -85,7 +88,7 @@ class PrunerConfig:
         dtype: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
         grouping: ``greedy`` (the paper: merge into the first matching class) or ``transitive``.
         representative: which member keeps a class: ``first``, highest ``prior``, or highest ``score``.
-        guard: the guard rules that veto a merge (:mod:`equiv.text.guard`): true = every rule,
+        guard: the guard rules that keep a pair apart before the model is asked (:mod:`equiv.text.guard`): true = every rule,
             false = none, or rule names (a list, or comma-separated: ``RULE,RULE``); None = the export's policy for
             ``model`` (off for the other strategies).
         floor: the statement floor: a pair of steps that both compute nothing

@@ -3,7 +3,8 @@
 Search algorithms are ``async`` functions that ``await`` a :class:`DispatcherHandle` (an
 :class:`~equiv.search.expansion.EngineHandle`). Each call parks its requests in a queue and waits. Problems run as concurrent workers; when *every*
 live worker is parked, the :class:`Dispatcher` flushes the queues with one batched call per
-engine (policy, then PRM, then judge) and resolves the waiting futures. Concurrency 1 is the
+engine (policy, then PRM, then judge: every parked sibling family of every problem handed to
+the judge's ``group`` at once, :func:`judge_groupings`) and resolves the waiting futures. Concurrency 1 is the
 sequential path through exactly the same code. Requests of different temperatures (lookahead's
 greedy rollouts beside sampled expansions) share a batch: every Policy honours
 ``StepRequest.temperature`` per request.
@@ -23,8 +24,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Sequence
 
-from equiv.judge.decide import Verdict
-from equiv.search.types import Candidate, PairJudge, Policy, RewardModel, ScoreRequest, StepRequest
+from equiv.prune.boundary import Family, FamilyGrouping, SiblingJudge
+from equiv.search.types import Candidate, Policy, RewardModel, ScoreRequest, StepRequest
 
 KINDS = ("generate", "score", "judge")
 
@@ -54,13 +55,13 @@ class BatchLog:
 class Dispatcher:
     """Merges the engine requests of concurrently running problems into batched calls."""
 
-    def __init__(self, policy: Policy, reward: RewardModel | None, judge: PairJudge | None) -> None:
+    def __init__(self, policy: Policy, reward: RewardModel | None, judge: SiblingJudge | None) -> None:
         self.engines: dict[str, Callable[[Sequence], list]] = {"generate": policy.generate}
         if reward is not None:
             self.engines["score"] = reward.score
         self.judge = judge
         if judge is not None:
-            self.engines["judge"] = judge_verdicts(judge)
+            self.engines["judge"] = judge_groupings(judge)
         self.queues: dict[str, list[_Parked]] = {k: [] for k in KINDS}
         self.live = 0
         self.parked = 0
@@ -149,10 +150,28 @@ def _fail(entry: _Parked, err: BaseException) -> None:
         entry.future.set_exception(err)
 
 
-def judge_verdicts(judge: PairJudge) -> Callable[[Sequence[tuple[str, str, str]]], list[Verdict]]:
-    """The judge's verdict per ``(a, b, question)`` item: its ``pair_verdicts`` (the guard reads
-    each pair's question: restated givens, the problem's entities)."""
-    return lambda items: judge.pair_verdicts([(a, b) for a, b, _ in items], [q for _, _, q in items])
+GroupAsk = tuple[Family, str, str]
+"""One family to group, with its grouping mode and representative rule (a problem's ``--pruner.*``)."""
+
+
+def judge_groupings(judge: SiblingJudge) -> Callable[[Sequence[GroupAsk]], list[FamilyGrouping]]:
+    """Each ``(family, mode, representative)`` item's grouping: the judge's ``group`` of every
+    family asking with the same settings at once (in a run, all of them), so its rounds are batched
+    across every parked problem."""
+
+    def run(items: Sequence[GroupAsk]) -> list[FamilyGrouping]:
+        out: list[FamilyGrouping | None] = [None] * len(items)
+        by_setting: dict[tuple[str, str], list[int]] = {}
+        for k, (_, mode, representative) in enumerate(items):
+            by_setting.setdefault((mode, representative), []).append(k)
+        for (mode, representative), ks in by_setting.items():
+            found = judge.group([items[k][0] for k in ks], mode=mode,  # type: ignore[arg-type]
+                                representative=representative)  # type: ignore[arg-type]
+            for k, grouping in zip(ks, found):
+                out[k] = grouping
+        return [g for g in out if g is not None]
+
+    return run
 
 
 class DispatcherHandle:
@@ -179,9 +198,10 @@ class DispatcherHandle:
             raise RuntimeError("no judge configured")
         return float(self._dispatcher.judge.threshold)
 
-    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[Any]:
-        """The verdict per pair of ``question``'s siblings (see :func:`judge_verdicts`)."""
-        return await self._dispatcher.submit("judge", self.key, [(a, b, question) for a, b in pairs])
+    async def group(self, families: Sequence[Family], *, mode: str = "greedy",
+                    representative: str = "first") -> list[FamilyGrouping]:
+        """Each family's grouping, from the judge's ``group`` (see :func:`judge_groupings`)."""
+        return await self._dispatcher.submit("judge", self.key, [(f, mode, representative) for f in families])
 
 
 async def run_workers(

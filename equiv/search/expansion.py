@@ -12,11 +12,13 @@ Per expansion, data flows one way (docs/design.md §3):
    occurrence, and the priors -- a softmax of the mean token log-probability -- are over the
    unique steps, in pruned and unpruned runs alike (the reference keyed children by text before
    normalising);
-4. equivalence classes: sibling pairs -> one batched judge call (the judge applies its own
-   shortcuts and prefilter, and says which pairs took a model forward: ``judge_calls``) ->
-   grouping into classes with one representative each (``PrunerConfig.grouping`` and
+4. equivalence classes: every family of siblings -> the judge's ``group``
+   (:func:`equiv.prune.boundary.group_families`, the one place a merge is decided), which answers
+   each family's classes with one representative each (``PrunerConfig.grouping`` and
    ``representative``; default greedy, first in generation order, as the reference's
-   ``_merge_leaf_node``);
+   ``_merge_leaf_node``) and the verdicts of the pairs it asked -- greedy asks each candidate
+   against the representatives before it only, in rounds batched across families and problems --
+   with which took a model forward (``judge_calls``);
 5. PRM scores in one batched call — for every unique candidate (``after_prm``, paper-faithful)
    or for representatives only (``before_prm``, saves PRM work);
 6. merge bookkeeping (the reference's ``merge_node``): a pruned sibling gets ``merged_into`` and
@@ -38,8 +40,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from equiv.prune.boundary import Family, FamilyGrouping
 from equiv.prune.cached import pair_key
-from equiv.prune.grouping import group_equivalent, sibling_pairs
 from equiv.prune.strategies import PrunerConfig
 from equiv.rundir.records import WorkCounters
 from equiv.search.config import SearchConfig
@@ -63,10 +65,11 @@ class EngineHandle(Protocol):
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
 
-    async def judge(self, pairs: Sequence[tuple[str, str]], question: str = "") -> list[Any]:
-        """The verdict per pair (:class:`equiv.judge.decide.Verdict`: ``probability``,
-        ``merged``, ``reason``, ``model_call``): the judge's decision and whether it took a learned
-        model's forward (``question``: the problem the siblings answer)."""
+    async def group(self, families: Sequence[Family], *, mode: str = "greedy",
+                    representative: str = "first") -> list[FamilyGrouping]:
+        """Each family's classes from the judge (:meth:`equiv.prune.boundary.SiblingJudge.group`),
+        with the verdict of every pair it asked (``probability``, ``merged``, ``reason``,
+        ``model_call``: whether deciding it took a learned model's forward)."""
         ...
 
 
@@ -320,36 +323,26 @@ def count_model_calls(judged: set[tuple[str, str]], pairs: Sequence[tuple[str, s
 
 
 async def merge_equivalent_siblings(ctx: SearchContext, families: Sequence[list[Node]]) -> None:
-    """Judge all sibling pairs of every family in one call, then merge each class."""
+    """Hand every family of two or more siblings to the judge's ``group`` in one call, then merge
+    each class into its representative."""
     if not ctx.engines.has_judge:
         return
-    index_pairs = [sibling_pairs(len(f)) for f in families]
-    texts = [(f[i].text, f[j].text) for f, ps in zip(families, index_pairs) for i, j in ps]
-    if not texts:
+    families = [f for f in families if len(f) >= 2]
+    if not families:
         return
-    ctx.stats.judge_pairs += len(texts)
-    verdicts = await ctx.engines.judge(texts, ctx.question)
-    ctx.stats.judge_calls += count_model_calls(ctx.judged, texts, [v.model_call for v in verdicts])
-    pos = 0
-    for family, pairs in zip(families, index_pairs):
-        decided = {pair: verdicts[pos + k] for k, pair in enumerate(pairs)}
-        pos += len(pairs)
-        if len(family) < 2:
-            continue
-        scored = all(n.value is not None for n in family)
-        representative: str = ctx.pruner.representative
-        if representative == "score" and not scored:
-            representative = "prior"
-        grouping = group_equivalent(
-            len(family),
-            {pair: bool(v.merged) for pair, v in decided.items()},
-            probs={pair: v.probability for pair, v in decided.items()},
-            mode=ctx.pruner.grouping,
-            representative=representative,  # type: ignore[arg-type]
-            priors=[n.prior for n in family],
-            scores=[n.value for n in family] if scored else None,
-        )
-        ctx.pair_log.extend(notable_pairs(family, decided, grouping.representative_of, ctx.engines.judge_threshold))
+    asked = []
+    for family in families:
+        scored = all(n.value is not None for n in family)  # else "score" falls back to the priors
+        asked.append(Family.of([n.text for n in family], ctx.question, priors=[n.prior for n in family],
+                               scores=[float(n.value) for n in family if n.value is not None] if scored else None))
+    groupings = await ctx.engines.group(asked, mode=ctx.pruner.grouping, representative=ctx.pruner.representative)
+    for family, found in zip(families, groupings):
+        texts = [(family[i].text, family[j].text) for i, j in found.pairs]
+        ctx.stats.judge_pairs += len(texts)
+        ctx.stats.judge_calls += count_model_calls(ctx.judged, texts, [v.model_call for v in found.verdicts])
+        grouping = found.grouping
+        ctx.pair_log.extend(notable_pairs(family, found.decided(), grouping.representative_of,
+                                          ctx.engines.judge_threshold))
         for i, node in enumerate(family):
             rep_index = grouping.representative_of[i]
             if rep_index != i:

@@ -37,6 +37,7 @@ from equiv.rundir import (
     write_atomic,
 )
 from equiv.rundir.lock import hold_run_dir
+from equiv.prune.boundary import SiblingJudge
 from equiv.prune.strategies import PrunerConfig
 from equiv.search.aggregate import HEADLINE, Solution, aggregate
 from equiv.search.algorithms import ALGORITHMS
@@ -47,7 +48,7 @@ from equiv.search.grading import extract_answer, grade
 from equiv.search.progress import Progress, finish_run
 from equiv.search.tree import Node
 from equiv.rundir.records import WorkCounters
-from equiv.search.types import PairJudge, Policy, RewardModel
+from equiv.search.types import Policy, RewardModel
 
 
 @dataclass
@@ -64,7 +65,7 @@ class Engines:
 
     policy: Policy
     reward: RewardModel
-    judge: PairJudge | None = None
+    judge: SiblingJudge | None = None
     pruner: PrunerConfig = field(default_factory=PrunerConfig)
 
 

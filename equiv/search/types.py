@@ -3,7 +3,9 @@
 Algorithms never talk to vLLM, transformers or a PRM directly: they ask for *batches* of work
 through these small protocols, so that (a) a scripted policy and PRM can drive them in unit
 tests, and (b) a dispatcher can merge the requests of many problems into one engine call.
-Every call takes a sequence and returns one result per item, in order.
+Every call takes a sequence and returns one result per item, in order. The judge's contract
+(sibling families in, their classes out) is the judge's own:
+:class:`equiv.prune.boundary.SiblingJudge`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from equiv.judge.decide import Verdict
 
 
 @dataclass(frozen=True)
@@ -74,29 +75,3 @@ class RewardModel(Protocol):
     """Scores reasoning steps; each implementation owns its step-tag convention."""
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[list[float]]: ...
-
-
-@runtime_checkable
-class PairJudge(Protocol):
-    """Decides pairs of steps: the one judge interface search, ``pairs``, the service and the
-    adapters use (every strategy in :mod:`equiv.prune`, the remote one included).
-
-    ``pair_verdicts`` gives one :class:`~equiv.judge.decide.Verdict` per pair, in order: the
-    judge's policy applied by the one evaluator (:func:`equiv.judge.decide.decide`), with
-    ``model_call`` saying whether deciding it took a learned model's forward -- what search counts
-    as ``judge_calls``. ``questions`` are each pair's problem (the guard reads them; None:
-    unknown); ``score_ruled`` asks for the probability of the pairs a rule decided too.
-    ``pair_probabilities`` is every pair's probability. ``threshold`` is the policy's (recorded
-    beside the pairs search logs); ``stats`` counts the judge's work.
-    """
-
-    name: str
-
-    @property
-    def threshold(self) -> float: ...
-
-    def pair_verdicts(self, pairs: Sequence[tuple[str, str]], questions: Sequence[str] | None = None, *,
-                      score_ruled: bool = False) -> list[Verdict]: ...
-
-    def pair_probabilities(self, pairs: Sequence[tuple[str, str]],
-                           questions: Sequence[str] | None = None) -> list[float]: ...

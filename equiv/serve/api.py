@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import litserve as ls
 
 from equiv.errors import one_line
 from equiv.serve.protocol import (ERROR_KEY, INTERNAL_PATH, ROUTES, Limits, RequestError, body_too_large, check_internal,
                                   decode_json, parse_request)
+
+if TYPE_CHECKING:  # the judge's protocol (sibling families in, classes out); no import at run time
+    from equiv.prune.boundary import SiblingJudge
 
 
 def needs_probability(request: dict[str, Any]) -> bool:
@@ -36,7 +39,7 @@ def needs_probability(request: dict[str, Any]) -> bool:
 class JudgeAPI(ls.LitAPI):
     """Serves every internal request kind with one judge per worker; a batch is one judge call."""
 
-    def __init__(self, judge_factory: Callable[[str], Any], *, max_batch_size: int = 64,
+    def __init__(self, judge_factory: Callable[[str], SiblingJudge], *, max_batch_size: int = 64,
                  batch_timeout: float = 0.005) -> None:
         super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=INTERNAL_PATH)
         self.judge_factory = judge_factory
@@ -88,45 +91,42 @@ class JudgeAPI(ls.LitAPI):
         return out if isinstance(requests, list) else out[0]
 
     def _answer(self, batch: list[dict[str, Any]]) -> list[Any]:
-        """The answers to a batch: every pair of every request (a transitive /group's siblings
-        included) in ONE judge call, then each greedy /group asking only the pairs it reads
-        (:func:`~equiv.serve.verdicts.greedy_group`); a request refused in decode_request is
-        answered with its error."""
-        from equiv.serve.verdicts import greedy_group, group_from, group_pairs, verdicts
+        """The answers to a batch: the pairs of every pair route's request in one judge call per
+        ``score_ruled`` setting (each request's own, :func:`needs_probability`: a request's verdicts
+        never depend on what shares its batch), and every ``/group`` request's siblings in one
+        ``group`` call per grouping mode (:func:`equiv.prune.boundary.group_families`: greedy asks
+        only the pairs it reads, in rounds batched across the requests); a request refused in
+        decode_request is answered with its error."""
+        from equiv.prune.boundary import Family
+        from equiv.serve.verdicts import verdicts
 
-        flat: list[tuple[str, str]] = []
-        questions: list[str] = []
-        for req in batch:
-            if req["route"] in ("error", "metrics") or _greedy(req):
-                continue
-            if req["route"] == "group":
-                steps = req["steps"]
-                flat.extend((steps[i], steps[j]) for i, j in group_pairs(steps))
-                questions.extend([req["question"] or ""] * len(group_pairs(steps)))
-            else:
-                flat.extend((a, b) for a, b in req["pairs"])
-                questions.extend(req.get("questions") or [""] * len(req["pairs"]))
-        found = verdicts(self.judge, flat, questions, score_ruled=any(map(needs_probability, batch))) if flat else []
-        self.pairs_asked += len(flat)
+        answers: dict[int, Any] = {}
+        for scored in (False, True):
+            mine = [k for k, req in enumerate(batch) if req["route"] not in ("error", "metrics", "group")
+                    and needs_probability(req) == scored]
+            flat = [(a, b) for k in mine for a, b in batch[k]["pairs"]]
+            questions = [q for k in mine for q in (batch[k].get("questions") or [""] * len(batch[k]["pairs"]))]
+            found = verdicts(self.judge, flat, questions, score_ruled=scored)
+            self.pairs_asked += len(flat)
+            start = 0
+            for k in mine:
+                n = len(batch[k]["pairs"])
+                answers[k] = (batch[k]["route"], batch[k], found[start:start + n])
+                start += n
+        for mode in ("greedy", "transitive"):
+            mine = [k for k, req in enumerate(batch) if req["route"] == "group" and req.get("grouping", "greedy") == mode]
+            families = [Family.of(batch[k]["steps"], batch[k]["question"]) for k in mine]
+            for k, result in zip(mine, self.judge.group(families, mode=mode) if families else []):
+                self.pairs_asked += result.asked
+                answers[k] = ("group", result)
         out: list[Any] = []
-        start = 0
-        for req in batch:
+        for k, req in enumerate(batch):
             if req["route"] == "error":
                 out.append(("error", req["status"], req["error"]))
-                continue
-            if _greedy(req):
-                result = greedy_group(self.judge, req["steps"], req["question"] or "")
-                self.pairs_asked += len(result.pairs)
-                out.append(("group", result))
-                continue
-            n = len(group_pairs(req["steps"])) if req["route"] == "group" else len(req.get("pairs") or [])
-            mine, start = found[start:start + n], start + n
-            if req["route"] == "group":
-                out.append(("group", group_from(req["steps"], mine, mode=req["grouping"])))
             elif req["route"] == "metrics":
                 out.append(("metrics", self.metrics()))
             else:
-                out.append((req["route"], req, mine))
+                out.append(answers[k])
         return out
 
     def metrics(self) -> dict[str, Any]:
@@ -172,11 +172,6 @@ class JudgeAPI(ls.LitAPI):
                     else {"input": pairs, "similarity_scores": scores})
         similar = [v.merged for v in found]
         return {"input": pairs, "is_similar": similar[0]} if req["single"] else {"input": pairs, "is_similar_list": similar}
-
-
-def _greedy(request: dict[str, Any]) -> bool:
-    """A greedy /group: answered by asking only the pairs greedy grouping reads."""
-    return request["route"] == "group" and request.get("grouping", "greedy") == "greedy"
 
 
 def _error_text(err: BaseException) -> str:
@@ -364,7 +359,7 @@ def _without_mcp_connector() -> None:
         litserve.server._MCP_AVAILABLE = False
 
 
-def build_server(judge_factory: Callable[[str], Any], *, address: str, metadata: dict[str, Any],
+def build_server(judge_factory: Callable[[str], SiblingJudge], *, address: str, metadata: dict[str, Any],
                  accelerator: str = "auto", devices: int | str = "auto", workers_per_device: int = 1,
                  max_batch_size: int = 64, batch_timeout: float = 0.005, limits: Limits = Limits(),
                  default_output: str = "binary", timeout: float = 60.0) -> ls.LitServer:

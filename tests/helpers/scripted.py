@@ -7,7 +7,7 @@
   only on each request's content and seed (never on what else is batched with it) — the property
   the cross-problem batcher relies on. It proposes restated variants (``"so " + step``) and exact
   duplicates, so pruning has something to do.
-- :class:`RestateJudge`: a PairJudge that calls two steps equivalent when they differ only by the
+- :class:`RestateJudge`: a judge (:class:`equiv.prune.boundary.SiblingJudge`'s ``group`` and ``pair_verdicts``) that calls two steps equivalent when they differ only by the
   ``"so "`` restatement marker.
 """
 
@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from equiv.judge.decide import Verdict, decide
 from equiv.judge.policy import DecisionPolicy
+from equiv.prune.boundary import GroupsSiblings
 from equiv.search.types import Candidate, ScoreRequest, StepRequest
 
 
@@ -133,7 +134,7 @@ def threshold_verdicts(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[Ver
 
 
 @dataclass
-class RestateJudge:
+class RestateJudge(GroupsSiblings):
     """Equivalent (1.0) iff the steps are equal once a leading ``"so "`` is dropped."""
 
     name: str = "restate"
