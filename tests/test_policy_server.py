@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +218,47 @@ def test_a_server_that_fails_after_its_first_batch_fails_that_problem_only(setup
     assert first["error"] is None and first["correct"]
     assert "field 'tokens_predicted' -5" in second["error"] and url in second["error"]
     assert all(r["generated_tokens"] >= 0 for r in records(setup["out"]))
+
+
+def test_ctrl_c_during_a_slow_completion_stops_the_real_eval_and_the_run_resumes(setup):
+    """Ctrl-C used to wait for the pending completion: the policy sat in ``Future.result()`` while
+    ``asyncio.run`` had only cancelled the run's task, so ``search_cli.py eval`` went on until the
+    server answered (up to ``request_timeout_s``). Here the server holds the second problem's first
+    request until the test lets it go, and the test lets it go only after the CLI has exited: exit
+    130 while the completion is still pending, the first problem's record whole, and the same
+    command resumes the run to the end."""
+    held, release, calls = threading.Event(), threading.Event(), {"n": 0}
+
+    def slow_second_problem(handler, _body):
+        calls["n"] += 1
+        if calls["n"] > 2 and not release.is_set():  # the first problem's expansion (width 2) is answered
+            held.set()
+            release.wait(600)
+        send_json(handler, GOOD)
+
+    with serving(slow_second_problem) as (url, _):
+        argv = eval_args(setup, url, "--run.concurrency", "1")
+        proc = subprocess.Popen([sys.executable, "search_cli.py", *argv], cwd=REPO, env=setup["env"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert held.wait(300), "the eval never reached the second problem"
+            proc.send_signal(signal.SIGINT)
+            try:  # the held request is still pending: only Ctrl-C can end the eval now
+                _, stderr = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                pytest.fail("search_cli.py eval still ran 60 s after Ctrl-C, waiting for the pending completion")
+        finally:
+            still_pending = not release.is_set()
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert still_pending and proc.returncode == 130, stderr[-2000:]
+        assert "interrupted: 1 record(s) kept" in stderr and "Traceback" not in stderr, stderr[-2000:]
+        (first,) = records(setup["out"])  # every line whole (json.loads on each)
+        assert first["error"] is None
+
+        resumed = search_cli(*argv)  # the same command, in this process: resumes
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    done = records(setup["out"])
+    assert len(done) == 2 and done[0] == first and all(r["error"] is None for r in done)
