@@ -6,6 +6,7 @@ tests that need it skip with a clear reason when it is absent.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -39,3 +40,35 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The tiny random-init policy and PRM (``equiv.search.tiny``), as ``(policy dir, prm dir)``:
+    built once per xdist worker and only read by the tests that search with them."""
+    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
+
+    root = tmp_path_factory.mktemp("tiny")
+    return build_tiny_policy(root / "policy"), build_tiny_prm(root / "prm")
+
+
+@pytest.fixture(scope="session")
+def two_gsm8k_problems(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GSM8K-format JSONL file of two short problems (answers 7 and 120)."""
+    path = tmp_path_factory.mktemp("data") / "gsm8k.jsonl"
+    rows = [
+        {"question": "Janet has 3 apples and buys 4 more. How many apples does she have?",
+         "answer": "7 apples\n#### 7"},
+        {"question": "A train travels 60 miles per hour for 2 hours. How far does it go?", "answer": "#### 120"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-init Longformer encoder (attention window 8) for judge fits; built once per
+    xdist worker, only read (fits load it and write elsewhere)."""
+    from equiv.judge.tiny import build_tiny_longformer
+
+    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)

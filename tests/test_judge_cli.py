@@ -18,7 +18,6 @@ import pytest
 from equiv.data.demo import DEMO_DIR, MULTIPLY_SAME, _facts
 from equiv.judge.cli import main
 from equiv.judge.decide import Verdict, verdict_from_json
-from equiv.judge.tiny import build_tiny_longformer
 from tests.helpers.cli import trainer_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,11 +28,6 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "trainer_cli.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
     )
-
-
-@pytest.fixture(scope="module")
-def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
 
 
 def separable_pairs(n: int, seed: int) -> list[dict]:

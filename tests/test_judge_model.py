@@ -16,18 +16,12 @@ from equiv.judge.export import load_judge
 from equiv.judge.inference import score_pairs
 from equiv.judge.module import PairClassifier
 from equiv.judge.policy import LEGACY_KEYS
-from equiv.judge.tiny import build_tiny_longformer
 
 PAIRS = [
     ("She has 3 * 4 = 12 apples.", "3 times 4 is 12, so she has 12 apples."),
     ("The total is 5 + 7 = 12.", "The total is 5 * 7 = 35."),
     ("x = 2", "x equals 2 because 2x = 4 and so on " * 5),
 ]
-
-
-@pytest.fixture(scope="module")
-def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
 
 
 @pytest.fixture(scope="module")

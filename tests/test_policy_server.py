@@ -4,7 +4,7 @@
 loopback: one answering 404, ``{}``, a negative ``tokens_predicted``, NaN log-probabilities, a
 body past the cap or a gzip bomb, or trickling its answer a byte at a time. Each stops the run in
 one line naming the server, with exit 2, and leaves the run directory as a later good run can
-resume and ``compare`` can read. The GGUF file is a tokenizer-only one written here (the policy
+resume and ``compare`` can read. The GGUF file is a tokenizer-only one (tests.helpers.gguf_files; the policy
 reads it for its prompts; the server does the generating)."""
 
 from __future__ import annotations
@@ -22,35 +22,12 @@ from typing import Any
 import pytest
 
 from tests.helpers.cli import search_cli
+from tests.helpers.gguf_files import write_gguf
 from tests.helpers.hostile_http import Answer, gzip_bomb, send, send_json, serving, trickle, within
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = {"content": "The answer is 7", "tokens_predicted": 5, "stop_type": "eos",
         "completion_probabilities": [{"logprob": -0.1}] * 4}
-
-
-def write_tokenizer_gguf(path: Path) -> Path:
-    """A GGUF file holding only a byte-level BPE tokenizer (every byte a token), which transformers
-    converts in a blink: what ``--policy.model`` needs when ``--policy.url`` does the generating."""
-    gguf = pytest.importorskip("gguf")
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    tokens = ["<s>", "</s>", *bytes_to_unicode().values(), "ab"]
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name("tokenizer-only")
-    writer.add_context_length(512)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3, 3] + [1] * (len(tokens) - 2))
-    writer.add_token_scores([0.0] * len(tokens))
-    writer.add_token_merges(["a b"])
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(1)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 @pytest.fixture()
@@ -60,7 +37,7 @@ def setup(tmp_path, monkeypatch) -> dict[str, Any]:
     problems.write_text("".join(json.dumps({"question": q, "answer": "#### 7"}) + "\n" for q in (
         "Tom has 3 apples and buys 4 more. How many apples does he have?",
         "Ann has 2 pens and buys 5 more. How many pens does she have?")))
-    return {"gguf": write_tokenizer_gguf(tmp_path / "tok.gguf"), "problems": problems, "out": tmp_path / "run",
+    return {"gguf": write_gguf(tmp_path / "tok.gguf", tokenizer=True), "problems": problems, "out": tmp_path / "run",
             "env": dict(os.environ, EQUIV_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(REPO),
                         HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")}
 
