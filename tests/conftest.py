@@ -72,3 +72,24 @@ def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from equiv.judge.tiny import build_tiny_longformer
 
     return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
+
+
+@pytest.fixture(scope="session")
+def demo_val_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """32 rows of the demo validation file (14 equivalent, 14 not, 4 of level 2, which the judge's
+    data drops), in file order: a validation or predict set for the tests' short fits. The whole
+    file (160 pairs) is scored twice after every fit (the export's figures), which made it most of
+    a test fit's time while no test reads more than that its figures exist and agree."""
+    from equiv.data.demo import DEMO_DIR
+
+    want = {"eq": 14, "not": 14, "level2": 4}
+    kept = []
+    for line in (DEMO_DIR / "valid.jsonl").read_text().splitlines():
+        level = json.loads(line)["result"]
+        kind = "eq" if level >= 3 else "not" if level <= 1 else "level2"
+        if want[kind]:
+            want[kind] -= 1
+            kept.append(line)
+    path = tmp_path_factory.mktemp("demo_val") / "valid.jsonl"
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return path

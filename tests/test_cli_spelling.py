@@ -65,15 +65,14 @@ def test_fit_refuses_to_replace_a_judge_in_its_export_folder(tmp_path: Path) -> 
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["judge"]  # no checkpoint, no log
 
 
-def test_fit_replaces_a_judge_when_told_to(tmp_path: Path) -> None:
+def test_fit_replaces_a_judge_when_told_to(tmp_path: Path, demo_val_small: Path) -> None:
     """``--overwrite true`` replaces it (in this process: the refusal's real process is the test above)."""
     model = make_tiny_judge(tmp_path / "model")
     train = tmp_path / "train.jsonl"
     shutil.copy(REPO_ROOT / "equiv" / "data" / "demo_data" / "train.jsonl", train)
     old = make_tiny_judge(tmp_path / "run" / "judge", seed=1)
     before = _digest(old)
-    demo = REPO_ROOT / "equiv" / "data" / "demo_data"
-    short = ("--trainer.limit_val_batches=2", f"--data.val={demo / 'valid.jsonl'}", "--data.calibration_fraction=0",
+    short = ("--trainer.limit_val_batches=2", f"--data.val={demo_val_small}", "--data.calibration_fraction=0",
              "--threshold_from_val=false")
     refused = trainer_cli(*tiny_fit_argv(model, train, tmp_path / "run", *short))
     assert refused.returncode == 2 and "holds a judge" in refused.stderr.strip().splitlines()[-1]

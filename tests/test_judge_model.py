@@ -25,7 +25,7 @@ PAIRS = [
 
 
 @pytest.fixture(scope="module")
-def trained_run(tiny_longformer: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trained_run(tiny_longformer: Path, demo_val_small: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two short epochs of the tiny Longformer on the demo data, through trainer_cli's main()."""
     root = tmp_path_factory.mktemp("run")
     status = main(
@@ -44,6 +44,7 @@ def trained_run(tiny_longformer: Path, tmp_path_factory: pytest.TempPathFactory)
             "--model.max_length=64",
             "--model.prefilter_threshold=0.6",
             "--data.batch_size=8",
+            f"--data.val={demo_val_small}",
         ]
     )  # fmt: skip
     assert status == 0
