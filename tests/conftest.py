@@ -6,6 +6,7 @@ tests that need it skip with a clear reason when it is absent.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -39,3 +40,56 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The tiny random-init policy and PRM (``equiv.search.tiny``), as ``(policy dir, prm dir)``:
+    built once per xdist worker and only read by the tests that search with them."""
+    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
+
+    root = tmp_path_factory.mktemp("tiny")
+    return build_tiny_policy(root / "policy"), build_tiny_prm(root / "prm")
+
+
+@pytest.fixture(scope="session")
+def two_gsm8k_problems(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GSM8K-format JSONL file of two short problems (answers 7 and 120)."""
+    path = tmp_path_factory.mktemp("data") / "gsm8k.jsonl"
+    rows = [
+        {"question": "Janet has 3 apples and buys 4 more. How many apples does she have?",
+         "answer": "7 apples\n#### 7"},
+        {"question": "A train travels 60 miles per hour for 2 hours. How far does it go?", "answer": "#### 120"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-init Longformer encoder (attention window 8) for judge fits; built once per
+    xdist worker, only read (fits load it and write elsewhere)."""
+    from equiv.judge.tiny import build_tiny_longformer
+
+    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
+
+
+@pytest.fixture(scope="session")
+def demo_val_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """32 rows of the demo validation file (14 equivalent, 14 not, 4 of level 2, which the judge's
+    data drops), in file order: a validation or predict set for the tests' short fits. The whole
+    file (160 pairs) is scored twice after every fit (the export's figures), which made it most of
+    a test fit's time while no test reads more than that its figures exist and agree."""
+    from equiv.data.demo import DEMO_DIR
+
+    want = {"eq": 14, "not": 14, "level2": 4}
+    kept = []
+    for line in (DEMO_DIR / "valid.jsonl").read_text().splitlines():
+        level = json.loads(line)["result"]
+        kind = "eq" if level >= 3 else "not" if level <= 1 else "level2"
+        if want[kind]:
+            want[kind] -= 1
+            kept.append(line)
+    path = tmp_path_factory.mktemp("demo_val") / "valid.jsonl"
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return path

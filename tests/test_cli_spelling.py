@@ -3,7 +3,10 @@ without a word, and the commands' help reads whole (issue 68, items 3 and 6).
 
 Through the installed console scripts in real processes (:func:`tests.helpers.cli.installed`),
 as a user types them: before, ``equiv-train fit ... --trainer.max_epoch 1`` was taken as
-``max_epochs`` (argparse's prefix matching) and the fit overwrote ``outputs/demo/judge``.
+``max_epochs`` (argparse's prefix matching) and the fit overwrote ``outputs/demo/judge``. Each
+``equiv-train`` process costs seconds of imports (torch, transformers, Lightning), so the default
+suite starts one (``--help``) and runs the other ``equiv-train`` commands in this process under the
+name the console script gives them (:func:`_equiv_train`); their real processes are in the slow stage.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,9 +32,26 @@ def _one_error_line(result: Result) -> str:
     return lines[0]
 
 
-def test_a_trainer_option_is_never_matched_by_its_prefix_and_a_near_miss_is_named() -> None:
-    result = installed("equiv-train", "fit", "--config", "configs/demo.yaml", "--trainer.max_epoch", "1",
-                       "--print_config")
+def _equiv_train(real_process: bool, monkeypatch: pytest.MonkeyPatch, *argv: object) -> Result:
+    """``equiv-train ARGV`` as typed in the checkout: the installed script in a real process, or
+    its ``main`` in this process with ``sys.argv[0]`` the script's path (what names the command
+    in usage lines and hints, :func:`equiv.cliargs.typed_prog`) -- the same parsing and refusals."""
+    if real_process:
+        return installed("equiv-train", *argv)
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.setattr(sys, "argv", [str(Path(sys.executable).parent / "equiv-train")])
+    return trainer_cli(*argv)
+
+
+IN_PROCESS_AND_SLOW_REAL = [False, pytest.param(True, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("real_process", IN_PROCESS_AND_SLOW_REAL)
+def test_a_trainer_option_is_never_matched_by_its_prefix_and_a_near_miss_is_named(real_process: bool,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """(The real process is the slow stage's; the in-process case runs the same parser and message.)"""
+    result = _equiv_train(real_process, monkeypatch, "fit", "--config", "configs/demo.yaml", "--trainer.max_epoch",
+                          "1", "--print_config")
     line = _one_error_line(result)
     assert "unrecognized arguments: --trainer.max_epoch 1" in line
     assert "did you mean --trainer.max_epochs?" in line
@@ -52,28 +73,30 @@ def _digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
 
-def test_fit_refuses_to_replace_a_judge_in_its_export_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("real_process", IN_PROCESS_AND_SLOW_REAL)
+def test_fit_refuses_to_replace_a_judge_in_its_export_folder(tmp_path: Path, real_process: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Refused in one line before anything trains or is written (the default export folder,
-    ``<trainer.default_root_dir>/judge``, as the tour's ``outputs/demo/judge``)."""
+    ``<trainer.default_root_dir>/judge``, as the tour's ``outputs/demo/judge``). (The real process
+    is the slow stage's; the in-process case runs the same check before the same fit.)"""
     judge = make_tiny_judge(tmp_path / "run" / "judge")
     before = _digest(judge)
-    result = installed("equiv-train", "fit", "--config", "configs/demo.yaml", "--trainer.logger=false",
-                       f"--trainer.default_root_dir={tmp_path / 'run'}")
+    result = _equiv_train(real_process, monkeypatch, "fit", "--config", "configs/demo.yaml", "--trainer.logger=false",
+                          f"--trainer.default_root_dir={tmp_path / 'run'}")
     line = _one_error_line(result)
     assert f"{judge} holds a judge; pass --overwrite true to replace it, or --export_dir NEW" in line
     assert _digest(judge) == before
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["judge"]  # no checkpoint, no log
 
 
-def test_fit_replaces_a_judge_when_told_to(tmp_path: Path) -> None:
+def test_fit_replaces_a_judge_when_told_to(tmp_path: Path, demo_val_small: Path) -> None:
     """``--overwrite true`` replaces it (in this process: the refusal's real process is the test above)."""
     model = make_tiny_judge(tmp_path / "model")
     train = tmp_path / "train.jsonl"
     shutil.copy(REPO_ROOT / "equiv" / "data" / "demo_data" / "train.jsonl", train)
     old = make_tiny_judge(tmp_path / "run" / "judge", seed=1)
     before = _digest(old)
-    demo = REPO_ROOT / "equiv" / "data" / "demo_data"
-    short = ("--trainer.limit_val_batches=2", f"--data.val={demo / 'valid.jsonl'}", "--data.calibration_fraction=0",
+    short = ("--trainer.limit_val_batches=2", f"--data.val={demo_val_small}", "--data.calibration_fraction=0",
              "--threshold_from_val=false")
     refused = trainer_cli(*tiny_fit_argv(model, train, tmp_path / "run", *short))
     assert refused.returncode == 2 and "holds a judge" in refused.stderr.strip().splitlines()[-1]

@@ -21,7 +21,7 @@ from equiv.search.cli import eval_main
 from equiv.search.policies import PolicyConfig, build_policy
 from equiv.search.policies.completion_cache import FILE
 from equiv.search.types import StepRequest
-from tests.test_search_crn import arm_args, data, expansions, tiny  # noqa: F401  (fixtures)
+from tests.test_search_crn import arm_args, expansions
 
 REPO = Path(__file__).resolve().parents[1]
 HOW = ("seconds", "engine_tokens", "cache_hits")
@@ -32,12 +32,12 @@ def lines(run: Path) -> list[dict]:
 
 
 @pytest.mark.slow  # two whole searches through eval (CI's slow stage; the default suite stays fast)
-def test_a_second_arm_is_answered_for_every_request_the_first_made(tmp_path, tiny, data):  # noqa: F811
-    policy, prm = tiny
+def test_a_second_arm_is_answered_for_every_request_the_first_made(tmp_path, tiny_models, two_gsm8k_problems):
+    policy, prm = tiny_models
     cache = ["--policy.cache", str(tmp_path / "cache")]
-    assert eval_main(arm_args(tmp_path / "base", data, policy, prm, "--pruner.strategy", "none",
+    assert eval_main(arm_args(tmp_path / "base", two_gsm8k_problems, policy, prm, "--pruner.strategy", "none",
                               "--search.dedupe_exact", "false", *cache)) == 0
-    assert eval_main(arm_args(tmp_path / "pruned", data, policy, prm, "--pruner.strategy", "levenshtein",
+    assert eval_main(arm_args(tmp_path / "pruned", two_gsm8k_problems, policy, prm, "--pruner.strategy", "levenshtein",
                               "--pruner.threshold", "0.1", *cache)) == 0
     base = {r["id"]: r for r in lines(tmp_path / "base")}
     for record in lines(tmp_path / "pruned"):
@@ -57,11 +57,11 @@ def test_a_second_arm_is_answered_for_every_request_the_first_made(tmp_path, tin
 
 
 @pytest.mark.slow  # two whole searches through eval (CI's slow stage; the default suite stays fast)
-def test_a_warm_rerun_reproduces_the_arm_without_the_engine(tmp_path, tiny, data):  # noqa: F811
-    policy, prm = tiny
+def test_a_warm_rerun_reproduces_the_arm_without_the_engine(tmp_path, tiny_models, two_gsm8k_problems):
+    policy, prm = tiny_models
     cache = ["--policy.cache", str(tmp_path / "cache")]
-    assert eval_main(arm_args(tmp_path / "cold", data, policy, prm, *cache)) == 0
-    assert eval_main(arm_args(tmp_path / "warm", data, policy, prm, *cache)) == 0
+    assert eval_main(arm_args(tmp_path / "cold", two_gsm8k_problems, policy, prm, *cache)) == 0
+    assert eval_main(arm_args(tmp_path / "warm", two_gsm8k_problems, policy, prm, *cache)) == 0
     cold, warm = lines(tmp_path / "cold"), lines(tmp_path / "warm")
     assert [{k: v for k, v in r.items() if k not in HOW} for r in cold] == \
            [{k: v for k, v in r.items() if k not in HOW} for r in warm]
@@ -95,8 +95,8 @@ def cached_policy(model: str, cache: Path, **settings):
 REQUEST = StepRequest("Janet has 3 apples and buys 4 more. How many apples does she have?", ("She has 3.",), n=2, seed=7)
 
 
-def test_another_model_temperature_or_stop_misses(tmp_path, tiny):  # noqa: F811
-    policy_dir, _ = tiny
+def test_another_model_temperature_or_stop_misses(tmp_path, tiny_models):
+    policy_dir, _ = tiny_models
     cache = tmp_path / "cache"
     first = cached_policy(policy_dir, cache)
     answer = first.generate([REQUEST])
@@ -115,8 +115,8 @@ def test_another_model_temperature_or_stop_misses(tmp_path, tiny):  # noqa: F811
     assert colder._sample.calls == 1
 
 
-def test_a_damaged_entry_is_recomputed_never_returned(tmp_path, tiny, caplog):  # noqa: F811
-    policy_dir, _ = tiny
+def test_a_damaged_entry_is_recomputed_never_returned(tmp_path, tiny_models, caplog):
+    policy_dir, _ = tiny_models
     cache = tmp_path / "cache"
     fresh = cached_policy(policy_dir, cache).generate([REQUEST])
     db = sqlite3.connect(str(cache / FILE))
@@ -139,12 +139,13 @@ def test_a_damaged_entry_is_recomputed_never_returned(tmp_path, tiny, caplog):  
     db.close()
 
 
-def test_a_file_that_is_not_a_cache_is_refused_in_one_line(tmp_path, tiny, data, capsys):  # noqa: F811
-    policy, prm = tiny
+def test_a_file_that_is_not_a_cache_is_refused_in_one_line(tmp_path, tiny_models, two_gsm8k_problems, capsys):
+    policy, prm = tiny_models
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / FILE).write_bytes(b"this is not a database, it is a note\n" * 200)
     with pytest.raises(SystemExit) as exc:
-        eval_main(arm_args(tmp_path / "run", data, policy, prm, "--policy.cache", str(tmp_path / "cache")))
+        eval_main(arm_args(tmp_path / "run", two_gsm8k_problems, policy, prm, "--policy.cache",
+                           str(tmp_path / "cache")))
     assert exc.value.code != 0
     err = [x for x in capsys.readouterr().err.strip().splitlines() if x.startswith("error")]
     assert len(err) == 1 and FILE in err[0] and "policy.cache" in err[0]

@@ -13,22 +13,11 @@ import pytest
 from equiv.errors import InputError
 from equiv.rundir.binding import file_sha256
 from equiv.search.policies import gguf as gg
+from tests.helpers.gguf_files import write_gguf
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / ".." / "shared" / "data" / "gsm8k" / "train.jsonl"
 TEST = REPO / ".." / "shared" / "data" / "gsm8k" / "test.jsonl"
-
-
-def write_gguf(path: Path, arch: str) -> Path:
-    """A metadata-only GGUF file (no tensors): enough for the architecture check."""
-    gguf = pytest.importorskip("gguf")
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_name("test")
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 @pytest.fixture()

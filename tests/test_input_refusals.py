@@ -208,23 +208,6 @@ def test_compare_names_a_run_without_records(tmp_path: Path, capsys):
     assert err == f"error: {empty}: holds no records yet (results.jsonl is empty: the run finished no problem); nothing to compare"
 
 
-def test_fit_logs_follow_the_root_dir_the_user_gives(tmp_path: Path, judge: Path, monkeypatch):
-    """configs/demo.yaml fixed the logger's save_dir to outputs/demo, so --trainer.default_root_dir
-    moved the checkpoints and not the logs (a probe wrote 270 MB into the checkout)."""
-    from equiv.judge.cli import main
-
-    monkeypatch.chdir(tmp_path)  # a logger that ignored the root dir would write here
-    demo = REPO / "equiv" / "data" / "demo_data"
-    root = tmp_path / "root"
-    result = invoke(main, ["fit", "--config", str(REPO / "configs" / "demo.yaml"), f"--trainer.default_root_dir={root}",
-                           f"--model.model_name={judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
-                           "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
-                           f"--data.train={demo / 'train.jsonl'}", f"--data.val={demo / 'valid.jsonl'}"])
-    assert result.returncode == 0, result.stderr[-1500:]
-    assert list((tmp_path / "root" / "logs").glob("version_*/metrics.csv"))
-    assert not (tmp_path / "outputs").exists()
-
-
 @pytest.mark.parametrize("kind", ["policy", "prm"])
 def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str):
     """A truncated model.safetensors in a local policy or PRM: SafetensorError, as one line
@@ -252,24 +235,33 @@ def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str
 
 
 @pytest.mark.parametrize(("option", "real_process"), [
+    (None, False),  # no save_dir: the logs follow --trainer.default_root_dir
     ("--trainer.logger.save_dir", False),
     ("--trainer.logger.init_args.save_dir", False),
     # a real trainer_cli.py fit process (about 9 s of CPU): the slow stage's, beside
     # test_judge_cli.py's fast_dev_run process; the default suite runs the same argv in process
     pytest.param("--trainer.logger.save_dir", True, marks=pytest.mark.slow),
 ])
-def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, option: str,
-                                                                  real_process: bool, monkeypatch):
+def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, demo_val_small: Path,
+                                                                  option: str | None, real_process: bool, monkeypatch):
     """Before (issue #53, item 10): the short spelling was overridden without a word by a parser
     link from --trainer.default_root_dir (the logs went under the root), and the long one was
-    refused. Now both put the logs (and Lightning's checkpoints) where they say, in a real fit."""
+    refused. Now both put the logs (and Lightning's checkpoints) where they say, in a real fit.
+    Without either, the logs follow --trainer.default_root_dir: configs/demo.yaml fixed the
+    logger's save_dir to outputs/demo, so the root dir moved the checkpoints and not the logs (a
+    probe wrote 270 MB into the checkout); the fit runs in an empty folder to show nothing lands there."""
     demo = REPO / "equiv" / "data" / "demo_data"
     root, logs = tmp_path / "root", tmp_path / "logs"
-    argv = ["fit", "--config", "configs/demo.yaml", f"--trainer.default_root_dir={root}", f"{option}={logs}",
+    argv = ["fit", "--config", str(REPO / "configs" / "demo.yaml"), f"--trainer.default_root_dir={root}",
+            *([f"{option}={logs}"] if option else []),
             f"--model.model_name={judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
             "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
-            f"--data.train={demo / 'train.jsonl'}", f"--data.val={demo / 'valid.jsonl'}"]
-    monkeypatch.chdir(REPO)
+            f"--data.train={demo / 'train.jsonl'}", f"--data.val={demo_val_small}"]
+    if option is None:
+        (tmp_path / "cwd").mkdir()
+        monkeypatch.chdir(tmp_path / "cwd")  # a logger that ignored the root dir would write here
+    else:
+        monkeypatch.chdir(REPO)
     if real_process:
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         ran = subprocess.run([sys.executable, "trainer_cli.py", *argv], env=env, capture_output=True, text=True,
@@ -278,8 +270,13 @@ def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path,
     else:
         done = _train(*argv)
     assert done.returncode == 0, done.stderr[-1500:]
+    assert (root / "judge" / "config.json").is_file()  # the export stays at the root
+    if option is None:
+        assert list((root / "logs").glob("version_*/metrics.csv"))
+        assert list((tmp_path / "cwd").iterdir()) == []
+        return
     assert list(logs.glob("logs/version_*/metrics.csv")), sorted(str(p) for p in tmp_path.rglob("*"))[:20]
-    assert not (root / "logs").exists() and (root / "judge" / "config.json").is_file()  # the export stays at the root
+    assert not (root / "logs").exists()
 
 
 # -- issue #53, item 3: text that cannot be encoded -------------------------------------------------

@@ -18,7 +18,6 @@ import pytest
 from equiv.data.demo import DEMO_DIR, MULTIPLY_SAME, _facts
 from equiv.judge.cli import main
 from equiv.judge.decide import Verdict, verdict_from_json
-from equiv.judge.tiny import build_tiny_longformer
 from tests.helpers.cli import trainer_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,11 +28,6 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "trainer_cli.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
     )
-
-
-@pytest.fixture(scope="module")
-def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
 
 
 def separable_pairs(n: int, seed: int) -> list[dict]:
@@ -193,14 +187,15 @@ def test_skip_invalid_through_the_cli_reports_and_trains(tiny_longformer: Path, 
     assert "mixed.jsonl: skipped 2 invalid record(s)" in err
 
 
-def test_predict_validate_and_test_subcommands(tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_predict_validate_and_test_subcommands(tiny_longformer: Path, demo_val_small: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     common = ["--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
               f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.limit_val_batches=1",
-              "--trainer.limit_test_batches=1"]  # fmt: skip
+              "--trainer.limit_test_batches=1", f"--data.val={demo_val_small}"]  # fmt: skip
     out = tmp_path / "preds.jsonl"
-    assert main(["predict", *common, f"--data.predict={DEMO_DIR / 'valid.jsonl'}", f"--predictions_out={out}"]) == 0
+    assert main(["predict", *common, f"--data.predict={demo_val_small}", f"--predictions_out={out}"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    source = (DEMO_DIR / "valid.jsonl").read_text().splitlines()
+    source = demo_val_small.read_text().splitlines()
     assert len(rows) == len(source)  # every record, level 2 included, in input order
     assert [r["sentence1"] for r in rows] == [json.loads(s)["sentence1"] for s in source]
     # each verdict in its one JSON form, decided by the one evaluator with the judge's policy
@@ -209,12 +204,13 @@ def test_predict_validate_and_test_subcommands(tiny_longformer: Path, tmp_path: 
     assert [verdict_from_json(r) for r in rows] == [Verdict(r["probability"], r["merged"], r["reason"]) for r in rows]
     assert {r["reason"] for r in rows} <= {"identical", "prefiltered", "below_threshold", "threshold"}
     assert main(["validate", *common]) == 0
-    assert main(["test", *common, f"--data.test={DEMO_DIR / 'valid.jsonl'}"]) == 0
+    assert main(["test", *common, f"--data.test={demo_val_small}"]) == 0
     printed = capsys.readouterr().out
     assert "val/f1" in printed and "test/f1" in printed
 
 
-def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: Path, tmp_path: Path) -> None:
+def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: Path, demo_val_small: Path,
+                                                                tmp_path: Path) -> None:
     """After ``fit --ckpt_path`` the exported metrics are those of the best checkpoint.
 
     With learning rate 0 every epoch scores the same F1, so the best checkpoint stays at epoch 0
@@ -224,7 +220,8 @@ def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: 
     common = ["--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
               f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--model.learning_rate=0",
               "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2", "--checkpoint.save_last=true",
-              "--trainer.enable_progress_bar=false", f"--export_dir={tmp_path / 'judge'}"]  # fmt: skip
+              "--trainer.enable_progress_bar=false", f"--export_dir={tmp_path / 'judge'}",
+              f"--data.val={demo_val_small}"]  # fmt: skip
     assert main(["fit", *common, "--trainer.max_epochs=1"]) == 0
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert last.is_file()

@@ -11,12 +11,6 @@ from equiv.data.datamodule import MathEquivDataModule, length_grouped_order
 from equiv.data.demo import DEMO_DIR, DEMO_SEEDS, DEMO_SIZES, generate_demo_pairs
 from equiv.data.records import PairRecord, read_pair_records
 from equiv.errors import InputError
-from equiv.judge.tiny import build_tiny_longformer
-
-
-@pytest.fixture(scope="module")
-def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
 
 
 def make_dm(tmp_path: Path, **kwargs) -> MathEquivDataModule:

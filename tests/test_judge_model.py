@@ -16,7 +16,6 @@ from equiv.judge.export import load_judge
 from equiv.judge.inference import score_pairs
 from equiv.judge.module import PairClassifier
 from equiv.judge.policy import LEGACY_KEYS
-from equiv.judge.tiny import build_tiny_longformer
 
 PAIRS = [
     ("She has 3 * 4 = 12 apples.", "3 times 4 is 12, so she has 12 apples."),
@@ -26,12 +25,7 @@ PAIRS = [
 
 
 @pytest.fixture(scope="module")
-def tiny_longformer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_longformer(tmp_path_factory.mktemp("tiny_lf"), attention_window=8)
-
-
-@pytest.fixture(scope="module")
-def trained_run(tiny_longformer: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trained_run(tiny_longformer: Path, demo_val_small: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two short epochs of the tiny Longformer on the demo data, through trainer_cli's main()."""
     root = tmp_path_factory.mktemp("run")
     status = main(
@@ -50,6 +44,7 @@ def trained_run(tiny_longformer: Path, tmp_path_factory: pytest.TempPathFactory)
             "--model.max_length=64",
             "--model.prefilter_threshold=0.6",
             "--data.batch_size=8",
+            f"--data.val={demo_val_small}",
         ]
     )  # fmt: skip
     assert status == 0

@@ -24,14 +24,6 @@ from tests.helpers.scripted import TablePolicy, TableReward, cand
 CSQA = Path(__file__).parent / "data" / "commonsense_qa_synthetic.jsonl"
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
-
-    root = tmp_path_factory.mktemp("tiny")
-    return build_tiny_policy(root / "policy"), build_tiny_prm(root / "prm")
-
-
 def tiny_args(out, policy, prm, algo="mcts"):
     return [
         "--algo", algo, "--out", str(out),
@@ -46,20 +38,20 @@ def read(out):
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
-def test_humaneval_one_problem_on_tiny_models(tmp_path, tiny):
+def test_humaneval_one_problem_on_tiny_models(tmp_path, tiny_models):
     out = tmp_path / "he"
-    args = tiny_args(out, *tiny) + ["--data.dataset", "humaneval", "--data.end", "1", "--policy.prompt_format", "code",
-                                    "--pruner.strategy", "levenshtein"]
+    args = tiny_args(out, *tiny_models) + ["--data.dataset", "humaneval", "--data.end", "1",
+                                           "--policy.prompt_format", "code", "--pruner.strategy", "levenshtein"]
     assert eval_main(args) == 0
     (rec,) = read(out)
     assert rec["id"] == "HumanEval/0" and rec["error"] is None and rec["correct"] is False
     assert rec["generated_tokens"] > 0 and rec["path"]
 
 
-def test_commonsense_qa_sample_on_tiny_models(tmp_path, tiny):
+def test_commonsense_qa_sample_on_tiny_models(tmp_path, tiny_models):
     out = tmp_path / "csqa"
-    args = tiny_args(out, *tiny, algo="sbs") + ["--data.dataset", "commonsense_qa", "--data.path", str(CSQA),
-                                                "--data.sample", "2", "--data.sample_seed", "3"]
+    args = tiny_args(out, *tiny_models, algo="sbs") + ["--data.dataset", "commonsense_qa", "--data.path", str(CSQA),
+                                                       "--data.sample", "2", "--data.sample_seed", "3"]
     assert eval_main(args) == 0
     recs = read(out)
     expected = [p.id for p in load_problems("commonsense_qa", path=CSQA, sample=2, sample_seed=3)]

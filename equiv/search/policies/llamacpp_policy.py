@@ -46,15 +46,26 @@ passed as a clean run, and a negative token count poisoned the run directory):
   ``policy.url`` claims: the run stops with one line (:class:`~equiv.errors.ServiceError`, exit 2)
   instead of writing an error record for every problem. Later failures stay the failing
   problem's error (retried on a rerun).
+
+Ctrl-C is acted on while a completion is pending (a slow server, a long step): ``asyncio.run``
+turns the first SIGINT into a cancellation of the run's task, which a thread blocked in
+``Future.result()`` would only see when the server answered (up to ``request_timeout_s``). The
+wait polls the calling task instead (:func:`_wait_all`) and stops with ``CancelledError``, which
+the runner sees at its next ``await`` like any other interruption: the records written so far are
+whole lines, and the same command resumes. The requests run on daemon threads
+(:class:`_DaemonPool`), so the ones still in flight do not hold the process's exit either.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+import queue
+import threading
+from concurrent.futures import Future, wait
+from typing import Any, Callable, Sequence
 
 import httpx
 
@@ -78,6 +89,7 @@ NEUTRAL_SAMPLING = {
 }
 SEED_MODULUS = 2**31 - 1
 STOP_TYPES = ("none", "eos", "limit", "word")  # llama.cpp's stop_type values
+INTERRUPT_POLL_S = 0.1  # how often a wait for completions looks for Ctrl-C (module docstring)
 
 
 def sample_seed(seed: int, index: int) -> int:
@@ -141,6 +153,70 @@ def completion(out: Any, url: str, n_predict: int) -> RawCompletion:
                          stopped=stop_type == "word")
 
 
+class _DaemonPool:
+    """``ThreadPoolExecutor.submit`` on daemon threads. The standard pool joins its threads at
+    interpreter exit, so after Ctrl-C the process would still wait for every completion in flight
+    (up to ``request_timeout_s``); a request abandoned here is only a socket the exit closes."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while queued
+            try:
+                future.set_result(fn(*args))
+            except BaseException as err:  # noqa: BLE001 - handed to whoever waits on the future
+                future.set_exception(err)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        """Drop the jobs not yet started and let the threads end (never waits for them)."""
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job[0].cancel()
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
+def _cancel_requested() -> bool:
+    """Whether the asyncio task this call runs in (if any) has been asked to stop: ``asyncio.run``
+    answers Ctrl-C by cancelling its task, which reaches the task running an engine call."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running event loop: Ctrl-C raises KeyboardInterrupt in the wait itself
+        return False
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    if cancelling is not None:
+        return cancelling() > 0
+    return bool(getattr(task, "_must_cancel", False))  # 3.10: the flag cancel() sets on a running task
+
+
+def _wait_all(jobs: Sequence[Future]) -> None:
+    """Until every job is done, in slices of :data:`INTERRUPT_POLL_S`; when the calling task is
+    cancelled (Ctrl-C), the jobs not yet started are dropped and ``CancelledError`` is raised."""
+    pending = set(jobs)
+    while pending:
+        _, pending = wait(pending, timeout=INTERRUPT_POLL_S)
+        if pending and _cancel_requested():
+            for job in pending:
+                job.cancel()
+            raise asyncio.CancelledError("interrupted while llama.cpp completions were pending")
+
+
 class LlamaCppPolicy(StepPolicy):
     """:class:`equiv.search.types.Policy` on a llama.cpp server (in-process or at ``policy.url``)."""
 
@@ -159,7 +235,7 @@ class LlamaCppPolicy(StepPolicy):
         self.timeout_s = cfg.request_timeout_s
         # One thread per request in flight; the server batches what its slots hold.
         workers = max(4, 4 * cfg.parallel)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llamacpp")
+        self._pool = _DaemonPool(workers, "llamacpp")
         self._http = httpx.Client(timeout=self.timeout_s, transport=BoundedTransport(
             timeout=self.timeout_s, max_bytes=answer_cap(self.max_new_tokens, 0),
             limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers)))
@@ -224,6 +300,7 @@ class LlamaCppPolicy(StepPolicy):
             for k in range(1 if t == 0 else n):  # greedy: one sample, copied n times below
                 jobs.append(self._pool.submit(self._complete, self._body(prompt, sample_seed(seed, k), stop, t)))
                 owner.append(i)
+        _wait_all(jobs)  # Ctrl-C stops here, not when the server answers (module docstring)
         outcomes: list[RawCompletion | LlamaCppServerError] = []
         for job in jobs:
             try:
@@ -260,7 +337,7 @@ class LlamaCppPolicy(StepPolicy):
 
     def close(self) -> None:
         """Stop the in-process server (its threads and KV cache); idempotent."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         self._http.close()
         self.server = None
 
