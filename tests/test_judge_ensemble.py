@@ -214,7 +214,7 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
         tmp_path, NO_PREFILTER, "threshold_from_val: false\nmodel:\n  max_length: 64\n  decision_threshold: 0.37\n")
     done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--recipe", config])
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "decision threshold 0.37, kept from the config (threshold_from_val: false), on" in done.stdout
+    assert "decision threshold 0.37, kept from the recipe (threshold_from_val: false), on" in done.stdout
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
     metrics = json.loads((tmp_path / "e" / "equiv_metrics.json").read_text())
     assert settings["policy"]["threshold"] == metrics["decision_threshold"] == 0.37
