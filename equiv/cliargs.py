@@ -18,24 +18,23 @@ import difflib
 import re
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from equiv.errors import EXIT_BAD_INPUT, InputError, check_config_files, exit_on_input_error, one_line
 from equiv.helptext import plain_formatter
 
 
-def command_parser(prog: str, description: str, *, config_files: bool = True) -> Any:
+def command_parser(prog: str, description: str) -> Any:
     """A jsonargparse parser with ``--config`` (YAML files of the command's options; later ones
     and later flags override earlier ones) that raises parse errors instead of exiting, so
-    :func:`parse_or_refuse` prints them as one line. ``config_files=False``: no ``--config`` of
-    the parser's own, for a command whose run is a fit and whose ``--config`` is therefore the
-    fit's (``equiv ensemble --config RECIPE``, docs/cli.md)."""
+    :func:`parse_or_refuse` prints them as one line. Every command has it, with that one meaning:
+    a command that runs fits names the fit's own YAML ``--recipe`` (:func:`add_recipe`)."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     parser = ArgumentParser(prog=typed_prog(prog), description=description, exit_on_error=False, default_meta=False,
                             formatter_class=plain_formatter(), allow_abbrev=False)
-    if config_files:
-        parser.add_argument("--config", action=ActionConfigFile, help=CONFIG_HELP)
+    parser.add_argument("--config", action=ActionConfigFile, help=CONFIG_HELP)
     return parser
 
 
@@ -160,6 +159,19 @@ def as_lists(args: Any, *names: str) -> Any:
     return args
 
 
+class AppendAfterConfig(argparse._AppendAction):
+    """A repeatable option (``action="append"``) that a ``--config`` file may also give as one
+    value: ``data: x.jsonl`` and then ``--data y.jsonl`` is ``[x.jsonl, y.jsonl]``. Why: argparse
+    appends to what the config left, and a string has no ``append`` (a traceback, not an error
+    line); :func:`parse_or_refuse` gives every plain append action this class."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        current = getattr(namespace, self.dest, None)
+        if current is not None and not isinstance(current, list):
+            setattr(namespace, self.dest, list(current) if isinstance(current, tuple) else [current])
+        super().__call__(parser, namespace, values, option_string)
+
+
 def check_counts(args: Any, **counts: int) -> None:
     """Refuse a many-valued option that holds the wrong number of values (``--window LOW HIGH``
     from a config file as ``window: [0.5]``): argparse counts ``nargs`` on the command line only."""
@@ -171,10 +183,17 @@ def check_counts(args: Any, **counts: int) -> None:
 
 def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
     """``parser.parse_args(argv)``; a config file that does not parse, an unknown option or a value
-    of the wrong type is one ``error: ...`` line on stderr and exit status 2 (``SystemExit``)."""
+    of the wrong type is one ``error: ...`` line on stderr and exit status 2 (``SystemExit``), and
+    so is a trainer recipe given to ``--config`` of a command that takes it as ``--recipe``
+    (:func:`refuse_recipe_as_config`)."""
     argv = list(argv)
     with exit_on_input_error():
         check_config_files(argv)  # a YAML error names the file, not "<unicode string>"
+        if RECIPE_OPTION in parser._option_string_actions:
+            refuse_recipe_as_config(parser, argv)
+    for action in parser._actions:
+        if type(action) is argparse._AppendAction:
+            action.__class__ = AppendAfterConfig
     try:
         args = parser.parse_args(argv)
     except argparse.ArgumentError as err:
@@ -183,6 +202,64 @@ def parse_or_refuse(parser: Any, argv: Sequence[str]) -> Any:
     with exit_on_input_error():
         check_switches(parser, args)
     return args
+
+
+RECIPE_OPTION = "--recipe"
+RECIPE_HELP = ("the trainer recipe: the YAML file `fit --config` takes (configs/gsm8k_equiv.yaml), {what}")
+
+TRAINER_KEYS = ("model", "data", "trainer", "seed_everything", "optimizer", "lr_scheduler", "ckpt_path", "checkpoint",
+                "export_dir", "overwrite", "threshold_from_val", "guard", "floor", "predictions_out")
+"""The top-level keys of a trainer recipe (``fit --config``: LightningCLI's groups and the options
+``equiv.judge.cli`` adds): how :func:`refuse_recipe_as_config` tells a recipe from a file of a
+command's own options."""
+
+
+def add_recipe(parser: Any, what: str) -> None:
+    """``--recipe FILE`` (required): the trainer recipe of a command that runs or reads fits
+    (``ensemble``, ``crossval``), ``what`` saying what the command takes from it. Why its own
+    name: ``--config`` is a YAML of the command's own options in every command (docs/cli.md); the
+    recipe is one of those options, so a ``--config`` file may name it too (``recipe: FILE``)."""
+    parser.add_argument(RECIPE_OPTION, required=True, metavar="FILE", help=RECIPE_HELP.format(what=what))
+
+
+def config_values(argv: Sequence[str]) -> list[str]:
+    """The values of every ``--config`` in ``argv`` (``--config FILE`` and ``--config=FILE``)."""
+    found = []
+    for index, arg in enumerate(argv):
+        if arg == "--config" and index + 1 < len(argv):
+            found.append(argv[index + 1])
+        elif arg.startswith("--config="):
+            found.append(arg.partition("=")[2])
+    return found
+
+
+def refuse_recipe_as_config(parser: Any, argv: Sequence[str]) -> None:
+    """Refuse, in one line that says to use ``--recipe``, a ``--config`` file that is a trainer
+    recipe: one with top-level keys of ``fit`` (:data:`TRAINER_KEYS`) that are not options of this
+    command, or a settings group (``data: {train: ...}``) where this command's option of that
+    name is no group. Why: ``ensemble`` and ``crossval`` took the recipe as ``--config`` until
+    ``--config`` came to mean the command's own options everywhere (issue 67); an old command line
+    must meet the fix, not a puzzling "unrecognized key" -- and it is never rewritten silently."""
+    import yaml
+
+    options = option_names(parser)
+    for value in config_values(argv):
+        if not Path(value).is_file():
+            continue  # inline YAML or a missing file: the parser's own message
+        try:
+            settings = yaml.safe_load(Path(value).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue  # check_config_files has named it already
+        if not isinstance(settings, dict):
+            continue
+        foreign = [key for key in TRAINER_KEYS if key in settings and (
+            f"--{key}" not in options
+            or isinstance(settings[key], dict) and not any(name.startswith(f"--{key}.") for name in options))]
+        if foreign:
+            keys = ", ".join(f"{key}:" for key in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            raise InputError(f"is a trainer recipe ({keys} are fit's settings), not a file of this command's options: "
+                             f"give it as {RECIPE_OPTION} {value} (--config is a YAML of the command's own options, "
+                             "docs/cli.md)", path=value, field="config")
 
 
 def check_switches(parser: Any, args: Any) -> None:

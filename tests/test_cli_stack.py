@@ -271,18 +271,18 @@ def test_module_commands_show_the_shared_help_layout(module: str):
 
 
 @pytest.mark.parametrize("module, argv, names", [
-    ("equiv.judge.ensemble", ["--config", "configs/gsm8k_equiv.yaml", "--members", "a", "b", "--out", "o",
+    ("equiv.judge.ensemble", ["--recipe", "configs/gsm8k_equiv.yaml", "--members", "a", "b", "--out", "o",
                               "--threshold_from_val=maybe"], ["--threshold_from_val", "maybe"]),
-    ("equiv.judge.ensemble", ["--members", "a", "b", "--out", "o"], ["required", "config"]),
-    ("equiv.judge.ensemble", ["--config", "configs/gsm8k_equiv.yaml", "--members", "a", "b", "--out", "o",
+    ("equiv.judge.ensemble", ["--members", "a", "b", "--out", "o"], ["required", "recipe"]),
+    ("equiv.judge.ensemble", ["--recipe", "configs/gsm8k_equiv.yaml", "--members", "a", "b", "--out", "o",
                               "--hybrid"], ["unrecognized arguments", "--hybrid"]),
     ("equiv.judge.untuned", ["--out", "o", "--seed", "one"], ["seed", "one"]),
     ("equiv.judge.untuned", ["--out", "o", "--max_length", "long"], ["max_length", "long"]),
-    ("equiv.prune.crossval", ["--config", "configs/gsm8k_equiv.yaml", "--out", "o", "--folds", "many"],
+    ("equiv.prune.crossval", ["--recipe", "configs/gsm8k_equiv.yaml", "--out", "o", "--folds", "many"],
      ["folds", "many"]),
-    ("equiv.prune.crossval", ["--config", "configs/gsm8k_equiv.yaml", "--out", "o", "--only", "0", "x"],
+    ("equiv.prune.crossval", ["--recipe", "configs/gsm8k_equiv.yaml", "--out", "o", "--only", "0", "x"],
      ["only", "x"]),
-    ("equiv.prune.crossval", ["--config", "configs/gsm8k_equiv.yaml", "--out", "o", "--frobnicate"],
+    ("equiv.prune.crossval", ["--recipe", "configs/gsm8k_equiv.yaml", "--out", "o", "--frobnicate"],
      ["unrecognized arguments", "--frobnicate"]),
     ("equiv.data.solution_pairs", ["s.jsonl", "--out", "o.jsonl", "--per_problem", "four"], ["per_problem", "four"]),
     ("equiv.data.solution_pairs", ["s.jsonl", "--out", "o.jsonl", "--low", "low"], ["low"]),
@@ -307,23 +307,24 @@ def test_solution_pairs_refuses_a_bad_value_in_one_line_from_python_m(tmp_path: 
     assert not (tmp_path / "o.jsonl").exists()
 
 
-def test_ensemble_and_crossval_keep_config_as_the_recipe():
-    """``--config`` still names the trainer recipe (docs/training.md, docs/pruning.md), not a file
-    of the command's own options; crossval's fit arguments after ``--`` pass through untouched."""
+def test_ensemble_and_crossval_take_the_recipe_as_recipe():
+    """``--recipe`` names the trainer recipe (docs/training.md, docs/pruning.md); ``--config`` is a
+    file of the command's own options (tests/test_recipe_option.py); crossval's fit arguments after
+    ``--`` pass through untouched."""
     from equiv.judge.ensemble import build_parser as ensemble_parser
     from equiv.prune.crossval import parse
 
-    args = ensemble_parser().parse_args(["--config", "configs/gsm8k_equiv.yaml", "--members", "DIR/s42/judge",
+    args = ensemble_parser().parse_args(["--recipe", "configs/gsm8k_equiv.yaml", "--members", "DIR/s42/judge",
                                          "DIR/s1/judge", "--out", "DIR/ensemble", "--no-threshold_from_val"])
-    assert args.config == "configs/gsm8k_equiv.yaml" and args.members == ["DIR/s42/judge", "DIR/s1/judge"]
-    assert args.threshold_from_val is False
-    args = parse(["--config", "configs/gsm8k_equiv.yaml", "--score_apart", "sib.jsonl", "--unseen", "held.jsonl",
+    assert args.recipe == "configs/gsm8k_equiv.yaml" and args.members == ["DIR/s42/judge", "DIR/s1/judge"]
+    assert args.threshold_from_val is False and args.config is None
+    args = parse(["--recipe", "configs/gsm8k_equiv.yaml", "--score_apart", "sib.jsonl", "--unseen", "held.jsonl",
                   "--folds", "5", "--out", "/work/cv/recipe_s1", "--", "--trainer.logger=false",
                   "--seed_everything=1", "--data.seed=1"])
-    assert args.config == Path("configs/gsm8k_equiv.yaml") and args.out == Path("/work/cv/recipe_s1")
+    assert args.recipe == Path("configs/gsm8k_equiv.yaml") and args.out == Path("/work/cv/recipe_s1")
     assert (args.score_apart, args.unseen, args.folds) == (["sib.jsonl"], ["held.jsonl"], 5)
     assert [a for a in args.fit_args if a != "--"] == ["--trainer.logger=false", "--seed_everything=1", "--data.seed=1"]
-    args = parse(["--config", "configs/gsm8k_equiv.yaml", "--score-apart", "sib.jsonl", "--folds", "5", "--out", "cv",
+    args = parse(["--recipe", "configs/gsm8k_equiv.yaml", "--score-apart", "sib.jsonl", "--folds", "5", "--out", "cv",
                   "--members", "cv_s42", "cv_s1", "--only", "0", "2"])
     assert args.members == [Path("cv_s42"), Path("cv_s1")] and args.only == [0, 2] and args.fit_args == []
     assert args.score_apart == ["sib.jsonl"] and args.overlay == [] and args.data == []

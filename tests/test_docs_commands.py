@@ -341,11 +341,11 @@ def test_documented_command(cmd: Command, workdir: Path, monkeypatch, capsys):
         args = build_parser().parse_args(list(cmd.argv[3:]))
         if not SHARED_DATA.exists():
             pytest.skip("the recipe's pairs are in ../shared/data/gsm8k_equiv")
-        check_score_apart((REPO_ROOT / args.config).resolve(), [REPO_ROOT / d for d in args.data],
+        check_score_apart((REPO_ROOT / args.recipe).resolve(), [REPO_ROOT / d for d in args.data],
                           [REPO_ROOT / f for f in args.score_apart])
-        records, _ = recipe_records((REPO_ROOT / args.config).resolve())
+        records, _ = recipe_records((REPO_ROOT / args.recipe).resolve())
         assert len(records) > args.folds
-        status, _, err = run_here(Command(cmd.source, (cmd.argv[0], "trainer_cli.py", "fit", "--config", str(args.config),
+        status, _, err = run_here(Command(cmd.source, (cmd.argv[0], "trainer_cli.py", "fit", "--config", str(args.recipe),
                                                        *[a for a in args.fit_args if a != "--"])),
                                   workdir, monkeypatch, capsys, "--print_config")
         assert status == 0, f"{cmd}: its fit arguments do not parse\n{err[-3000:]}"

@@ -93,7 +93,7 @@ def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path,
     config = tmp_path / "recipe.yaml"
     config.write_text(f"model:\n  max_length: 64\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n  batch_size: 4\n")
     out = tmp_path / "ensemble"
-    argv = ["--members", str(plain), str(marked), "--out", str(out), "--config", str(config)]
+    argv = ["--members", str(plain), str(marked), "--out", str(out), "--recipe", str(config)]
     done = invoke(ensemble_main, argv) if how == "in_process" else _run("-m", "equiv.judge.ensemble", *argv)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ensemble of 2 judges" in done.stdout and "hybrid" not in done.stdout
@@ -116,7 +116,7 @@ def test_a_member_calibrated_on_another_split_is_refused(two_judges, tmp_path):
     config = tmp_path / "recipe.yaml"
     config.write_text(f"data:\n  train: {train}\n  calibration_fraction: 0.3\n")
     # In process (the command's real-process run is the test above): the refusal is in main().
-    done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--config", config])
+    done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--recipe", config])
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(marked) in lines[0] and "999" in lines[0] and "members" in lines[0]
@@ -188,7 +188,7 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
 
     floored = dict(NO_PREFILTER, claim_guard=True, statement_threshold=0.9)
     seeds, config, _ = _two_seeds_and_a_recipe(tmp_path, floored, "model:\n  max_length: 64\n")
-    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--recipe", config])
     assert done.returncode == 0, done.stderr[-2000:]
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
     assert "hybrid" not in settings and settings["policy"]["guard"] and settings["policy"]["floor"] == 0.9
@@ -198,7 +198,7 @@ def test_the_ensemble_chooses_its_threshold_as_the_recipes_fit_does(tmp_path):
     judge = ModelJudge(tmp_path / "e")
     assert judge.policy.floor == 0.9 and judge.policy.guard
     for option in ("--threshold_f1_tolerance", "--target_precision"):
-        done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "bad", "--config", config, option, "0.9"])
+        done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "bad", "--recipe", config, option, "0.9"])
         assert done.returncode == 2 and "unrecognized arguments" in done.stderr and option in done.stderr
         assert not (tmp_path / "bad").exists()
 
@@ -212,9 +212,9 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
 
     seeds, config, train = _two_seeds_and_a_recipe(
         tmp_path, NO_PREFILTER, "threshold_from_val: false\nmodel:\n  max_length: 64\n  decision_threshold: 0.37\n")
-    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--config", config])
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "e", "--recipe", config])
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "decision threshold 0.37, kept from the config (threshold_from_val: false), on" in done.stdout
+    assert "decision threshold 0.37, kept from the recipe (threshold_from_val: false), on" in done.stdout
     settings = json.loads((tmp_path / "e" / "config.json").read_text())["equiv"]
     metrics = json.loads((tmp_path / "e" / "equiv_metrics.json").read_text())
     assert settings["policy"]["threshold"] == metrics["decision_threshold"] == 0.37
@@ -224,7 +224,7 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
     assert (metrics["calibration_f1"], metrics["calibration_precision"]) == (at_fixed.f1, at_fixed.precision)
     assert metrics["calibration_pairs"] == len(labels)
 
-    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "chosen", "--config", config,
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "chosen", "--recipe", config,
                                   "--threshold_from_val"])
     assert done.returncode == 0, done.stderr[-2000:]
     chosen = json.loads((tmp_path / "chosen" / "config.json").read_text())["equiv"]["policy"]["threshold"]
@@ -232,7 +232,7 @@ def test_a_recipe_without_threshold_from_val_keeps_its_threshold_for_the_ensembl
 
     # no model.decision_threshold in the recipe: fit's default, 0.5
     config.write_text(f"threshold_from_val: false\ndata:\n  train: {train}\n  calibration_fraction: 0.3\n")
-    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "half", "--config", config])
+    done = invoke(ensemble_main, ["--members", *seeds, "--out", tmp_path / "half", "--recipe", config])
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((tmp_path / "half" / "config.json").read_text())["equiv"]["policy"]["threshold"] == 0.5
 
@@ -272,7 +272,7 @@ def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(two_judges,
     plain, marked = two_judges
     config = tmp_path / "recipe.yaml"
     config.write_text(f"{line}\ndata:\n  train: unused.jsonl\n")
-    done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--config", config])
+    done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--recipe", config])
     lines = [x for x in done.stderr.splitlines() if x.strip()]
     assert done.returncode == 2 and len(lines) == 1
     field = "model.decision_threshold" if "decision_threshold" in line else line.split(":")[0]

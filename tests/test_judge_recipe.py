@@ -110,3 +110,24 @@ def test_the_recipe_names_what_it_cannot_find(tmp_path: Path, missing: str) -> N
     else:
         assert lines[0].startswith("error: ../shared/data/gsm8k_equiv/train.jsonl: field 'recipe': not found: ")
     assert not (checkout / "outputs").exists()
+
+
+def test_the_ensemble_step_names_its_recipe_as_recipe_and_keeps_its_fingerprint(tmp_path: Path, monkeypatch) -> None:
+    """The recipe's ensemble step runs ``ensemble --recipe`` (issue 67: ``--config`` is the
+    command's own options), and its fingerprint is the one a state file recorded when the step was
+    spelled ``--config``: an ensemble built before the rename is kept on a rerun, not refused as
+    built with other settings (run from the checkout: the fingerprint reads the configs)."""
+    import hashlib
+
+    import yaml
+
+    from equiv.judge.recipe import CONFIG, SEED1_OVERLAY, fingerprint, plan
+
+    monkeypatch.chdir(REPO_ROOT)
+    (step,) = [s for s in plan(tmp_path, []) if s.kind == "ensemble"]
+    assert step.argv[:2] == ["--recipe", CONFIG] and "--config" not in step.argv
+    old = hashlib.sha256(json.dumps(["--config", *step.argv[1:]]).encode())  # the digest as written before
+    for name in (CONFIG, SEED1_OVERLAY):
+        old.update(json.dumps(yaml.safe_load(Path(name).read_text(encoding="utf-8")), sort_keys=True,
+                              default=str).encode())
+    assert fingerprint(step) == old.hexdigest()

@@ -136,7 +136,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
                                  "sentence2": "Bo has 3 cats." if p % 2 else "Bo has 4 cats.",
                                  "result": 4 if p % 2 else 1}) + "\n")
     out = tmp_path / "cv"
-    args = ["--config", str(config), "--data", str(siblings), "--folds", "2", "--out", str(out), "--",
+    args = ["--recipe", str(config), "--data", str(siblings), "--folds", "2", "--out", str(out), "--",
             "--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -176,10 +176,10 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     assert all(r["fold"] == expected_fold[r["id"]] and r["part"] == "test" for r in scored)
     assert len(set(expected_fold.values())) == 2  # both folds' judges were used
     with pytest.raises(SystemExit):
-        main(["--config", str(config), "--folds", "3", "--out", str(out)])  # another plan in the same --out
+        main(["--recipe", str(config), "--folds", "3", "--out", str(out)])  # another plan in the same --out
     # An ensemble of finished runs (here the run with itself): built and calibrated per fold, no fit.
     views = tmp_path / "views"
-    assert main(["--config", str(config), "--data", str(siblings), "--folds", "2", "--out", str(views),
+    assert main(["--recipe", str(config), "--data", str(siblings), "--folds", "2", "--out", str(views),
                  "--members", str(out), str(out)]) == 0
     printed = capsys.readouterr().out
     assert "ensemble of 2 judges calibrated on" in printed and "judge+guard" in printed
@@ -197,7 +197,7 @@ def test_crossval_end_to_end_fits_each_fold_and_resumes(tmp_path, capsys):
     fixed = tmp_path / "fixed.yaml"
     fixed.write_text(yaml.safe_dump(dict(recipe, threshold_from_val=False,
                                          model=dict(recipe["model"], decision_threshold=0.42))))
-    assert main(["--config", str(fixed), "--data", str(siblings), "--folds", "2", "--out", str(tmp_path / "kept"),
+    assert main(["--recipe", str(fixed), "--data", str(siblings), "--folds", "2", "--out", str(tmp_path / "kept"),
                  "--members", str(out), str(out)]) == 0
     kept = [json.loads(line) for line in (tmp_path / "kept" / "oof.jsonl").read_text().splitlines()]
     assert {r["raw_threshold"] for r in kept} == {0.42}
@@ -212,7 +212,7 @@ def test_score_apart_takes_only_a_file_the_cross_validation_pools(tmp_path, caps
     config.write_text(yaml.safe_dump({"data": {"train": str(train)}}))
     stray = tmp_path / "stray.jsonl"
     with pytest.raises(SystemExit) as exc:
-        main(["--config", str(config), "--score_apart", str(stray), "--out", str(tmp_path / "cv")])
+        main(["--recipe", str(config), "--score_apart", str(stray), "--out", str(tmp_path / "cv")])
     assert exc.value.code != 0
     err = capsys.readouterr().err
     assert str(stray) in err and "score_apart" in err and "neither a file of the recipe" in err
@@ -228,7 +228,7 @@ def test_unseen_takes_only_a_file_no_fold_trains_on(tmp_path, capsys):
     config.write_text(yaml.safe_dump({"data": {"train": str(train)}}))
     for bad, message in ((train, "trained on by the folds"), (tmp_path / "missing.jsonl", "no such file")):
         with pytest.raises(SystemExit) as exc:
-            main(["--config", str(config), "--unseen", str(bad), "--out", str(tmp_path / "cv")])
+            main(["--recipe", str(config), "--unseen", str(bad), "--out", str(tmp_path / "cv")])
         assert exc.value.code != 0
         err = capsys.readouterr().err
         assert str(bad) in err and "unseen" in err and message in err
@@ -249,7 +249,7 @@ def test_an_ensemble_takes_only_runs_fitted_on_the_same_folds(tmp_path, capsys):
         (member / f"fold{k}" / "judge" / "config.json").write_text("{}")
         (member / f"fold{k}" / "train.jsonl").write_text("not these pairs\n")
     with pytest.raises(SystemExit) as exc:
-        main(["--config", str(config), "--folds", "2", "--out", str(tmp_path / "cv"), "--members", str(member), str(member)])
+        main(["--recipe", str(config), "--folds", "2", "--out", str(tmp_path / "cv"), "--members", str(member), str(member)])
     assert exc.value.code != 0
     err = capsys.readouterr().err
     assert str(member) in err and "members" in err and "fitted on other pairs" in err

@@ -21,7 +21,7 @@ Two seeds of the recipe averaged is the recommended GSM8K judge: one fit's preci
 steps from search depends on its seed (0.94 or 0.91 on the 561 labelled siblings, cross-validated),
 the average's does not (docs/results.md).
 
-``python -m equiv.judge.ensemble --members A/judge B/judge --out DIR --config configs/gsm8k_equiv.yaml``
+``equiv ensemble --members A/judge B/judge --out DIR --recipe configs/gsm8k_equiv.yaml``
 builds one; ``search_cli.py pairs/eval --strategy model --model DIR`` uses it.
 """
 
@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from equiv.cliargs import command_parser, parse_or_refuse
+from equiv.cliargs import add_recipe, as_lists, command_parser, parse_or_refuse
 from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, output_directory_kind
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
 from equiv.judge.export import export_metrics, stored_policy, update_policy, update_settings
@@ -104,7 +104,7 @@ def calibrate_ensemble(
     else:
         summary = calibration_summary(probs, labels)
     if summary is None:
-        raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="config")
+        raise InputError("no decision threshold can be chosen on the calibration split (no pairs to sweep)", field="recipe")
     update_policy(directory, threshold=summary["decision_threshold"])
     metrics = dict(summary, members=float(len(member_dirs(directory))))
     metrics.update(policy_summary(stored_policy(directory), pairs, probs, labels, questions)[0])
@@ -121,9 +121,9 @@ def read_recipe(config: str | Path) -> dict[str, Any]:
     try:
         recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as err:
-        raise InputError(f"cannot read the training config: {str(err).splitlines()[0]}", path=path, field="config") from None
+        raise InputError(f"cannot read the training config: {str(err).splitlines()[0]}", path=path, field="recipe") from None
     if not isinstance(recipe, dict):
-        raise InputError("is not a training config (a mapping of fit options)", path=path, field="config")
+        raise InputError("is not a training config (a mapping of fit options)", path=path, field="recipe")
     return recipe
 
 
@@ -175,43 +175,43 @@ def calibration_split(config: str | Path) -> tuple[list[tuple[str, str]], list[i
 
 def build_parser() -> Any:
     """The command's parser (jsonargparse through :func:`equiv.cliargs.command_parser`: the same
-    ``--help`` layout and one-line errors as every command). ``--config`` keeps its meaning, the
-    training recipe, so the parser has no config file of its own options."""
+    ``--help`` layout and one-line errors as every command). ``--recipe`` is the training recipe
+    the members were fitted with; ``--config`` is a YAML of these options, as in every command (a
+    recipe given to it is refused with the fix, :func:`equiv.cliargs.refuse_recipe_as_config`)."""
     parser = command_parser(
         "python -m equiv.judge.ensemble",
-        "Combine exported judges into one (logits averaged) and calibrate it on the recipe's calibration split.",
-        config_files=False)
+        "Combine exported judges into one (logits averaged) and calibrate it on the recipe's calibration split.")
     parser.add_argument("--members", nargs="+", required=True, help="exported judge directories (trainer_cli.py fit)")
     parser.add_argument("--out", required=True, help="new directory for the ensemble judge")
-    parser.add_argument("--config", required=True,
-                        help="the training config the members were fitted with; its data block gives the calibration split")
+    add_recipe(parser, "the one the members were fitted with; its data block gives the calibration split")
     parser.add_argument("--threshold_from_val", action=argparse.BooleanOptionalAction, default=None,
-                        help="choose the threshold on the calibration split (default: the config's "
-                        "threshold_from_val; on when it has none); --no-threshold_from_val keeps the config's "
+                        help="choose the threshold on the calibration split (default: the recipe's "
+                        "threshold_from_val; on when it has none); --no-threshold_from_val keeps the recipe's "
                         "model.decision_threshold (0.5 when it sets none), as fit does")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_or_refuse(build_parser(), sys.argv[1:] if argv is None else argv)  # a bad option: one line, exit 2
+    as_lists(args, "members")  # a config file's `members: DIR` is one member, not one per character
     with exit_on_input_error():
-        check_config_files(["--config", args.config])  # malformed or an alias bomb: one line naming it
+        check_config_files(["--config", args.recipe])  # malformed or an alias bomb: one line naming it
         output_directory_kind(args.out)  # the one output rule, before any member is read
-        choice = threshold_choice(args.config, from_val=args.threshold_from_val)
-        pairs, labels, _, questions = calibration_split(args.config)
+        choice = threshold_choice(args.recipe, from_val=args.threshold_from_val)
+        pairs, labels, _, questions = calibration_split(args.recipe)
         if not pairs:
-            raise InputError("the config has no calibration split (data.calibration_fraction or data.val)",
-                             path=args.config, field="data")
+            raise InputError("the recipe has no calibration split (data.calibration_fraction or data.val)",
+                             path=args.recipe, field="data")
         for member in args.members:
             stored = _stored_calibration_pairs(Path(member))
             if stored is not None and stored != len(pairs):
-                raise InputError(f"was calibrated on {stored} pairs, but this config's split has {len(pairs)}: "
+                raise InputError(f"was calibrated on {stored} pairs, but this recipe's split has {len(pairs)}: "
                                  "fit every member with the same data settings", path=member, field="members")
         out = build_ensemble(args.members, args.out)
         metrics = calibrate_ensemble(out, pairs, labels, questions=questions,
                                      fixed_threshold=choice["fixed_threshold"])
         print(f"ensemble of {len(args.members)} judges: {out}")
-        how = ", kept from the config (threshold_from_val: false)," if choice["fixed_threshold"] is not None else ""
+        how = ", kept from the recipe (threshold_from_val: false)," if choice["fixed_threshold"] is not None else ""
         print(f"decision threshold {metrics['decision_threshold']}{how} on {len(labels)} calibration pairs: "
               f"precision={metrics['calibration_precision']:.4f} recall={metrics['calibration_recall']:.4f} "
               f"f1={metrics['calibration_f1']:.4f}")

@@ -9,7 +9,7 @@ reaches the same judge:
 1. ``fit --config configs/gsm8k_equiv.yaml`` -> ``<root>/gsm8k_equiv/judge``
 2. ``fit --config configs/gsm8k_equiv.yaml --config configs/gsm8k_equiv_seed1.yaml`` ->
    ``<root>/gsm8k_equiv_seed1/judge``
-3. ``python -m equiv.judge.ensemble`` of the two -> ``<root>/gsm8k_equiv/ensemble``
+3. ``equiv ensemble --recipe configs/gsm8k_equiv.yaml`` of the two -> ``<root>/gsm8k_equiv/ensemble``
 
 Resumable, as ``make`` is: the state file ``<root>/recipe-gsm8k.json`` records each step's
 settings and whether it finished. A rerun skips a finished step whose settings match and whose
@@ -76,17 +76,25 @@ def plan(root: Path, fit_options: Sequence[str]) -> list[Step]:
         Step("fit seed 1", second / "judge",
              [*fit, "--config", SEED1_OVERLAY, "--trainer.default_root_dir", str(second), *fit_options], "fit"),
         Step("ensemble", first / "ensemble",
-             ["--config", CONFIG, "--members", str(first / "judge"), str(second / "judge"), "--out",
+             ["--recipe", CONFIG, "--members", str(first / "judge"), str(second / "judge"), "--out",
               str(first / "ensemble")], "ensemble"),
     ]
 
 
+RENAMED_OPTIONS = {"--recipe": "--config"}
+"""Options renamed since a state file may have recorded a step (``ensemble --config RECIPE`` is
+``--recipe RECIPE`` since issue 67): :func:`fingerprint` reads them under their old names."""
+
+
 def fingerprint(step: Step) -> str:
     """What makes a step's output what it is: its command line and the configs' settings (read
-    as YAML, so an edited comment does not make a finished fit stale)."""
+    as YAML, so an edited comment does not make a finished fit stale). A renamed option counts
+    under its old name (:data:`RENAMED_OPTIONS`): a new spelling of the same step must not make an
+    ensemble built before it stale, or refuse it as "built with other settings"."""
     import yaml
 
-    digest = hashlib.sha256(json.dumps(step.argv).encode())
+    argv = [RENAMED_OPTIONS.get(word, word) for word in step.argv]
+    digest = hashlib.sha256(json.dumps(argv).encode())
     for name in (CONFIG, SEED1_OVERLAY):
         settings = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())

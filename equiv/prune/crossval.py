@@ -32,7 +32,7 @@ directories of the same folds (for example the recipe with two seeds); each fold
 that fold's calibration split, exactly as ``python -m equiv.judge.ensemble`` does for the shipped
 fits, and scored like any fold judge.
 
-    python -m equiv.prune.crossval --config configs/gsm8k_equiv.yaml --folds 5 --out outputs/cv
+    equiv crossval --recipe configs/gsm8k_equiv.yaml --folds 5 --out outputs/cv
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-from equiv.cliargs import command_parser, parse_or_refuse
+from equiv.cliargs import add_recipe, as_lists, command_parser, parse_or_refuse
 from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error, writable_directory
@@ -235,12 +235,14 @@ def score_fold(judge_dir: Path, records: Sequence[PairRecord], mapping: LabelMap
 
 def build_parser() -> Any:
     """The command's parser (jsonargparse through :func:`equiv.cliargs.command_parser`: the same
-    ``--help`` layout and one-line errors as every command). ``--config`` keeps its meaning, the
-    trainer recipe, so the parser has no config file of its own options; :func:`parse` gives the
-    paths as :class:`~pathlib.Path`."""
-    p = command_parser("python -m equiv.prune.crossval", __doc__.splitlines()[0], config_files=False)
-    p.add_argument("--config", required=True, help="the trainer recipe (its data.train + data.train_more are pooled)")
-    p.add_argument("--overlay", action="append", default=[], help="further --config files for each fit")
+    ``--help`` layout and one-line errors as every command). ``--recipe`` is the trainer recipe
+    each fold fits with; ``--config`` is a YAML of these options, as in every command (a recipe
+    given to it is refused with the fix, :func:`equiv.cliargs.refuse_recipe_as_config`);
+    :func:`parse` gives the paths as :class:`~pathlib.Path`."""
+    p = command_parser("python -m equiv.prune.crossval", __doc__.splitlines()[0])
+    add_recipe(p, "the one each fold fits with (its data.train + data.train_more are pooled)")
+    p.add_argument("--overlay", action="append", default=[],
+                   help="a further recipe file layered on --recipe for each fit (fit --config RECIPE --config OVERLAY)")
     p.add_argument("--data", action="append", default=[], help="more labelled pair files to pool (e.g. labelled siblings); "
                    "each is also scored on its own")
     p.add_argument("--score_apart", "--score-apart", action="append", default=[],
@@ -266,17 +268,19 @@ def build_parser() -> Any:
 
 def parse(argv: Sequence[str]) -> Any:
     """The command line (:func:`build_parser`), a bad option or value refused in one line (exit 2),
-    with ``--config``, ``--overlay``, ``--members`` and ``--out`` as paths: jsonargparse checks a
-    ``type`` against each default, and ``Path([])`` is no path."""
-    args = parse_or_refuse(build_parser(), argv)
-    args.config, args.out = Path(args.config), Path(args.out)
+    with ``--recipe``, ``--overlay``, ``--members`` and ``--out`` as paths: jsonargparse checks a
+    ``type`` against each default, and ``Path([])`` is no path. A repeatable option a config file
+    gives as one value (``data: siblings.jsonl``) is a list of that one."""
+    args = as_lists(parse_or_refuse(build_parser(), argv), "overlay", "data", "score_apart", "unseen", "members",
+                    "only")
+    args.recipe, args.out = Path(args.recipe), Path(args.out)
     args.overlay, args.members = [Path(o) for o in args.overlay], [Path(m) for m in args.members]
     return args
 
 
 def crossval(args: Any) -> Path:
     """Fit and score every fold; returns the ``oof.jsonl`` path."""
-    config = args.config.resolve()
+    config = args.recipe.resolve()
     check_score_apart(config, args.data, args.score_apart)
     check_unseen(config, args.data, args.unseen)
     records, mapping = recipe_records(config, args.data)
@@ -286,6 +290,8 @@ def crossval(args: Any) -> Path:
         raise InputError("is a file; give a directory", path=out, field="out")
     writable_directory(out)  # created, and the one output rule: never a FIFO, a device or a dangling link
     fit_args = [a for a in args.fit_args if a != "--"]
+    # "config": the recipe, under the key it had before --recipe was its option's name, so a run
+    # begun then still resumes in its --out
     plan = {"config": str(config), "overlays": [str(o) for o in args.overlay], "data": [str(d) for d in args.data],
             "folds": args.folds, "fold_seed": args.fold_seed, "fit_args": fit_args, "pairs": len(records),
             "problems": len({problem_key(r) for r in records})}
