@@ -25,6 +25,7 @@ again); its size is reported (:meth:`CompletionCache.stats`, ``summary.json``'s 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -119,10 +120,16 @@ class CompletionCache:
         self._lock = threading.Lock()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=120.0, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 120000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            # Runs opening one cache at once take turns here: switching a new database to WAL and
+            # creating its table can answer "database is locked" at once, without the busy
+            # timeout (SQLite does not wait on every lock of a schema or journal-mode change).
+            with open(self.directory / (FILE + ".lock"), "a") as turn:
+                fcntl.flock(turn, fcntl.LOCK_EX)
+                self._db = sqlite3.connect(str(self.path), timeout=120.0, isolation_level=None,
+                                           check_same_thread=False)
+                self._db.execute("PRAGMA busy_timeout = 120000")
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         except sqlite3.DatabaseError as err:
             raise InputError(f"is not a usable completions cache ({err}); delete it or choose another policy.cache",
                              path=self.path, field="policy.cache") from None
