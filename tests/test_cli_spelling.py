@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli import Result, installed, trainer_cli
+from tests.helpers.cli import Result, installed, invoke, trainer_cli
 from tests.helpers.judges import make_tiny_judge, tiny_fit_argv
 from tests.helpers.paths import REPO_ROOT
 
@@ -38,9 +38,11 @@ def _equiv_train(real_process: bool, monkeypatch: pytest.MonkeyPatch, *argv: obj
     in usage lines and hints, :func:`equiv.cliargs.typed_prog`) -- the same parsing and refusals."""
     if real_process:
         return installed("equiv-train", *argv)
+    from equiv.commands import train_main  # the script's main: it names the door (equiv.cliargs.entered_through)
+
     monkeypatch.chdir(REPO_ROOT)
     monkeypatch.setattr(sys, "argv", [str(Path(sys.executable).parent / "equiv-train")])
-    return trainer_cli(*argv)
+    return invoke(train_main, argv)
 
 
 IN_PROCESS_AND_SLOW_REAL = [False, pytest.param(True, marks=pytest.mark.slow)]

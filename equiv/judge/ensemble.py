@@ -38,9 +38,7 @@ from typing import Any, Sequence
 from equiv.cliargs import add_recipe, as_lists, command_parser, parse_or_refuse
 from equiv.errors import InputError, check_config_files, check_fraction, exit_on_input_error, output_directory_kind
 from equiv.judge.calibrate import calibration_summary, fixed_threshold_summary, policy_summary
-from equiv.judge.export import export_metrics, stored_policy, update_policy, update_settings
 from equiv.judge.export_keys import MEMBERS_KEY, METRICS_FILE, SETTINGS_KEY
-from equiv.judge.members import member_dirs, score_judge_dir
 from equiv.judge.policy import policy_from_settings
 
 MEMBERS_DIR = "members"
@@ -48,6 +46,8 @@ MEMBERS_DIR = "members"
 
 def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
     """Copy exported judges into one ensemble directory (see the module docstring); not calibrated yet."""
+    from equiv.judge.export import update_settings  # torch: imported when used, so `--help` starts at once
+
     if len(members) < 2:
         raise InputError(f"an ensemble needs at least 2 members, got {len(members)}", field="members")
     sources = [Path(m) for m in members]
@@ -97,6 +97,10 @@ def calibrate_ensemble(
     as ``fit`` chooses one judge's (best F1; ``questions``: the pairs' questions, for the claim guard's report).
     ``fixed_threshold``: keep this threshold instead (a recipe without ``threshold_from_val``) and
     only measure the split at it."""
+    # torch and transformers: imported when a judge is scored, not for `--help` or a refused option
+    from equiv.judge.export import export_metrics, stored_policy, update_policy
+    from equiv.judge.members import member_dirs, score_judge_dir
+
     directory = Path(judge_dir)
     probs = score_judge_dir(directory, pairs)  # once: the threshold and the report read them
     if fixed_threshold is not None:

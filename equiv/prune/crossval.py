@@ -51,7 +51,6 @@ from typing import Any, Sequence
 
 
 from equiv.cliargs import add_recipe, as_lists, command_parser, parse_or_refuse
-from equiv.data.datamodule import split_by_problem
 from equiv.data.records import LabelMapping, PairRecord, problem_key, question_of, read_pair_records, write_pair_records
 from equiv.errors import InputError, exit_on_input_error, writable_directory
 from equiv.judge.ensemble import build_ensemble, calibrate_ensemble, read_recipe, threshold_choice
@@ -305,6 +304,8 @@ def crossval(args: Any) -> Path:
     else:
         plan_file.write_text(json.dumps(plan, indent=1) + "\n")
     wanted = list(range(args.folds)) if not args.only else sorted(set(args.only))
+    from equiv.data.datamodule import split_by_problem  # Lightning: imported for a run, not for `--help`
+
     recipe = _recipe(config)
     fraction = float(recipe["data"].get("calibration_fraction") or 0.0)
     jobs = []
