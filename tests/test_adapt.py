@@ -72,12 +72,12 @@ def test_adapt_writes_a_new_export_with_the_chosen_policy_and_its_provenance(onl
     data = write(tmp_path / "siblings.jsonl", identical_rows())
     before = (only_rules_judge / "config.json").read_text()
     out = tmp_path / "adapted"
-    done = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.95, "--out", out)
+    done = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert "cross-valid." in done.stdout and "written" in done.stdout
     cv = result["cross_validation"]
-    assert cv["precision"] >= 0.95 and cv["n"] == 36 and cv["problems"] == 6
+    assert cv["precision"] >= 0.9 and cv["n"] == 36 and cv["problems"] == 6
     assert {"precision_spread", "recall_spread", "false_merge_rate_spread", "recall_fold_spread"} <= set(cv)
     assert (only_rules_judge / "config.json").read_text() == before  # the judge itself is never changed
 
@@ -88,7 +88,7 @@ def test_adapt_writes_a_new_export_with_the_chosen_policy_and_its_provenance(onl
     settings = json.loads((out / "config.json").read_text())["equiv"]
     provenance = settings[ADAPTED_KEY]
     assert provenance["data"] == str(data.resolve()) and len(provenance["data_sha256"]) == 64
-    assert provenance["pairs"] == 36 and provenance["problems"] == 6 and provenance["precision_asked"] == 0.95
+    assert provenance["pairs"] == 36 and provenance["problems"] == 6 and provenance["precision_asked"] == 0.9
     assert provenance["cross_validation"]["precision"] == cv["precision"]
     assert provenance["command"].startswith("equiv adapt --model") and provenance["equiv_version"]
     assert provenance["date"].startswith("20") and provenance["source_policy"]["prefilter"] == 1.0
@@ -101,7 +101,7 @@ def test_adapt_writes_a_new_export_with_the_chosen_policy_and_its_provenance(onl
     assert figures["precision"] == result["on_all_pairs"]["precision"]
     assert figures["recall"] == result["on_all_pairs"]["recall"]
 
-    again = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.95, "--out", out)
+    again = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
     lines = again.stderr.strip().splitlines()
     assert again.returncode == 2 and len(lines) == 1 and "exists and is not empty" in lines[0], again.stderr
 
@@ -221,10 +221,25 @@ def test_the_floor_is_chosen_when_the_plans_differ_and_left_off_when_they_agree(
     assert chosen is not None and chosen.floor == 0.0 and chosen.recall == 1.0
 
 
+def test_the_precision_is_asked_of_its_lower_bound() -> None:
+    """19 right merges of 19 reach 0.95 as a point estimate but not as a bound one standard error
+    below it (19/20); 24 of 24 do (24/25)."""
+    from equiv.prune.adapt import wilson_lower
+
+    assert wilson_lower(19, 19, 0.0) == 1.0 and wilson_lower(19, 19, 1.0) == pytest.approx(0.95)
+    assert wilson_lower(24, 24, 1.0) == pytest.approx(0.96) and wilson_lower(0, 0, 1.0) == 0.0
+    policy = DecisionPolicy(threshold=0.5, prefilter=None, same_step="off")
+    pairs, probs, data = synthetic(statement_equivalent=False)
+    few = [i for i, p in enumerate(data.problems) if p in ("p0", "p1", "p2")]  # 9 right merges at best
+    candidates = Candidates(policy, pairs, probs, data.questions, (0.0, 0.85))
+    assert candidates.choose(few, data.labels, 0.95, z=1.0) is None
+    assert candidates.choose(few, data.labels, 0.95, z=0.0) is not None
+
+
 def test_cross_validation_holds_whole_problems_out() -> None:
     policy = DecisionPolicy(threshold=0.5, prefilter=None, same_step="off")
     pairs, probs, data = synthetic(statement_equivalent=False)
-    cv = cross_validate(Candidates(policy, pairs, probs, data.questions, (0.0, 0.85)), data, 0.95, folds=4, seed=0)
+    cv = cross_validate(Candidates(policy, pairs, probs, data.questions, (0.0, 0.85)), data, 0.9, folds=4, seed=0)
     assert cv["n"] == len(pairs) and cv["problems"] == 8 and cv["precision"] == 1.0
     assert sum(f["pairs"] for f in cv["per_fold"]) == len(pairs)
     for fold in cv["per_fold"]:  # a problem's pairs are all in one fold

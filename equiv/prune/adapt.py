@@ -16,8 +16,13 @@ How it chooses (why each step):
   per floor, one :func:`equiv.judge.decide.decide` over the cached probabilities and
   :func:`equiv.judge.decide.sweep_scores`, whose scores merge at threshold ``t`` exactly the pairs
   the policy would merge -- so the sweep and the live judge cannot disagree.
-- A choice is "the most recall with precision at least the one named" (ties: the higher
-  threshold, then no floor before a floor: fewer merges, fewer rules).
+- A choice is "the most recall whose precision, less its sampling error, is at least the one
+  named": the Wilson lower bound of the merges' precision, ``--z`` standard errors below the
+  point estimate (default 1), must reach it (ties: the higher threshold, then no floor before a
+  floor: fewer merges, fewer rules). Why the bound: a setting whose precision on a few hundred
+  pairs *just* reaches the figure falls below it on new pairs about half the time -- on the
+  development siblings the point-estimate choice reached 0.73 (gemma, 0.90 asked) and 0.94
+  (Qwen, 0.95 asked) cross-validated (docs/experiments/2026-11-29-adapt.md).
 - Its figures are cross-validated BY PROBLEM (pairs of one problem share a template, so a pair's
   neighbours are not independent): problems are dealt into folds by a salted hash, the choice
   is made on the other folds and scored on the held-out one, and the held-out verdicts are
@@ -36,6 +41,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
 import shutil
 import statistics
@@ -85,6 +91,9 @@ def build_parser() -> Any:
                    help="the precision the adapted judge must reach (e.g. 0.95), in (0, 1)")
     p.add_argument("--out", type=Optional[str], default=None,
                    help="the new export's folder (a new path or an empty folder; never the judge's own)")
+    p.add_argument("--z", type=float, default=DEFAULT_Z,
+                   help="a setting qualifies when its precision's Wilson lower bound, this many standard errors "
+                   "below the estimate, reaches --precision (0: the estimate itself)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds, by problem (>= 2)")
     p.add_argument("--seed", type=int, default=0, help="the salt of the problems' fold assignment")
     p.add_argument("--floors", type=Optional[list[float]], default=None,
@@ -152,6 +161,20 @@ def _line_of(record: PairRecord) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
+DEFAULT_Z = 1.0
+"""Standard errors the precision's Wilson lower bound lies below its estimate when a setting is chosen."""
+
+
+def wilson_lower(successes: int, n: int, z: float) -> float:
+    """The Wilson score interval's lower end for ``successes`` of ``n`` (0 when ``n`` is 0)."""
+    if n == 0:
+        return 0.0
+    p = successes / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
 class Choice(NamedTuple):
     """A candidate setting and its figures on the pairs it was judged on."""
 
@@ -176,10 +199,12 @@ class Candidates:
             verdicts = decide(pairs, with_floor, list(probabilities), list(questions))
             self.scores[floor] = sweep_scores(pairs, verdicts, with_floor)
 
-    def choose(self, index: Sequence[int], labels: Sequence[int], precision: float) -> Choice | None:
-        """On the pairs ``index``: the (floor, threshold) with the most recall at precision >=
-        ``precision``; ties go to the higher threshold, then to no floor / the lower floor.
-        None when no setting reaches it."""
+    def choose(self, index: Sequence[int], labels: Sequence[int], precision: float,
+               z: float = DEFAULT_Z) -> Choice | None:
+        """On the pairs ``index``: the (floor, threshold) with the most recall whose precision's
+        Wilson lower bound (``z`` standard errors; 0: the point estimate) is >= ``precision``;
+        ties go to the higher threshold, then to no floor / the lower floor. None when no
+        setting reaches it."""
         best: tuple[Any, ...] | None = None
         chosen: Choice | None = None
         y = [labels[i] for i in index]
@@ -189,7 +214,7 @@ class Candidates:
                 if not 0.0 < t <= 1.0:
                     continue
                 m = binary_metrics([v >= t for v in s], y)
-                if m.tp == 0 or m.precision < precision:
+                if m.tp == 0 or wilson_lower(m.tp, m.tp + m.fp, z) < precision:
                     continue
                 key = (m.recall, t, -floor)
                 if best is None or key > best:
@@ -207,7 +232,8 @@ def fold_of(problem: str, folds: int, seed: int) -> int:
     return int.from_bytes(digest[:8], "big") % folds
 
 
-def cross_validate(candidates: Candidates, data: Pairs, precision: float, folds: int, seed: int) -> dict[str, Any]:
+def cross_validate(candidates: Candidates, data: Pairs, precision: float, folds: int, seed: int,
+                   z: float = DEFAULT_Z) -> dict[str, Any]:
     """Choose on the other folds, score the held-out one; the held-out verdicts pooled (± a
     bootstrap over problems) and per fold (mean ± spread). A fold whose training part reaches no
     setting merges nothing (the honest cost of that fold's data)."""
@@ -220,7 +246,7 @@ def cross_validate(candidates: Candidates, data: Pairs, precision: float, folds:
         if not test:
             continue
         train = [i for i, f in enumerate(assigned) if f != k]
-        choice = candidates.choose(train, data.labels, precision)
+        choice = candidates.choose(train, data.labels, precision, z)
         verdicts = candidates.merged(choice, test) if choice else [False] * len(test)
         m = binary_metrics(verdicts, [data.labels[i] for i in test])
         per_fold.append({"fold": k, "pairs": len(test), "problems": len({data.problems[i] for i in test}),
@@ -280,6 +306,8 @@ def check_args(args: Any) -> None:
         raise InputError(f"must be in (0, 1), got {args.precision}", field="precision")
     if not args.out:
         raise InputError("--out DIR is required (the new export; the judge itself is never changed)", field="out")
+    if not 0.0 <= args.z <= 5.0:
+        raise InputError(f"must be in [0, 5], got {args.z}", field="z")
     if args.folds < 2:
         raise InputError(f"must be >= 2, got {args.folds}", field="folds")
     if not Path(args.data.path).is_file():
@@ -347,20 +375,24 @@ def adapt(args: Any, argv: Sequence[str]) -> tuple[int, dict[str, Any]]:
     stored = judge.policy
     candidates = Candidates(stored, data.pairs, probabilities, data.questions, floors)
     everything = list(range(len(data.pairs)))
-    before = binary_metrics([v.merged for v in decide(data.pairs, stored, list(probabilities), data.questions)],
-                            data.labels)
+    stored_merges = [v.merged for v in decide(data.pairs, stored, list(probabilities), data.questions)]
+    before = binary_metrics(stored_merges, data.labels)
+    as_exported = {"precision": before.precision, "recall": before.recall, "f1": before.f1,
+                   "false_merge_rate": before.false_merge_rate, "merges": before.tp + before.fp,
+                   **spread_by_problem(stored_merges, data.labels, data.problems)}
     result: dict[str, Any] = {"data": data_path, "pairs": len(data.pairs), "problems": len(set(data.problems)),
                               "dropped_unmapped": data.dropped, "precision_asked": precision,
                               "model": args.model, "stored_policy": stored.to_dict(),
-                              "stored_on_these_pairs": {"precision": before.precision, "recall": before.recall,
-                                                        "false_merge_rate": before.false_merge_rate}}
-    choice = candidates.choose(everything, data.labels, precision)
+                              "stored_on_these_pairs": as_exported}
+    kept = (f"; the judge as exported: precision {before.precision:.3f} ± {as_exported['precision_spread']:.3f}, "
+            f"recall {before.recall:.3f} ± {as_exported['recall_spread']:.3f} on these pairs (nothing chosen on them)")
+    choice = candidates.choose(everything, data.labels, precision, args.z)
     if choice is None:
-        result["error"] = (f"no threshold and floor reaches precision {precision:g} on these {len(data.pairs)} pairs "
-                           f"({len(set(data.problems))} problems); nothing written: name a lower --precision or "
-                           "label more pairs")
+        result["error"] = (f"no threshold and floor reaches precision {precision:g} (its lower bound at z "
+                           f"{args.z:g}) on these {len(data.pairs)} pairs ({len(set(data.problems))} problems); "
+                           "nothing written: name a lower --precision or label more pairs" + kept)
         return EXIT_UNREACHABLE, result
-    cv = cross_validate(candidates, data, precision, args.folds, args.seed)
+    cv = cross_validate(candidates, data, precision, args.folds, args.seed, args.z)
     result["cross_validation"] = cv
     policy = stored.with_knobs(threshold=choice.threshold, floor=choice.floor)
     check = binary_metrics([v.merged for v in decide(data.pairs, policy, list(probabilities), data.questions)],
@@ -371,12 +403,12 @@ def adapt(args: Any, argv: Sequence[str]) -> tuple[int, dict[str, Any]]:
     if cv["precision"] < precision or cv["tp"] == 0:
         result["error"] = (f"cross-validated by problem, the chosen settings reach precision {cv['precision']:.3f} "
                            f"(recall {cv['recall']:.3f}, {cv['n']} pairs, {cv['problems']} problems), below the "
-                           f"{precision:g} asked; nothing written: name a lower --precision or label more pairs")
+                           f"{precision:g} asked; nothing written: name a lower --precision or label more pairs" + kept)
         return EXIT_UNREACHABLE, result
     provenance = {
         "data": str(Path(data_path).resolve()), "data_sha256": sha256_of(data_path),
         "pairs": len(data.pairs), "problems": len(set(data.problems)), "dropped_unmapped": data.dropped,
-        "precision_asked": precision, "folds": args.folds, "fold_seed": args.seed, "floors_tried": list(floors),
+        "precision_asked": precision, "z": args.z, "folds": args.folds, "fold_seed": args.seed, "floors_tried": list(floors),
         "source_judge": str(Path(args.model).resolve()), "source_policy": stored.to_dict(),
         "chosen": {"threshold": choice.threshold, "floor": choice.floor or None},
         "on_all_pairs": result["on_all_pairs"],
@@ -405,12 +437,13 @@ def print_report(result: dict[str, Any]) -> None:
           + (f"; {result['dropped_unmapped']} left out (unmapped level)" if result["dropped_unmapped"] else ""))
     s = result["stored_policy"]
     b = result["stored_on_these_pairs"]
-    print(f"as exported   threshold {s['threshold']:g}, floor {s['floor'] or 'off'}: precision {b['precision']:.3f}, "
-          f"recall {b['recall']:.3f} on these pairs")
+    print(f"as exported   threshold {s['threshold']:g}, floor {s['floor'] or 'off'}: precision {b['precision']:.3f} ± "
+          f"{b['precision_spread']:.3f}, recall {b['recall']:.3f} ± {b['recall_spread']:.3f} on these pairs "
+          "(nothing chosen on them)")
     if "policy" in result:
         p = result["policy"]
         print(f"adapted       threshold {p['threshold']:.4f}, floor {p['floor'] or 'off'} (most recall at precision "
-              f">= {result['precision_asked']:g} on all pairs)")
+              f">= {result['precision_asked']:g}, lower bound, on all pairs)")
     cv = result.get("cross_validation")
     if cv:
         print(f"cross-valid.  by problem, {cv['folds']} folds, {cv['n']} held-out pairs, {cv['problems']} problems "
