@@ -61,7 +61,7 @@ COMMANDS: dict[str, Command] = {
                        "judge", "python -m equiv.judge.untuned"),
     "adapt": Command("equiv.prune.adapt", "adapt_main", "set an exported judge's threshold and statement floor for "
                      "your policy's labelled siblings, to a precision you name (a new export)", "judge",
-                     "search_cli.py"),
+                     "equiv"),
     "crossval": Command("equiv.prune.crossval", "main", "cross-validate the judge recipe by problem (out-of-fold "
                         "verdicts)", "judge", "python -m equiv.prune.crossval"),
     # the search
@@ -92,7 +92,7 @@ COMMANDS: dict[str, Command] = {
 TRAINER_COMMANDS = ("fit", "validate", "test", "predict", "recipe")
 """What ``trainer_cli.py`` / ``equiv-train`` reach (LightningCLI's four and ``recipe``)."""
 
-SEARCH_COMMANDS = ("eval", "compare", "pairs", "siblings", "label", "agreement", "report", "serve", "adapt")
+SEARCH_COMMANDS = ("eval", "compare", "pairs", "siblings", "label", "agreement", "report", "serve")
 """What ``search_cli.py`` / ``equiv-search`` reach, in the order its help has always listed them."""
 
 GROUPS = {"judge": "the judge", "search": "search", "data": "labelled pairs"}

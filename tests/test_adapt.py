@@ -245,10 +245,3 @@ def test_cross_validation_holds_whole_problems_out() -> None:
     for fold in cv["per_fold"]:  # a problem's pairs are all in one fold
         assert fold["problems"] * 7 == fold["pairs"]
 
-
-def test_search_cli_reaches_adapt_too() -> None:
-    from equiv.commands import search_main
-
-    done = invoke(search_main, ["adapt", "--help"])
-    assert done.returncode == 0 and "usage: search_cli.py adapt" in done.stdout, done.stdout[:300]
-    assert "--precision" in done.stdout and "--floors" in done.stdout

@@ -457,7 +457,7 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def adapt_main(argv: list[str]) -> int:
-    """Entry point of ``equiv adapt`` / ``search_cli.py adapt``; returns the exit status."""
+    """Entry point of ``equiv adapt``; returns the exit status."""
     parsed = parse_or_refuse(build_parser(), argv)
     with exit_on_input_error():
         status, result = adapt(parsed, argv)
