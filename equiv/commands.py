@@ -59,6 +59,9 @@ COMMANDS: dict[str, Command] = {
                         "python -m equiv.judge.ensemble"),
     "untuned": Command("equiv.judge.untuned", "main", "export an untuned judge (pretrained encoder, seeded head)",
                        "judge", "python -m equiv.judge.untuned"),
+    "adapt": Command("equiv.prune.adapt", "adapt_main", "set an exported judge's threshold and statement floor for "
+                     "your policy's labelled siblings, to a precision you name (a new export)", "judge",
+                     "equiv"),
     "crossval": Command("equiv.prune.crossval", "main", "cross-validate the judge recipe by problem (out-of-fold "
                         "verdicts)", "judge", "python -m equiv.prune.crossval"),
     # the search
