@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.runs import sigint_at_default
 
 STARTUP_SECONDS = 240  # LitServe spawns its worker, which imports torch and loads the judge (loaded 2-core box)
 
@@ -57,7 +58,8 @@ def start_server(model: Path, *extra: str, out: Any = subprocess.DEVNULL, log: P
            **(env or {})}
     proc = subprocess.Popen([sys.executable, "search_cli.py", "serve", "--model", str(model), "--port", str(port),
                              "--device", "cpu", *extra], cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=sigint_at_default)  # a Ctrl-C test's INT reaches it
+                            # even when the suite runs in the background, which hands SIGINT down ignored
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_SECONDS
     while True:
