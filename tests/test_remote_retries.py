@@ -52,7 +52,8 @@ def serving(answer: Callable[[BaseHTTPRequestHandler], tuple[int, bytes]]) -> It
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    # A short poll: ``shutdown()`` waits up to one poll interval (0.5 s by default, per test).
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", asked, connections
     finally:
