@@ -100,12 +100,12 @@ def test_a_service_that_is_down_is_one_line_after_the_transports_retries():
 
 def test_an_answer_slower_than_the_timeout_is_retried_then_one_line():
     def slow(handler):
-        time.sleep(1.0)
+        time.sleep(0.5)
         return _json(200, INFO)
 
     with serving(slow) as (url, asked, _):
         with pytest.raises(ServiceError) as failed:
-            service_info(url, timeout=0.2, retries=1, backoff=0.01)
+            service_info(url, timeout=0.1, retries=1, backoff=0.01)
     assert len(asked) == 2 and "after 2 tries" in str(failed.value) and url in str(failed.value)
 
 
@@ -136,12 +136,13 @@ def test_the_judge_asks_over_one_kept_alive_connection():
 def test_a_trickled_answer_fails_each_try_at_the_timeout_then_one_line(headers_too):
     """Issue 66, hole 5: httpx's timeout is per read, so an answer trickled a byte every 0.5 s
     (minutes in all) never tripped the judge's timeout. Now each try ends at ``timeout`` as a
-    whole, the retries follow, then the one line."""
+    whole, the retries follow, then the one line. (Here a byte every 0.1 s against a 0.3 s
+    timeout: no single read waits as long as the timeout.)"""
     from tests.helpers.hostile_http import serving as hostile, trickle, within
 
-    with hostile(trickle(0.5, headers_too=headers_too)) as (url, asked):
+    with hostile(trickle(0.1, headers_too=headers_too)) as (url, asked):
         with pytest.raises(ServiceError) as failed:
-            within(60, lambda: service_info(url, timeout=1.0, retries=1, backoff=0.01))
+            within(60, lambda: service_info(url, timeout=0.3, retries=1, backoff=0.01))
     message = str(failed.value)
     assert len(asked) == 2 and "after 2 tries" in message and f"{url}/info" in message and "\n" not in message
 
