@@ -15,6 +15,7 @@ import pytest
 
 from tests.helpers.cli import search_cli
 from tests.helpers.hostile_http import gzip_bomb, send, serving, trickle, within
+from tests.helpers.openai_backoff import short_backoff
 
 pytest.importorskip("openai")
 
@@ -37,9 +38,7 @@ def test_label_timeout_bounds_the_whole_request_not_each_read(tmp_path, monkeypa
     would hold each of the client's three tries for 40 s. Now each try ends at ``--timeout``
     (0.3 s: no single read waits that long). The openai client's back-off between its tries
     (0.5 s, then 1 s) is shortened here: it is the library's, not the bound under test."""
-    import openai._base_client
-
-    monkeypatch.setattr(openai._base_client.BaseClient, "_calculate_retry_timeout", lambda *args, **kw: 0.01)
+    short_backoff(monkeypatch)
     with serving(trickle(0.1)) as (url, asked):
         result = within(120, lambda: _label(tmp_path, url, "--timeout", "0.3"))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
