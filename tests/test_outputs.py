@@ -229,9 +229,10 @@ def test_a_limited_rerun_merges_the_failures_file_and_never_loses_one(tmp_path):
 
 # -- item 10: one run directory given twice ------------------------------------------------------------
 def test_siblings_refuses_one_run_directory_given_twice(tmp_path, run):
-    """Before: ``siblings RUN RUN`` wrote every pair twice (under two run tags)."""
+    """Before: ``siblings RUN RUN`` wrote every pair twice (under two run tags). (In process; the
+    real ``siblings`` process is test_siblings_never_writes_into_a_run_directory_locked_or_not's.)"""
     (tmp_path / "alias").symlink_to(run)
-    _refused(_cli("siblings", run, run, "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
+    _refused(search_cli("siblings", run, run, "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
              "field 'run_dirs'", "is given twice")
     _refused(search_cli("siblings", run, tmp_path / "alias", "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
              f"is given twice (as {run})")

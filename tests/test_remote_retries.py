@@ -88,7 +88,11 @@ def test_a_service_that_recovers_within_the_retries_is_used():
     assert len(asked) == 3
 
 
-def test_a_service_that_is_down_is_one_line_after_the_transports_retries():
+def test_a_service_that_is_down_is_one_line_after_the_transports_retries(monkeypatch):
+    import httpcore._sync.connection
+
+    # httpcore's own back-off between connection tries (0, 0.5, 1, ... s), shortened: every try still happens
+    monkeypatch.setattr(httpcore._sync.connection, "RETRIES_BACKOFF_FACTOR", 0.01)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, not listening: refused
