@@ -15,6 +15,7 @@ import pytest
 
 from tests.helpers.cli import search_cli
 from tests.helpers.hostile_http import gzip_bomb, send, serving, trickle, within
+from tests.helpers.openai_backoff import short_backoff
 
 pytest.importorskip("openai")
 
@@ -31,12 +32,15 @@ def _failed_reasons(tmp_path: Path) -> list[str]:
     return [raw["error"] for raw in row["label_raw"]]
 
 
-def test_label_timeout_bounds_the_whole_request_not_each_read(tmp_path):
+def test_label_timeout_bounds_the_whole_request_not_each_read(tmp_path, monkeypatch):
     """Before: ``--timeout 5`` against a server trickling a byte every 2 s took 64 s per request
-    (a per-read timeout that a trickle never trips); here a byte every 0.5 s of a 400-byte answer
-    would hold each of the client's three tries for 200 s. Now each try ends at ``--timeout``."""
-    with serving(trickle(0.5)) as (url, asked):
-        result = within(120, lambda: _label(tmp_path, url, "--timeout", "1"))
+    (a per-read timeout that a trickle never trips); here a byte every 0.1 s of a 400-byte answer
+    would hold each of the client's three tries for 40 s. Now each try ends at ``--timeout``
+    (0.3 s: no single read waits that long). The openai client's back-off between its tries
+    (0.5 s, then 1 s) is shortened here: it is the library's, not the bound under test."""
+    short_backoff(monkeypatch)
+    with serving(trickle(0.1)) as (url, asked):
+        result = within(120, lambda: _label(tmp_path, url, "--timeout", "0.3"))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert _failed_reasons(tmp_path) == ["the server timed out on this request"]
     assert len(asked) == 3  # the openai client's own two retries, each bounded the same way

@@ -20,6 +20,7 @@ from equiv.labelling.parse import MalformedAnswer, parse_answer
 from equiv.labelling.prompt import INSTRUCTIONS, build_messages, read_fewshot
 from equiv.labelling.run import load_done, pair_key, read_pairs
 from tests.helpers.cli import search_cli
+from tests.helpers.openai_backoff import short_backoff
 
 
 def _pairs(problems: int, per: int, ratios=(0.76, 0.8, 0.85, 0.9, 0.95, 0.98)) -> list[dict]:
@@ -254,7 +255,8 @@ def test_label_cli_refuses_bad_input_in_one_line(tmp_path, rows, extra, message)
     assert not (tmp_path / "labels.jsonl").exists()
 
 
-def test_label_cli_names_an_unreachable_server_in_one_line(tmp_path):
+def test_label_cli_names_an_unreachable_server_in_one_line(tmp_path, monkeypatch):
+    short_backoff(monkeypatch)  # the client still tries three times, 0.01 s apart
     pairs = _write(tmp_path / "pairs.jsonl", [{"id": "p-1", "sentence1": "a", "sentence2": "b"}])
     result = search_cli("label", pairs, "--out", tmp_path / "labels.jsonl", "--model", "m",
                         "--base_url", "http://127.0.0.1:9/v1", "--timeout", "5")
@@ -291,27 +293,35 @@ def test_label_a_request_the_server_refuses_is_a_failed_try_of_its_pair_not_the_
     assert pair_error(openai.APIConnectionError(request=request)) is None and pair_error(ValueError("x")) is None
 
 
-def test_a_second_labelling_into_the_same_out_is_refused_in_one_line_before_any_request(tmp_path):
+def test_a_second_labelling_into_the_same_out_is_refused_in_one_line_before_any_request(tmp_path, monkeypatch):
     """Two labellings into one --out would both read it as it stands, label the same pairs twice
-    and interleave their lines: the second is refused, naming the file and who holds it."""
-    import os
+    and interleave their lines: the second is refused, naming the file and who holds it. The
+    first labelling's hold is a small process taking the labeller's lock (``hold_lock``, which is
+    re-entrant within one process); the second labelling runs in this process (tests/helpers/cli.py)."""
     import subprocess
     import sys
 
     from equiv.labelling.run import lock_path
-    from equiv.rundir.lock import hold_lock
     from tests.helpers.paths import REPO_ROOT
 
+    short_backoff(monkeypatch)  # the rerun below tries the unreachable server three times, 0.01 s apart
     pairs = _write(tmp_path / "pairs.jsonl", [{"id": "p-1", "sentence1": "a", "sentence2": "b"}])
     out = tmp_path / "labels.jsonl"
-    with hold_lock(lock_path(out), out, "busy {holder}"):  # this process is the first labelling
-        result = subprocess.run([sys.executable, str(REPO_ROOT / "search_cli.py"), "label", str(pairs), "--out", str(out),
-                                 "--model", "m", "--base_url", "http://127.0.0.1:9/v1", "--timeout", "5"],
-                                capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom equiv.rundir.lock import hold_lock\n"
+                               "with hold_lock(sys.argv[1], sys.argv[2], 'busy {holder}'):\n"
+                               "    print('held', flush=True)\n    time.sleep(60)\n", str(lock_path(out)), str(out)],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:  # the first labelling
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        result = search_cli("label", pairs, "--out", out, "--model", "m", "--base_url", "http://127.0.0.1:9/v1",
+                            "--timeout", "5")
+    finally:
+        holder.kill()
+        holder.wait()
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(out) in lines[0] and "another labelling" in lines[0]
-    assert f"pid {os.getpid()}" in lines[0] and not out.exists()
+    assert f"pid {holder.pid}" in lines[0] and not out.exists()
     # once the first is done the lock is free: the same command goes on to the (unreachable) server
     again = search_cli("label", pairs, "--out", out, "--model", "m", "--base_url", "http://127.0.0.1:9/v1",
                        "--timeout", "5")
@@ -340,15 +350,12 @@ _GOOD = _completion(json.dumps({"reasoning_step": "same", "result": 4}))
 
 
 def _label_against_stub(tmp_path: Path, names: list[str], answers: dict[str, tuple[bytes, str]], *extra: str):
-    """``search_cli.py label`` in a real process on pairs whose ``sentence1`` is ``<name>-step``,
-    against a loopback server (http.server in a thread) answering each pair with ``answers[name]``
-    (``(body, content type)``, status 200; a good answer, level 4, for names not in it)."""
-    import subprocess
-    import sys
+    """``search_cli.py label`` (in this process, tests/helpers/cli.py) on pairs whose ``sentence1``
+    is ``<name>-step``, against a loopback server (http.server in a thread) answering each pair
+    with ``answers[name]`` (``(body, content type)``, status 200; a good answer, level 4, for names
+    not in it). The real process of ``label`` is tests/test_outputs.py's two labellers."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from tests.helpers.paths import REPO_ROOT
 
     class Stub(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
@@ -365,15 +372,15 @@ def _label_against_stub(tmp_path: Path, names: list[str], answers: dict[str, tup
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    # A short poll: ``shutdown()`` waits up to one poll interval (0.5 s by default).
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     pairs = _write(tmp_path / "pairs.jsonl", [{"id": n, "sentence1": f"{n}-step", "sentence2": "b"} for n in names])
     try:
-        return subprocess.run(
-            [sys.executable, str(REPO_ROOT / "search_cli.py"), "label", str(pairs), "--out", str(tmp_path / "labels.jsonl"),
-             "--model", "m", "--base_url", f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--timeout", "30", *extra],
-            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+        return search_cli("label", pairs, "--out", tmp_path / "labels.jsonl", "--model", "m", "--base_url",
+                          f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--timeout", "30", *extra)
     finally:
         httpd.shutdown()
+        httpd.server_close()
 
 
 def test_label_a_200_that_is_not_a_chat_completion_is_a_failed_try_not_a_traceback(tmp_path):

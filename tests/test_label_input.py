@@ -12,6 +12,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
+
+import pytest
 
 from tests.helpers.chat_stub import GOOD, chat_stub
 from tests.helpers.cli import search_cli
@@ -30,14 +33,14 @@ def _argv(pairs: Path, out: Path, url: str) -> list[str]:
             "--timeout", "30", "--tries", "1"]
 
 
-def test_a_lone_surrogate_in_an_answer_loses_no_answer(tmp_path):
-    """Every answer of the batch is written; the surrogate is stored as U+FFFD (real process)."""
+def _label_with_a_surrogate_answer(tmp_path: Path, run: Callable[[list[str]], Any]) -> None:
+    """``run(argv)`` labels four pairs, one answered with a lone surrogate: every answer of the
+    batch is written, the surrogate stored as U+FFFD."""
     pairs = _pairs(tmp_path / "pairs.jsonl", [{"id": f"p-{i}", "sentence1": f"{'ODD ' if i == 1 else ''}x = {i}",
                                                "sentence2": f"x = {i} + 0"} for i in range(4)])
     out = tmp_path / "labels.jsonl"
     with chat_stub(lambda prompt: SURROGATE_ANSWER if "ODD" in prompt else GOOD) as stub:
-        result = subprocess.run([sys.executable, str(REPO_ROOT / "search_cli.py"), *_argv(pairs, out, stub.url)],
-                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        result = run(_argv(pairs, out, stub.url))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     rows = {row["id"]: row for row in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
@@ -45,6 +48,20 @@ def test_a_lone_surrogate_in_an_answer_loses_no_answer(tmp_path):
     assert rows["p-1"]["label_reasoning"] == "the same \ufffd computation"
     assert "\ufffd" in rows["p-1"]["label_raw"][0]["text"]
     assert not (tmp_path / "labels.failed.jsonl").exists()
+
+
+def test_a_lone_surrogate_in_an_answer_loses_no_answer(tmp_path):
+    """Every answer of the batch is written; the surrogate is stored as U+FFFD (``label`` in this
+    process, its streams encoded as a real process's: tests/helpers/cli.py)."""
+    _label_with_a_surrogate_answer(tmp_path, lambda argv: search_cli(*argv))
+
+
+@pytest.mark.slow  # a real process (torch imported again); the in-process test above is in the default suite
+def test_a_lone_surrogate_in_an_answer_loses_no_answer_in_a_real_process(tmp_path):
+    """The same through ``search_cli.py label`` in a real process."""
+    _label_with_a_surrogate_answer(tmp_path, lambda argv: subprocess.run(
+        [sys.executable, str(REPO_ROOT / "search_cli.py"), *argv], cwd=REPO_ROOT, capture_output=True, text=True,
+        timeout=300))
 
 
 def _refused_before_asking(tmp_path: Path, rows: list[dict], *needles: str) -> None:

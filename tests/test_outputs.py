@@ -149,7 +149,9 @@ def test_two_labellers_on_one_file_under_two_names_are_one_writer(tmp_path):
     """Before: ``--out k.jsonl`` and ``--out link.jsonl`` (a link to it) took two locks and both
     labelled: 36 lines for 20 pairs. Now the second is refused, naming the first. (A link as
     ``--out`` itself is refused by the one output rule, issue 66; the second name here goes
-    through a linked directory, ``alias/k.jsonl``.)"""
+    through a linked directory, ``alias/k.jsonl``.) The first labelling is a real process (the
+    default suite's real ``label`` process), the second runs in this process: the pid it names
+    is the other process's."""
     import time
 
     from tests.helpers.chat_stub import chat_stub
@@ -166,8 +168,7 @@ def test_two_labellers_on_one_file_under_two_names_are_one_writer(tmp_path):
             while stub.requests == 0 and first.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert stub.requests > 0, "the first labelling never asked"
-            second = subprocess.run(_label_argv(pairs, tmp_path / "alias" / "k.jsonl", stub.url, "--concurrency", 1),
-                                    cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+            second = search_cli(*_label_argv(pairs, tmp_path / "alias" / "k.jsonl", stub.url, "--concurrency", 1)[2:])
         finally:
             stub.release.set()
             _, err = first.communicate(timeout=300)
@@ -228,9 +229,10 @@ def test_a_limited_rerun_merges_the_failures_file_and_never_loses_one(tmp_path):
 
 # -- item 10: one run directory given twice ------------------------------------------------------------
 def test_siblings_refuses_one_run_directory_given_twice(tmp_path, run):
-    """Before: ``siblings RUN RUN`` wrote every pair twice (under two run tags)."""
+    """Before: ``siblings RUN RUN`` wrote every pair twice (under two run tags). (In process; the
+    real ``siblings`` process is test_siblings_never_writes_into_a_run_directory_locked_or_not's.)"""
     (tmp_path / "alias").symlink_to(run)
-    _refused(_cli("siblings", run, run, "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
+    _refused(search_cli("siblings", run, run, "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
              "field 'run_dirs'", "is given twice")
     _refused(search_cli("siblings", run, tmp_path / "alias", "--out", tmp_path / "twice.jsonl", "--prefilter", "0.3"),
              f"is given twice (as {run})")
@@ -250,7 +252,8 @@ def _stale_note(lock: Path) -> int:
 
 def test_a_lock_held_by_another_program_names_that_holder_not_the_stale_note(tmp_path):
     """Before: a labelling refused by a lock another program holds (``flock FILE.lock ...``) named
-    the pid an earlier labelling had left in the file, a process long gone."""
+    the pid an earlier labelling had left in the file, a process long gone. (The labelling runs
+    in this process; the holder is another.)"""
     from equiv.labelling.run import lock_path
 
     pairs = _pair_file(tmp_path / "pairs.jsonl", 1)
@@ -263,8 +266,7 @@ def test_a_lock_held_by_another_program_names_that_holder_not_the_stale_note(tmp
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        result = subprocess.run(_label_argv(pairs, out, "http://127.0.0.1:9/v1"), cwd=REPO_ROOT,
-                                capture_output=True, text=True, timeout=120)
+        result = search_cli(*_label_argv(pairs, out, "http://127.0.0.1:9/v1")[2:])
     finally:
         holder.kill()
         holder.wait()

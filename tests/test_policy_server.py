@@ -169,12 +169,13 @@ def test_an_answer_past_the_cap_is_refused_as_it_streams(setup, encoding):
 
 def test_a_trickled_answer_ends_at_the_request_timeout(setup):
     """Issue 66, hole 5: urllib's timeout is per read, so a server trickling a byte every 0.5 s
-    held a search past ``--policy.request_timeout_s``. Now the whole request ends at it."""
-    with serving(trickle(0.5)) as (url, _):
-        result = within(120, lambda: search_cli(*eval_args(setup, url, "--policy.request_timeout_s", "1")))
+    held a search past ``--policy.request_timeout_s``. Now the whole request ends at it. (Here a
+    byte every 0.1 s against a 0.3 s timeout: no single read waits as long as the timeout.)"""
+    with serving(trickle(0.1)) as (url, _):
+        result = within(120, lambda: search_cli(*eval_args(setup, url, "--policy.request_timeout_s", "0.3")))
     assert result.returncode == 2, result.stderr[-2000:]
     (line,) = error_lines(result.stderr)
-    assert f"llama.cpp server at {url} did not answer within 1 s" in line
+    assert f"llama.cpp server at {url} did not answer within 0.3 s" in line
 
 
 def test_a_server_that_fails_after_its_first_batch_fails_that_problem_only(setup):
@@ -198,13 +199,70 @@ def test_a_server_that_fails_after_its_first_batch_fails_that_problem_only(setup
     assert all(r["generated_tokens"] >= 0 for r in records(setup["out"]))
 
 
+def test_ctrl_c_during_a_slow_completion_stops_eval_and_the_run_resumes(setup):
+    """Ctrl-C used to wait for the pending completion: the policy sat in ``Future.result()`` while
+    ``asyncio.run`` had only cancelled the run's task, so ``search_cli.py eval`` went on until the
+    server answered (up to ``request_timeout_s``). Here the server holds the second problem's first
+    request, and a real SIGINT reaches the eval running in this process's main thread (where
+    ``asyncio.run`` installs its Ctrl-C handler, as in a real process): exit 130 while the
+    completion is still pending, the first problem's record whole, and the same command resumes
+    the run to the end. The held request is let go only after the eval returned, or by a watchdog
+    60 s after the SIGINT (which fails the test). The same through a real process is the slow twin
+    below."""
+    held, release, calls = threading.Event(), threading.Event(), {"n": 0}
+    watchdog_fired = threading.Event()
+
+    def slow_second_problem(handler, _body):
+        calls["n"] += 1
+        if calls["n"] > 2 and not release.is_set():  # the first problem's expansion (width 2) is answered
+            held.set()
+            release.wait(600)
+        send_json(handler, GOOD)
+
+    def ctrl_c() -> None:
+        if not held.wait(300):
+            return
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        if not release.wait(60):  # only the answer could end the eval now: let it, and fail below
+            watchdog_fired.set()
+            release.set()
+
+    with serving(slow_second_problem) as (url, _):
+        argv = eval_args(setup, url, "--run.concurrency", "1")
+        # SIGINT at its default, as in a shell's foreground command (an xdist worker or a suite
+        # started in the background may have it ignored, and asyncio.run would not install its handler).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        killer = threading.Thread(target=ctrl_c, daemon=True)
+        killer.start()
+        try:
+            interrupted = search_cli(*argv)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            release.set()
+            killer.join(5)
+        assert held.is_set(), "the eval never reached the second problem"
+        assert not watchdog_fired.is_set(), "search_cli.py eval still ran 60 s after Ctrl-C, waiting for the pending completion"
+        assert interrupted.returncode == 130, interrupted.stderr[-2000:]
+        assert "interrupted: 1 record(s) kept" in interrupted.stderr, interrupted.stderr[-2000:]
+        assert "Traceback" not in interrupted.stderr, interrupted.stderr[-2000:]
+        (first,) = records(setup["out"])  # every line whole (json.loads on each)
+        assert first["error"] is None
+
+        resumed = search_cli(*argv)  # the same command: resumes
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    done = records(setup["out"])
+    assert len(done) == 2 and done[0] == first and all(r["error"] is None for r in done)
+
+
+@pytest.mark.slow
 def test_ctrl_c_during_a_slow_completion_stops_the_real_eval_and_the_run_resumes(setup):
     """Ctrl-C used to wait for the pending completion: the policy sat in ``Future.result()`` while
     ``asyncio.run`` had only cancelled the run's task, so ``search_cli.py eval`` went on until the
     server answered (up to ``request_timeout_s``). Here the server holds the second problem's first
     request until the test lets it go, and the test lets it go only after the CLI has exited: exit
     130 while the completion is still pending, the first problem's record whole, and the same
-    command resumes the run to the end."""
+    command resumes the run to the end. (A real process; the default suite has the in-process
+    twin above, with a real SIGINT in this process's main thread.)"""
     held, release, calls = threading.Event(), threading.Event(), {"n": 0}
 
     def slow_second_problem(handler, _body):

@@ -52,7 +52,8 @@ def serving(answer: Callable[[BaseHTTPRequestHandler], tuple[int, bytes]]) -> It
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    # A short poll: ``shutdown()`` waits up to one poll interval (0.5 s by default, per test).
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", asked, connections
     finally:
@@ -87,7 +88,11 @@ def test_a_service_that_recovers_within_the_retries_is_used():
     assert len(asked) == 3
 
 
-def test_a_service_that_is_down_is_one_line_after_the_transports_retries():
+def test_a_service_that_is_down_is_one_line_after_the_transports_retries(monkeypatch):
+    import httpcore._sync.connection
+
+    # httpcore's own back-off between connection tries (0, 0.5, 1, ... s), shortened: every try still happens
+    monkeypatch.setattr(httpcore._sync.connection, "RETRIES_BACKOFF_FACTOR", 0.01)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, not listening: refused
@@ -99,12 +104,12 @@ def test_a_service_that_is_down_is_one_line_after_the_transports_retries():
 
 def test_an_answer_slower_than_the_timeout_is_retried_then_one_line():
     def slow(handler):
-        time.sleep(1.0)
+        time.sleep(0.5)
         return _json(200, INFO)
 
     with serving(slow) as (url, asked, _):
         with pytest.raises(ServiceError) as failed:
-            service_info(url, timeout=0.2, retries=1, backoff=0.01)
+            service_info(url, timeout=0.1, retries=1, backoff=0.01)
     assert len(asked) == 2 and "after 2 tries" in str(failed.value) and url in str(failed.value)
 
 
@@ -135,12 +140,13 @@ def test_the_judge_asks_over_one_kept_alive_connection():
 def test_a_trickled_answer_fails_each_try_at_the_timeout_then_one_line(headers_too):
     """Issue 66, hole 5: httpx's timeout is per read, so an answer trickled a byte every 0.5 s
     (minutes in all) never tripped the judge's timeout. Now each try ends at ``timeout`` as a
-    whole, the retries follow, then the one line."""
+    whole, the retries follow, then the one line. (Here a byte every 0.1 s against a 0.3 s
+    timeout: no single read waits as long as the timeout.)"""
     from tests.helpers.hostile_http import serving as hostile, trickle, within
 
-    with hostile(trickle(0.5, headers_too=headers_too)) as (url, asked):
+    with hostile(trickle(0.1, headers_too=headers_too)) as (url, asked):
         with pytest.raises(ServiceError) as failed:
-            within(60, lambda: service_info(url, timeout=1.0, retries=1, backoff=0.01))
+            within(60, lambda: service_info(url, timeout=0.3, retries=1, backoff=0.01))
     message = str(failed.value)
     assert len(asked) == 2 and "after 2 tries" in message and f"{url}/info" in message and "\n" not in message
 

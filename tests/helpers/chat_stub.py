@@ -71,7 +71,9 @@ def chat_stub(answer: Callable[[str], str] = lambda _: GOOD, *, delay: float = 0
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: ``shutdown()`` waits up to one poll interval, and the default 0.5 s was most
+    # of a quick test's time.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     stub.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
