@@ -227,7 +227,7 @@ def workdir(tmp_path_factory) -> Path:
                     make_tiny_judge(work / member, seed=seed)
     run_dirs = sorted({w for c in ALL_COMMANDS if kind(c) in ("search_compare", "search_report")
                        for w in c.argv[3:] if not w.startswith("-") and w != option(c.argv, "--out")})
-    scripted = runner_runs(tmp_path_factory.mktemp("scripted"), ("mcts",))  # [base, pruned]
+    scripted = runner_runs(tmp_path_factory.mktemp("scripted"), ("mcts",), n=2)  # [base, pruned]; compare and report need no more
     for rel in run_dirs:
         shutil.copytree(scripted[1 if "prun" in rel else 0], work / rel)
     return work

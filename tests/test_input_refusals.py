@@ -44,7 +44,14 @@ def _pairs(*args: object) -> Result:
 
 @pytest.fixture()
 def judge(tmp_path: Path) -> Path:
+    """A tiny judge of the test's own, for the tests that damage it."""
     return make_tiny_judge(tmp_path / "judge")
+
+
+@pytest.fixture(scope="module")
+def whole_judge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny judge built once for the tests that only read it (a fit writes its export elsewhere)."""
+    return make_tiny_judge(tmp_path_factory.mktemp("whole") / "judge")
 
 
 # -- item 4: a judge export must be whole ----------------------------------------------------------
@@ -106,14 +113,14 @@ def test_a_pickled_pytorch_model_bin_is_one_line_and_runs_nothing(judge: Path):
     assert "cannot load the judge's weights" in line and "crafted code ran" not in result.stdout + result.stderr
 
 
-def test_fit_with_a_crafted_ckpt_path_is_one_line(tmp_path: Path, judge: Path):
+def test_fit_with_a_crafted_ckpt_path_is_one_line(tmp_path: Path, whole_judge: Path):
     from equiv.judge.cli import main
 
     crafted = tmp_path / "crafted.ckpt"
     crafted.write_bytes(pickle.dumps({"state_dict": _Runs()}, protocol=2))  # GLOBAL builtins.print
     train = tmp_path / "train.jsonl"
     shutil.copy(REPO / "equiv" / "data" / "demo_data" / "train.jsonl", train)
-    result = invoke(main, tiny_fit_argv(judge, train, tmp_path / "run", f"--ckpt_path={crafted}"))
+    result = invoke(main, tiny_fit_argv(whole_judge, train, tmp_path / "run", f"--ckpt_path={crafted}"))
     line = _one_error_line(result)
     assert f"{crafted}: field 'ckpt_path': refused: the checkpoint names" in line
     assert "crafted code ran" not in result.stdout + result.stderr and not (tmp_path / "run" / "judge").exists()
@@ -136,7 +143,7 @@ def _deep(depth: int = 100_000) -> str:
     return '{"sentence1": ' + "[" * depth + "]" * depth + ', "sentence2": "b", "result": 4}'
 
 
-def test_json_nested_too_deep_is_one_line_in_pairs_and_in_fit(tmp_path: Path, judge: Path):
+def test_json_nested_too_deep_is_one_line_in_pairs_and_in_fit(tmp_path: Path, whole_judge: Path):
     data = tmp_path / "deep.jsonl"
     data.write_text(DEMO_PAIRS.read_text().splitlines()[0] + "\n" + _deep() + "\n")
     line = _one_error_line(_pairs("--strategy", "formula", "--data", data))
@@ -144,7 +151,7 @@ def test_json_nested_too_deep_is_one_line_in_pairs_and_in_fit(tmp_path: Path, ju
 
     from equiv.judge.cli import main
 
-    line = _one_error_line(invoke(main, tiny_fit_argv(judge, data, tmp_path / "run")))
+    line = _one_error_line(invoke(main, tiny_fit_argv(whole_judge, data, tmp_path / "run")))
     assert f"{data}:2: nested too deeply to read" in line
 
 
@@ -242,7 +249,7 @@ def test_a_damaged_policy_or_prm_directory_is_one_line(tmp_path: Path, kind: str
     # test_judge_cli.py's fast_dev_run process; the default suite runs the same argv in process
     pytest.param("--trainer.logger.save_dir", True, marks=pytest.mark.slow),
 ])
-def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, judge: Path, demo_val_small: Path,
+def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path, whole_judge: Path, demo_val_small: Path,
                                                                   option: str | None, real_process: bool, monkeypatch):
     """Before (issue #53, item 10): the short spelling was overridden without a word by a parser
     link from --trainer.default_root_dir (the logs went under the root), and the long one was
@@ -254,7 +261,7 @@ def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path,
     root, logs = tmp_path / "root", tmp_path / "logs"
     argv = ["fit", "--config", str(REPO / "configs" / "demo.yaml"), f"--trainer.default_root_dir={root}",
             *([f"{option}={logs}"] if option else []),
-            f"--model.model_name={judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+            f"--model.model_name={whole_judge}", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
             "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
             f"--data.train={demo / 'train.jsonl'}", f"--data.val={demo_val_small}"]
     if option is None:
@@ -281,7 +288,7 @@ def test_a_logger_save_dir_given_in_either_spelling_takes_effect(tmp_path: Path,
 
 # -- issue #53, item 3: text that cannot be encoded -------------------------------------------------
 @pytest.mark.parametrize("strategy", ["model", "embedding"])
-def test_a_lone_surrogate_in_a_pairs_file_is_one_line(tmp_path: Path, judge: Path, strategy):
+def test_a_lone_surrogate_in_a_pairs_file_is_one_line(tmp_path: Path, whole_judge: Path, strategy):
     """Before: the tokenizer's TypeError as a traceback. The reader refuses it for every command."""
     rows = [json.loads(line) for line in DEMO_PAIRS.read_text().splitlines()[:3]]
     bad = tmp_path / "bad.jsonl"
@@ -289,7 +296,7 @@ def test_a_lone_surrogate_in_a_pairs_file_is_one_line(tmp_path: Path, judge: Pat
     lines[1] = lines[1].replace('"sentence2": "', '"sentence2": "\\ud800', 1)  # escaped in the file, as JSON allows
     assert "\\ud800" in lines[1]
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    model = ["--model", str(judge)] if strategy == "model" else []
+    model = ["--model", str(whole_judge)] if strategy == "model" else []
     line = _one_error_line(_search("pairs", "--strategy", strategy, *model, "--data", bad))
     assert f"{bad}:2: field 'sentence2': holds U+D800 at character 0, a lone surrogate" in line
 
@@ -299,14 +306,14 @@ def _long_int_line(digits: int = 5000) -> str:
     return '{"sentence1": "a", "sentence2": "b", "result": 4, "reasoning_step": ' + "7" * digits + "}"
 
 
-def test_a_5000_digit_integer_is_one_line_in_pairs_and_in_fit(tmp_path: Path, judge: Path, monkeypatch):
+def test_a_5000_digit_integer_is_one_line_in_pairs_and_in_fit(tmp_path: Path, whole_judge: Path, monkeypatch):
     """``json.loads`` raises a bare ValueError ("Exceeds the limit (4300 digits) for integer string
     conversion") from inside the decoder: it was a traceback in ``pairs`` and in ``fit``."""
     monkeypatch.chdir(REPO)  # tiny_fit_argv names configs/demo.yaml as the shell in the checkout does
     data = tmp_path / "long.jsonl"
     data.write_text("".join(DEMO_PAIRS.read_text().splitlines(keepends=True)[:12]) + _long_int_line() + "\n")
     for done in (_search("pairs", "--strategy", "formula", "--data", data),
-                 _train(*tiny_fit_argv(judge, data, tmp_path / "run"))):
+                 _train(*tiny_fit_argv(whole_judge, data, tmp_path / "run"))):
         assert f"{data}:13: holds an integer with more than 4300 digits" in _one_error_line(done)
 
 
@@ -430,8 +437,16 @@ def test_the_given_save_dir_is_the_parsers_own_value_in_the_command_lines_order(
     config.write_text("trainer:\n  logger:\n    class_path: lightning.pytorch.loggers.CSVLogger\n"
                       "    init_args:\n      save_dir: from_config\n")
 
+    class Parsed(JudgeCLI):
+        """JudgeCLI up to its parsed config (its links and checks applied): the value read here is
+        the parser's; building the model and trainer (a bundled encoder loaded each time) is the
+        logger test's, above."""
+
+        def instantiate_classes(self) -> None:
+            pass
+
     def parsed(*argv: str) -> object:
-        cli = JudgeCLI(args=["--config", "configs/demo.yaml", *argv], run=False)
+        cli = Parsed(args=["--config", "configs/demo.yaml", *argv], run=False)
         return cli.config["trainer"]["logger"]["init_args"]["save_dir"]
 
     assert parsed() == "outputs/demo"

@@ -46,7 +46,9 @@ _CODE_TASK = CodeTask(prompt="def add(a, b):\n", test="def check(f):\n    assert
 QUESTION = "Tom has 3 apples and twice as many pears on the third day. What percent of Jake's 5 feet?"
 
 
-def _best_of_three(call: Callable[[str], Any], text: str) -> float:
+def _best_of_three(call: Callable[[str], Any], text: str, enough: float = 0.0) -> float:
+    """The least CPU time of three runs; it stops early once a run is under ``enough`` (a later
+    run could only lower the least, and below ``enough`` the verdict is already passing)."""
     best = float("inf")
     for _ in range(3):
         start = time.process_time()
@@ -55,6 +57,8 @@ def _best_of_three(call: Callable[[str], Any], text: str) -> float:
         except MalformedAnswer:
             pass
         best = min(best, time.process_time() - start)
+        if best < enough:
+            break
     return best
 
 
@@ -63,7 +67,7 @@ def _assert_linear(call: Callable[[str], Any], make: Callable[[int], str], n: in
     while small < MIN_SECONDS and n < 200_000:
         n *= 2
         small = _best_of_three(call, make(n))
-    large = _best_of_three(call, make(GROWTH * n))
+    large = _best_of_three(call, make(GROWTH * n), enough=BAR * small)
     assert large / small < BAR, f"{large / small:.0f}x slower on {GROWTH}x the text (n={n}: {small:.4f}s -> {large:.4f}s)"
 
 

@@ -6,6 +6,7 @@ this checks the settings that make each one the experiment it names.)
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,14 @@ from equiv.search.cli import build_eval_parser, load_data
 SEARCH = Path(__file__).resolve().parents[1] / "configs" / "search"
 
 
+@functools.cache
+def _parser():
+    """``eval``'s parser, built once for this module's many recipes (a parse leaves it as it was)."""
+    return build_eval_parser()
+
+
 def load(name: str):
-    parser = build_eval_parser()
+    parser = _parser()
     cfg = parser.parse_args(["--config", str(SEARCH / f"{name}.yaml")])
     return cfg, parser.instantiate_classes(cfg)
 

@@ -179,11 +179,17 @@ def test_there_is_a_recipe_per_paper_setting():
     assert "demo_cpu" in names
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
-def test_recipe_parses(recipe):
+@pytest.fixture(scope="module")
+def eval_parser():
+    """``eval``'s parser, built once for the recipes (a parse leaves the parser as it was)."""
     from equiv.search.cli import build_eval_parser
 
-    parser = build_eval_parser()
+    return build_eval_parser()
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+def test_recipe_parses(recipe, eval_parser):
+    parser = eval_parser
     cfg = parser.parse_args(["--config", str(recipe)])
     init = parser.instantiate_classes(cfg)
     assert cfg.algo in ALGORITHMS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 
@@ -103,29 +104,54 @@ def test_policy_error_on_one_problem_is_recorded_and_the_run_goes_on(tmp_path):
             assert rec == ok[key]
 
 
-def _retrieve_the_interrupted_tasks() -> None:
+class _RecordingTasks(asyncio.DefaultEventLoopPolicy):
+    """An event loop policy whose loops keep every task they create, so a test can retrieve the
+    interrupted tasks' exceptions without scanning the heap (``gc.get_objects()`` after a
+    ``gc.collect()`` took 1-3 s in a suite worker holding torch and transformers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[asyncio.Task] = []
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().new_event_loop()
+
+        def factory(loop: asyncio.AbstractEventLoop, coro, **kwargs) -> asyncio.Task:
+            task = asyncio.Task(coro, loop=loop, **kwargs)
+            self.tasks.append(task)
+            return task
+
+        loop.set_task_factory(factory)
+        return loop
+
+
+def _retrieve_the_interrupted_tasks(tasks: list[asyncio.Task]) -> None:
     """A KeyboardInterrupt raised inside ``asyncio.run`` stays on its tasks, unretrieved. When a
     task is freed, its finaliser logs "Task exception was never retrieved", and formatting that
     traceback parses source with ``ast`` (Python 3.11's error carets). When that happened inside
     another test's ``ast.parse`` (pydantic reading a class during ``import wandb``), the nested
     parse reset CPython 3.11's shared AST recursion counter under the outer one: ``SystemError:
     AST constructor recursion depth mismatch`` (cpython#106905; once in CI's default suite,
-    2026-11-28). Retrieving the exceptions here leaves the finalisers nothing to log."""
-    import asyncio
-    import gc
-
-    gc.collect()
-    for task in [o for o in gc.get_objects() if isinstance(o, asyncio.Task) and o.done() and not o.cancelled()]:
-        task.exception()
+    2026-11-28). Retrieving the exceptions here (every task the run's loop created, recorded by
+    :class:`_RecordingTasks`) leaves the finalisers nothing to log."""
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()
 
 
 def test_resume_after_interrupt_loses_and_duplicates_nothing(tmp_path):
     full = tmp_path / "full"
     evaluate(full, concurrency=2)
     out = tmp_path / "run"
-    with pytest.raises(KeyboardInterrupt):
-        evaluate(out, concurrency=2, eng=engines(interrupt_after=5))
-    _retrieve_the_interrupted_tasks()
+    policy = _RecordingTasks()
+    asyncio.set_event_loop_policy(policy)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            evaluate(out, concurrency=2, eng=engines(interrupt_after=5))
+    finally:
+        asyncio.set_event_loop_policy(None)
+        _retrieve_the_interrupted_tasks(policy.tasks)
+    assert policy.tasks  # the run's loop was this policy's: its tasks were retrieved
     partial = records(out)
     assert 0 < len(partial) < 6
     summary = evaluate(out, concurrency=2)
