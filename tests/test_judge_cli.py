@@ -223,7 +223,7 @@ def test_resumed_fit_exports_the_metrics_of_the_exported_epoch(tiny_longformer: 
     """
     common = ["--config", "configs/demo.yaml", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
               f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--model.learning_rate=0",
-              "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--checkpoint.save_last=true",
+              "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2", "--checkpoint.save_last=true",
               "--trainer.enable_progress_bar=false", f"--export_dir={tmp_path / 'judge'}",
               f"--data.val={demo_val_small}"]  # fmt: skip
     assert main(["fit", *common, "--trainer.max_epochs=1"]) == 0

@@ -70,7 +70,7 @@ def test_fit_takes_a_train_fraction_from_the_command_line(tiny_longformer: Path,
         [
             "fit", "--config", "configs/demo.yaml", "--config", "configs/logger/csv.yaml",
             f"--trainer.default_root_dir={tmp_path}", f"--trainer.logger.init_args.save_dir={tmp_path}",
-            "--trainer.max_epochs=1", "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1",
+            "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
             "--trainer.enable_progress_bar=false", f"--model.model_name={tiny_longformer}", "--model.max_length=64",
             "--data.batch_size=8", "--data.train_fraction=0.5", f"--data.val={demo_val_small}",
         ]
