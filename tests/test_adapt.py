@@ -1,7 +1,9 @@
 """``equiv adapt``: a judge's threshold and statement floor set for a policy's labelled siblings.
 
-The command is run as a user runs it (a real ``python -m equiv adapt`` process) on small labelled
-files with a tiny judge; the choice itself (most recall at the named precision, the floor a
+The command is run as a user runs it, ``equiv adapt``, on small labelled files with a tiny judge:
+through the dispatcher's own ``main`` in this process by default (the code ``python -m equiv``
+reaches; a fresh interpreter pays the torch imports, seconds here), in a real ``python -m equiv
+adapt`` process for the refusal of a bad file, and for the whole run in the slow suite. The choice itself (most recall at the named precision, the floor a
 candidate like the threshold, cross-validation by problem) is also checked on synthetic
 probabilities, where the right answer is known.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from equiv.commands import main as equiv_main
 from equiv.judge.policy import DecisionPolicy
 from equiv.prune.adapt import ADAPTED_KEY, Candidates, Pairs, adapt_main, cross_validate
 from tests.helpers.cli import invoke
@@ -26,7 +29,18 @@ STATEMENTS = ("We need to find how many apples she has left.", "Let's work out t
 """Two steps that compute nothing (plans): what the statement floor reads."""
 
 
+REAL_PROCESS = pytest.param("python -m equiv", marks=pytest.mark.slow)
+
+
+def equiv_adapt(how: str, *argv: object):
+    """``equiv adapt ARGV``: in this process (the dispatcher's ``main``), or as a real process."""
+    if how == "in_process":
+        return invoke(equiv_main, ["adapt", *argv])
+    return run_adapt(*argv)
+
+
 def run_adapt(*argv: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m equiv adapt ARGV`` in a real process."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run([sys.executable, "-m", "equiv", "adapt", *map(str, argv)], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=timeout, env=env)
@@ -67,12 +81,15 @@ def tiny_judge(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_judge(tmp_path_factory.mktemp("judge") / "tiny")
 
 
+@pytest.mark.parametrize("how", ["in_process", REAL_PROCESS])
 def test_adapt_writes_a_new_export_with_the_chosen_policy_and_its_provenance(only_rules_judge: Path,
-                                                                               tmp_path: Path) -> None:
+                                                                               tmp_path: Path, how: str) -> None:
+    """In this process by default; the real ``python -m equiv adapt`` process runs it in the slow
+    suite (the default suite's real process is the missing-field refusal below)."""
     data = write(tmp_path / "siblings.jsonl", identical_rows())
     before = (only_rules_judge / "config.json").read_text()
     out = tmp_path / "adapted"
-    done = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
+    done = equiv_adapt(how, "--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert "cross-valid." in done.stdout and "written" in done.stdout
@@ -101,7 +118,7 @@ def test_adapt_writes_a_new_export_with_the_chosen_policy_and_its_provenance(onl
     assert figures["precision"] == result["on_all_pairs"]["precision"]
     assert figures["recall"] == result["on_all_pairs"]["recall"]
 
-    again = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
+    again = equiv_adapt(how, "--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
     lines = again.stderr.strip().splitlines()
     assert again.returncode == 2 and len(lines) == 1 and "exists and is not empty" in lines[0], again.stderr
 
@@ -110,7 +127,7 @@ def test_adapt_refuses_a_precision_the_data_cannot_reach_and_writes_nothing(only
                                                                             tmp_path: Path) -> None:
     data = write(tmp_path / "siblings.jsonl", identical_rows(wrong_every=3))  # the free merges: precision 2/3
     out = tmp_path / "adapted"
-    done = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
+    done = equiv_adapt("in_process", "--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", out)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1, done.stderr[-3000:]
     assert lines[0].startswith("error: no threshold and floor reaches precision 0.9") and "nothing written" in lines[0]
@@ -125,7 +142,7 @@ def test_a_scoring_judge_meets_the_precision_on_its_cross_validation_or_refuses(
     rows = identical_rows() + [pair(f"p{p}", STATEMENTS[0], STATEMENTS[1], 3 if p % 2 else 0) for p in range(6)]
     data = write(tmp_path / "siblings.jsonl", rows)
     out = tmp_path / "adapted"
-    done = run_adapt("--model", tiny_judge, "--data", data, "--precision", 0.9, "--out", out, "--json")
+    done = equiv_adapt("in_process", "--model", tiny_judge, "--data", data, "--precision", 0.9, "--out", out, "--json")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if done.returncode == 0:
         assert result["cross_validation"]["precision"] >= 0.9 and (out / "config.json").is_file()
@@ -151,6 +168,7 @@ def test_a_bad_line_is_one_line_naming_file_line_and_field(only_rules_judge: Pat
 
 
 def test_the_real_cli_names_the_missing_problem_field(only_rules_judge: Path, tmp_path: Path) -> None:
+    """The default suite's real ``python -m equiv adapt`` process: a user's bad file is refused there."""
     data = write(tmp_path / "siblings.jsonl", [{"sentence1": "a", "sentence2": "b", "result": 4}])
     done = run_adapt("--model", only_rules_judge, "--data", data, "--precision", 0.9, "--out", tmp_path / "o")
     assert done.returncode == 2, done.stderr

@@ -1,8 +1,10 @@
 """``benchmarks/bench_label_agreement.py``: second labels joined by id, agreement figures, judges, bad input.
 
 The figures are checked against second labels built here with known disagreements, so a wrong
-join, a swapped precision/recall or a level-2 pair counted as a label would fail. The real CLI runs
-in a subprocess (with a judge: in process, through ``main``); no score of a trained judge is asserted.
+join, a swapped precision/recall or a level-2 pair counted as a label would fail. The real script
+runs in a subprocess for the agreement figures; the other runs call its ``main`` in this process
+(the same code a shell reaches; a process start costs more than the run). No score of a trained
+judge is asserted.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def test_bad_second_labels_are_one_line_naming_file_line_and_field(tmp_path, lin
     path.write_text('{"id": "demo-2-0", "result": 0}\n' + line + "\n")
     if "no-such" in line:
         path.write_text(line + "\n")
-    proc = run("--data", VALID, "--second", path)
+    proc = invoke(bench.main, ["--data", VALID, "--second", path])
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and field in lines[0], proc.stderr
@@ -126,7 +128,7 @@ def test_the_shipped_second_labels_join_the_real_calibration_split(shared_data, 
 
     data = shared_data / "gsm8k_equiv"
     out = tmp_path / "out.json"
-    proc = run("--data", data / "train.jsonl", data / "train_more.jsonl", "--json", out)
+    proc = invoke(bench.main, ["--data", data / "train.jsonl", data / "train_more.jsonl", "--json", out])
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(out.read_text())
     dm = MathEquivDataModule(train=str(data / "train.jsonl"), train_more=[str(data / "train_more.jsonl")],

@@ -49,8 +49,8 @@ def test_correct_program_passes_and_wrong_one_fails():
 
 
 def test_hanging_program_is_a_timeout_not_a_hang():
-    assert run_sandboxed("while True:\n    pass\n", SandboxLimits(timeout_s=0.5)).status == "timeout"
-    assert run_sandboxed("import time\ntime.sleep(60)\n", SandboxLimits(timeout_s=0.5)).status == "timeout"
+    assert run_sandboxed("while True:\n    pass\n", SandboxLimits(timeout_s=0.25)).status == "timeout"
+    assert run_sandboxed("import time\ntime.sleep(60)\n", SandboxLimits(timeout_s=0.25)).status == "timeout"
 
 
 @pytest.mark.parametrize("body", ["import os\nos.abort()", "import sys\nsys.exit(3)", "raise SystemExit('no')",
@@ -370,14 +370,12 @@ def test_a_harness_that_cannot_start_is_a_sandbox_error_not_a_verdict():
 @pytest.mark.skipif(os.geteuid() != 0, reason="privileges are dropped only when the grader is root")
 def test_concurrent_sandboxes_cannot_see_into_each_other():
     # Each run has a uid of its own, so another sandbox's /proc entries (its open files -- the
-    # marker pipe among them -- and its environment) are closed to the program.
+    # marker pipe among them -- and its environment) are closed to the program. The other sandbox
+    # stays 1.5 s, longer while another sandbox (the prober) still runs, at most 6 s: no fixed 4 s
+    # sleep, and still there when the prober, started just after it, looks.
     import threading
 
-    other: list = []
-    sleeper = threading.Thread(target=lambda: other.append(
-        run_sandboxed("import time\ntime.sleep(4)\n", SandboxLimits(timeout_s=8.0))))
-    sleeper.start()
-    body = (
+    others = (
         "import os, time\n"
         "def others():\n"
         "    found = []\n"
@@ -389,7 +387,17 @@ def test_concurrent_sandboxes_cannot_see_into_each_other():
         "        if b'harness.py' in cmd and int(pid) != os.getpid():\n"
         "            found.append(int(pid))\n"
         "    return found\n"
-        "deadline = time.monotonic() + 3\n"
+    )
+    stay = (
+        others + "start = time.monotonic()\n"
+        "while time.monotonic() - start < 6 and (time.monotonic() - start < 1.5 or others()):\n"
+        "    time.sleep(0.02)\n"
+    )
+    other: list = []
+    sleeper = threading.Thread(target=lambda: other.append(run_sandboxed(stay, SandboxLimits(timeout_s=8.0))))
+    sleeper.start()
+    body = (
+        others + "deadline = time.monotonic() + 3\n"
         "while not others() and time.monotonic() < deadline:\n"
         "    time.sleep(0.05)\n"
         "assert others(), 'no other sandbox seen'\n"

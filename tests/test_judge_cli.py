@@ -175,13 +175,17 @@ def test_missing_file_through_the_cli(tiny_longformer: Path, tmp_path: Path, cap
     assert capsys.readouterr().err.strip().endswith("none.jsonl: file not found")
 
 
-def test_skip_invalid_through_the_cli_reports_and_trains(tiny_longformer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_skip_invalid_through_the_cli_reports_and_trains(tiny_longformer: Path, demo_val_small: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """(Validated on the 32-pair ``demo_val_small``: the export scores the validation file after
+    the fit, and nothing here reads its figures.)"""
     rows = (DEMO_DIR / "train.jsonl").read_text().splitlines()[:40] + ["{oops", json.dumps({"sentence1": "a", "result": 9})]
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text("\n".join(rows) + "\n")
     status = main(["fit", "--config", "configs/demo.yaml", f"--data.train={mixed}", "--data.skip_invalid=true",
                    "--trainer.fast_dev_run=true", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
-                   f"--model.model_name={tiny_longformer}", "--model.max_length=64"])  # fmt: skip
+                   f"--model.model_name={tiny_longformer}", "--model.max_length=64",
+                   f"--data.val={demo_val_small}"])  # fmt: skip
     assert status == 0
     err = capsys.readouterr().err
     assert "mixed.jsonl: skipped 2 invalid record(s)" in err

@@ -26,11 +26,23 @@ PAIRS = [("He earns 5*6=30 dollars.", "He works 5*6=30 times."), ("She has 3*25=
 NO_PREFILTER = dict(SETTINGS, prefilter_threshold=0.0)
 
 
+def _two_judges(root: Path) -> tuple[Path, Path]:
+    plain = make_tiny_judge(root / "plain", settings=NO_PREFILTER, seed=0)
+    marked = make_tiny_judge(root / "marked", settings=NO_PREFILTER, seed=1)  # another seed: other scores
+    return plain, marked
+
+
 @pytest.fixture()
 def two_judges(tmp_path: Path) -> tuple[Path, Path]:
-    plain = make_tiny_judge(tmp_path / "plain", settings=NO_PREFILTER, seed=0)
-    marked = make_tiny_judge(tmp_path / "marked", settings=NO_PREFILTER, seed=1)  # another seed: other scores
-    return plain, marked
+    """Two tiny judges of this test's own: for the tests that rewrite a member's config."""
+    return _two_judges(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_judges(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The same two judges built once for the module's tests that only read them (every ensemble
+    they build, every file they write, goes to their own ``tmp_path``)."""
+    return _two_judges(tmp_path_factory.mktemp("judges"))
 
 
 def test_average_logits_is_the_sigmoid_of_the_mean_logit():
@@ -40,8 +52,8 @@ def test_average_logits_is_the_sigmoid_of_the_mean_logit():
     assert average_logits([]) == []
 
 
-def test_model_judge_scores_an_ensemble_as_the_mean_logit_of_its_members(two_judges, tmp_path):
-    plain, marked = two_judges
+def test_model_judge_scores_an_ensemble_as_the_mean_logit_of_its_members(shared_judges, tmp_path):
+    plain, marked = shared_judges
     ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
     assert member_dirs(ensemble) == [ensemble, ensemble / "members" / "1"]
     settings = json.loads((ensemble / "config.json").read_text())["equiv"]
@@ -56,8 +68,8 @@ def test_model_judge_scores_an_ensemble_as_the_mean_logit_of_its_members(two_jud
     assert judge.describe()["members"] == 2
 
 
-def test_bad_ensembles_are_one_clear_error(two_judges, tmp_path):
-    plain, marked = two_judges
+def test_bad_ensembles_are_one_clear_error(shared_judges, tmp_path):
+    plain, marked = shared_judges
     with pytest.raises(InputError, match="at least 2 members"):
         build_ensemble([plain], tmp_path / "one")
     other_mapping = make_tiny_judge(tmp_path / "other", settings=dict(SETTINGS, label_mapping={"equivalent": [4], "not_equivalent": [0, 1]}))
@@ -84,8 +96,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 # The command's logic in process (the default suite); its own interpreter (`python -m`, about 10 s
 # of imports on 2 cores) in the slow suite, as every other script's real-process run.
 @pytest.mark.parametrize("how", ["in_process", pytest.param("python -m", marks=pytest.mark.slow)])
-def test_the_ensemble_command_calibrates_and_pairs_uses_it(two_judges, tmp_path, how):
-    plain, marked = two_judges
+def test_the_ensemble_command_calibrates_and_pairs_uses_it(shared_judges, tmp_path, how):
+    plain, marked = shared_judges
     rows = separable_pairs(40, seed=6)
     for i, row in enumerate(rows):
         row["id"] = f"toy-{i // 2}-{i % 2}"
@@ -148,12 +160,12 @@ def test_an_export_with_a_removed_lever_is_refused_in_one_line(two_judges, tmp_p
         assert "removed in 2026-11" in str(err.value) and "config.json" in str(err.value)
 
 
-def test_search_eval_prunes_with_an_ensemble_unchanged(two_judges, tmp_path, shared_data):
+def test_search_eval_prunes_with_an_ensemble_unchanged(shared_judges, tmp_path, shared_data):
     """`search_cli.py eval --pruner.model <ensemble>`: the same strategy option as one judge; the
     run records the judge's stats with one forward batch per member."""
     from search_cli import main as search_main
 
-    plain, marked = two_judges
+    plain, marked = shared_judges
     ensemble = build_ensemble([plain, marked], tmp_path / "ensemble")
     one_judge = ModelJudge(ensemble)
     out = tmp_path / "run"
@@ -268,8 +280,8 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
                                   "threshold_target_precision: 0.95", "threshold_from_val: maybe",
                                   "threshold_from_val: false\nmodel:\n  decision_threshold: 2",
                                   "hybrid: true"])  # the combiner, removed in 2026-11
-def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(two_judges, tmp_path, line):
-    plain, marked = two_judges
+def test_a_bad_threshold_setting_in_the_recipe_is_one_line_naming_it(shared_judges, tmp_path, line):
+    plain, marked = shared_judges
     config = tmp_path / "recipe.yaml"
     config.write_text(f"{line}\ndata:\n  train: unused.jsonl\n")
     done = invoke(ensemble_main, ["--members", plain, marked, "--out", tmp_path / "e", "--recipe", config])
