@@ -18,6 +18,7 @@ import ast
 import json
 import random
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,11 +47,22 @@ _CODE_TASK = CodeTask(prompt="def add(a, b):\n", test="def check(f):\n    assert
 QUESTION = "Tom has 3 apples and twice as many pears on the third day. What percent of Jake's 5 feet?"
 
 
+def _clear_text_caches() -> None:
+    """Every memo of the text layer emptied (``step_numbers``, the guard's per-question and per-word
+    caches), so each timed run computes: a repeat served from a cache would time a lookup."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("equiv.text"):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+
+
 def _best_of_three(call: Callable[[str], Any], text: str, enough: float = 0.0) -> float:
     """The least CPU time of three runs; it stops early once a run is under ``enough`` (a later
     run could only lower the least, and below ``enough`` the verdict is already passing)."""
     best = float("inf")
     for _ in range(3):
+        _clear_text_caches()
         start = time.process_time()
         try:
             call(text)

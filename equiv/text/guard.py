@@ -250,11 +250,13 @@ def _replaced_class(a: str, b: str, classes: dict[str, str]) -> tuple[str, str] 
     return None
 
 
+@functools.lru_cache(maxsize=65536)
 def _same_word(x: str, y: str) -> bool:
     """Equal, or one word's inflection or misspelling of the other ("sell"/"sold", "travel"/"travelling")."""
     return x == y or x[:4] == y[:4] and min(len(x), len(y)) >= 4 or difflib.SequenceMatcher(a=x, b=y).ratio() >= SAME_WORD
 
 
+@functools.lru_cache(maxsize=65536)
 def _same_name(x: str, y: str) -> bool:
     """As :func:`_same_word`, stricter: "tasha"/"tashay" are one name, "jake"/"make" are not."""
     return x == y or x[:4] == y[:4] and min(len(x), len(y)) >= 4 or difflib.SequenceMatcher(a=x, b=y).ratio() >= SAME_NAME
@@ -276,13 +278,19 @@ def different_numbers(a: str, b: str, question: str) -> str | None:
     return _pair(_show(only_a), _show(only_b)) if only_a and only_b else None
 
 
+@functools.lru_cache(maxsize=1024)
+def _given_numbers(question: str) -> frozenset[Decimal]:
+    """What the question gives: its numbers, in digits or words, and 1 (cached per question)."""
+    return frozenset(step_numbers(question) | given_words(question) | {Decimal(1)})
+
+
 def extra_number(a: str, b: str, question: str) -> str | None:
     """One step states a number the other does not and the question does not give ("rent is $40" /
     "rent is $40 + $40 = $80"). A given restated in passing ("Ali has 22 medals, so ...", "twice" as
     "2", "1 tray") is no extra claim (level 3). Rubric: *one extra computation or claim on one side
     breaks equivalence*."""
     only_a, only_b = unmatched_numbers(a, b, question)
-    given = step_numbers(question) | given_words(question) | {Decimal(1)}
+    given = _given_numbers(question)
     new = (only_a | only_b) - given
     return f"{_show(new)} on one side only" if new else None
 
@@ -342,19 +350,34 @@ def swapped_quantity(a: str, b: str, question: str) -> str | None:
     Rubric: *concepts: they talk about the same quantities of the problem*."""
     if not question:
         return None
-    vocab = frozenset(w for w in (stem(x) for x in WORD.findall(question)) if not is_function_word(w))
+    vocab = _question_vocabulary(question)
     return _both_orders(lambda x, y: _swapped_quantity_one_way(x, y, vocab))(a, b)
+
+
+@functools.lru_cache(maxsize=1024)
+def _question_vocabulary(question: str) -> frozenset[str]:
+    """The question's stemmed content words. Cached: a search asks the guard about every sibling
+    pair of one question, and a labelled file about hundreds of pairs of each."""
+    return frozenset(w for w in (stem(x) for x in WORD.findall(question)) if not is_function_word(w))
 
 
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?")
 
 
-def problem_names(question: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def problem_names(question: str) -> frozenset[str]:
     """The question's names: its capitalized words (stemmed), less those it also writes in lower case
-    (a sentence-initial "Students" that is "the students" later), function words and number words."""
+    (a sentence-initial "Students" that is "the students" later), function words and number words.
+    Cached per question (every pair of a question asks)."""
     lower = {stem(w) for w in WORD.findall(question) if w[0].islower()}
     names = {stem(w) for w in _NAME.findall(question)} - lower - set(NUMBER_WORDS)
-    return {n for n in names if not is_function_word(n)}
+    return frozenset(n for n in names if not is_function_word(n))
+
+
+@functools.lru_cache(maxsize=8192)
+def _stemmed_words(text: str) -> frozenset[str]:
+    """A step's words, stemmed (cached: a sibling meets every other sibling of its family)."""
+    return frozenset(stem(w) for w in WORD.findall(text))
 
 
 def different_names(a: str, b: str, question: str) -> str | None:
@@ -364,7 +387,7 @@ def different_names(a: str, b: str, question: str) -> str | None:
     names = problem_names(question)
     if not names:
         return None
-    wa, wb = {stem(w) for w in WORD.findall(a)}, {stem(w) for w in WORD.findall(b)}
+    wa, wb = _stemmed_words(a), _stemmed_words(b)
     if len(wa) > MAX_WORDS or len(wb) > MAX_WORDS:
         return None
     left = [n for n in sorted(wa & names) if not any(_same_name(n, w) for w in wb)]

@@ -19,6 +19,7 @@ or a word, so the claim guard (:mod:`equiv.text.guard`), the ``formula`` strateg
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -87,8 +88,11 @@ def number_value(digits: str) -> Decimal | None:
         return None
 
 
-def step_numbers(text: str) -> set[Decimal]:
-    """The numbers a text states, as values (a percentage also as its fraction: ``20%`` -> 20, 0.2)."""
+@functools.lru_cache(maxsize=16384)
+def step_numbers(text: str) -> frozenset[Decimal]:
+    """The numbers a text states, as values (a percentage also as its fraction: ``20%`` -> 20, 0.2).
+    Cached (a frozenset, so no caller can change what the next one reads): the guard reads each
+    sibling's numbers once per pair it is in."""
     out: set[Decimal] = set()
     for digits, percent in NUMBER.findall(text):
         value = number_value(digits)
@@ -97,7 +101,7 @@ def step_numbers(text: str) -> set[Decimal]:
         out.add(value)
         if percent:
             out.add((value / 100).normalize())
-    return out
+    return frozenset(out)
 
 
 def stem(word: str) -> str:
