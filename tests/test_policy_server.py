@@ -199,6 +199,22 @@ def test_a_server_that_fails_after_its_first_batch_fails_that_problem_only(setup
     assert all(r["generated_tokens"] >= 0 for r in records(setup["out"]))
 
 
+def _hold_the_second_problem() -> tuple[threading.Event, threading.Event, Any]:
+    """A policy server's handler that answers the first problem's expansion (width 2) and holds the
+    next request until ``release`` is set (``held`` says it is holding): a completion pending when
+    Ctrl-C comes."""
+    held, release, calls = threading.Event(), threading.Event(), {"n": 0}
+
+    def slow_second_problem(handler, _body):
+        calls["n"] += 1
+        if calls["n"] > 2 and not release.is_set():
+            held.set()
+            release.wait(600)
+        send_json(handler, GOOD)
+
+    return held, release, slow_second_problem
+
+
 def test_ctrl_c_during_a_slow_completion_stops_eval_and_the_run_resumes(setup):
     """Ctrl-C used to wait for the pending completion: the policy sat in ``Future.result()`` while
     ``asyncio.run`` had only cancelled the run's task, so ``search_cli.py eval`` went on until the
@@ -209,15 +225,8 @@ def test_ctrl_c_during_a_slow_completion_stops_eval_and_the_run_resumes(setup):
     the run to the end. The held request is let go only after the eval returned, or by a watchdog
     60 s after the SIGINT (which fails the test). The same through a real process is the slow twin
     below."""
-    held, release, calls = threading.Event(), threading.Event(), {"n": 0}
+    held, release, slow_second_problem = _hold_the_second_problem()
     watchdog_fired = threading.Event()
-
-    def slow_second_problem(handler, _body):
-        calls["n"] += 1
-        if calls["n"] > 2 and not release.is_set():  # the first problem's expansion (width 2) is answered
-            held.set()
-            release.wait(600)
-        send_json(handler, GOOD)
 
     def ctrl_c() -> None:
         if not held.wait(300):
@@ -263,14 +272,7 @@ def test_ctrl_c_during_a_slow_completion_stops_the_real_eval_and_the_run_resumes
     130 while the completion is still pending, the first problem's record whole, and the same
     command resumes the run to the end. (A real process; the default suite has the in-process
     twin above, with a real SIGINT in this process's main thread.)"""
-    held, release, calls = threading.Event(), threading.Event(), {"n": 0}
-
-    def slow_second_problem(handler, _body):
-        calls["n"] += 1
-        if calls["n"] > 2 and not release.is_set():  # the first problem's expansion (width 2) is answered
-            held.set()
-            release.wait(600)
-        send_json(handler, GOOD)
+    held, release, slow_second_problem = _hold_the_second_problem()
 
     with serving(slow_second_problem) as (url, _):
         argv = eval_args(setup, url, "--run.concurrency", "1")
