@@ -429,7 +429,7 @@ def report_policy(judge_dir: Path, datamodule: Any, probs: Sequence[float]) -> d
     the best-F1 threshold falls to almost zero (0.004 for the GSM8K recipe): on solution pairs the
     guard already rejects most non-equivalent pairs, so the score stops mattering and every pair the
     guard cannot read is merged -- on 101 labelled sibling steps from real search that judge's
-    precision was 0.375 (docs/results.md).
+    precision was 0.375 (docs/experiments/2026-11-24-the-yardsticks-that-do-not-wear-out.md).
     """
     pairs, labels, _ = datamodule.labelled_pairs("val")
     out, counts = policy_summary(stored_policy(judge_dir), pairs, probs, labels, datamodule.labelled_questions("val"))
