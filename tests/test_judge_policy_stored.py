@@ -112,3 +112,20 @@ def test_the_yardstick_takes_its_baselines_from_the_strategy_registry() -> None:
     with STRATEGIES.temporarily(Strategy("half", lambda cfg: Half(), "test rule", baseline=True)):
         assert "half 0.5" in policies() and "half" in baselines()
     assert "half 0.5" not in policies()
+
+
+def test_an_export_stored_before_a_rule_was_added_keeps_the_rules_it_stored(tmp_path: Path) -> None:
+    """The stored policy names its rules: a rule added later (``changed_comparison``, 2026-11-29)
+    does not reach an export made before it; ``guard: true`` as a knob applies every rule."""
+    from equiv.judge.decide import decide
+
+    before = [name for name in rule_names() if name != "changed_comparison"]
+    block = {k: v for k, v in OLD.items() if k not in LEGACY_KEYS}
+    export = make_tiny_judge(tmp_path / "old", settings=dict(block, policy=dict(NEW_POLICY.to_dict(), guard=before)))
+    policy = stored_policy(export)
+    assert list(policy.guard) == before
+    pair, question = ("Debora has 12 more dresses", "Debora has 12 dresses:"), "How many dresses?"
+    sure = lambda pairs: [0.99] * len(pairs)  # noqa: E731
+    assert decide([pair], policy, sure, [question])[0].merged
+    every = decide([pair], policy.with_knobs(guard=True), sure, [question])[0]
+    assert not every.merged and every.reason == "guard:changed_comparison"

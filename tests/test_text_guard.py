@@ -245,6 +245,50 @@ def test_a_comparison_turned_round_vetoes():
     assert vetoes(a, a.replace("Adrianna has", "Adrianna owns")) is None
 
 
+ELIDA = "Elida has 5 letters while Adrianna has "
+
+
+# The false merges of issue 65: gemma-3-270m's restatements of a question's relation, one side adding
+# or dropping a comparison (benchmarks/data/gsm8k_train_siblings_gemma270m_heldout.jsonl, level 1)
+@pytest.mark.parametrize("a, b, detail", [
+    ("Debora has 12 more dresses", "Debora has 12 dresses:", "12 vs 12 more"),
+    ("Debora has 12 more dresses than Melissa.", "Debora has 12 dresses:", "12 vs 12 more"),
+    (ELIDA + "2 less than twice the number of letters Elida has.", ELIDA + "2 less.", "2 less vs 2 less than twice"),
+    (ELIDA + "2 less.", ELIDA + "2 less than twice the number of letters.", "2 less vs 2 less than twice"),
+    (ELIDA + "2 times the number of letters Elida has.", ELIDA + "2 more than twice the number of letters Elida has.",
+     "2 more than twice vs 2 times"),
+    (ELIDA + "2 times the number of letters Elida has.", ELIDA + "2 less than twice the number of letters Elida has.",
+     "2 less than twice vs 2 times"),
+    (ELIDA + "2 less than twice the number of letters.", ELIDA + "2 less than or twice the number of letters.",
+     "2 less vs 2 less than twice"),
+    ("Adrianna has two less than twice the letters.", "Adrianna has two less than the letters.", "two less vs two less than twice"),
+])
+def test_a_comparison_added_dropped_or_rewritten_after_a_stated_number_vetoes(a, b, detail):
+    assert guard_veto(a, b, "How many letters?") == Veto("changed_comparison", detail)
+    assert guard_veto(b, a, "How many letters?") == Veto("changed_comparison", detail)
+
+
+@pytest.mark.parametrize("a, b", [
+    # rewordings of the labelled files that the rule must leave alone
+    ("1. Calculate the total number of hours Sangita has already completed.\n2. Subtract this total from her "
+     "goal to find out how many more hours she needs to fly.",
+     "1. Calculate the total number of hours Sangita has already completed so far.\n2. Subtract this total "
+     "from her goal to find out how many hours she still needs to fly."),        # no number before "more"
+    ("Therefore, the amount of money Classroom A still needs is \\boxed{30}.",
+     "Therefore, Classroom A needs \\boxed{30} more dollars to reach the goal."),  # one shared word before 30
+    ("Calculate the cookies Paula bought by subtracting 3 from the cookies Paul bought.",
+     "Calculate the cookies Paula bought, which is 3 fewer than Paul."),        # 3 after no shared word
+    ("He needs 60 - 47 = <<60-47=13>>13 more dollars", "So he still needs 60 - 47 = <<60-47=13>>13 dollars"),  # computes
+    ("Her earnings are 7 hours \\times $10/hour.", "Her earnings are 7 hours * $10/hour."),  # a LaTeX sign
+    ("Debora has 12 more dresses than Melissa.", "Debora has 12 more dresses."),   # the same comparison
+    ("Debora has 12 more dresses.", "Debora has 12 additional dresses."),         # synonyms
+    ("Debora has 12 fewer dresses.", "Debora has 12 less dresses."),
+    (ELIDA + "2 more than twice the number.", ELIDA + "2 more than double the number."),
+])
+def test_the_same_comparison_or_one_not_of_a_shared_number_passes(a, b):
+    assert vetoes(a, b, "", ["changed_comparison"]) is None
+
+
 # Problem 13 of GSM8K test, as Qwen2.5-Coder-1.5B-Instruct solved it in MCTS: algebra in an unknown
 LEFT = ("After selling \\( \\frac{x}{3} - 1 \\) vacuum cleaners at the orange house, the number left is:\n"
         "\\[\n\\frac{2x}{3} - 2 - \\left( \\frac{x}{3} - 1 \\right) = \\frac{2x}{3} - 2 - \\frac{x}{3} + 1 = {END}\n\\]")
@@ -463,7 +507,7 @@ def pairs(draw) -> tuple[str, str]:
         return a, draw(steps())
     words = a.split(" ")
     i = draw(st.integers(0, len(words) - 1))
-    words[i] = draw(st.sampled_from(NAMES + NOUNS + UNITS + ["7", "12", "second", "less", "more", "1,500"]))
+    words[i] = draw(st.sampled_from(NAMES + NOUNS + UNITS + ["7", "12", "second", "less", "more", "twice", "1,500"]))
     return a, " ".join(words)
 
 

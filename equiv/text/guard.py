@@ -38,6 +38,9 @@ non-equivalent ones is not worth it:
   were written on are no evidence for it.
 - :data:`SAME_NAME` = 0.8: the same for names ("Tasha"/"Tashay"), stricter because "jake"/"make"
   are 0.75 alike. 0.7 loses 3 non-equivalent vetoes and spares none; 0.9 costs 1 equivalent, gains none.
+- :data:`COMPARISON_ANCHOR` = 2 and :data:`COMPARISON_SENTENCE` = 0.5: what ``changed_comparison``
+  needs to compare the comparisons written after a number; priced in its docstring, on the files
+  as they were when it was added (later than the counts above).
 - :data:`equiv.text.normalize.DECIMAL_PLACES` = 6: numbers are compared to six places, so a
   calculator's float (``99.00000000000001``) is its number; no GSM8K quantity needs more.
 
@@ -497,6 +500,90 @@ def reversed_relation(a: str, b: str, question: str) -> str | None:
     return _swapped_relation(a, b)
 
 
+# A comparison or a multiple written right after a number ("12 more dresses", "2 less than twice the
+# number"), each word to its meaning ("additional" is "more"); "than" and "as" join them and count for
+# nothing. Not "quarter" or "second": fractions and ordinals are other rules' business.
+_COMPARISON_WORDS = {"more": "more", "additional": "more", "extra": "more", "less": "less", "fewer": "less",
+                     "twice": "twice", "double": "twice", "triple": "triple", "thrice": "triple", "half": "half",
+                     "times": "times"}
+_COMPARISON_GLUE = frozenset({"than", "as"})
+# A number written in words that counts, as a digit does ("Adrianna has two less"); not a multiple.
+_COUNT_WORDS = frozenset(NUMBER_WORDS) - set(_COMPARISON_WORDS) - {"quarter"}
+COMPARISON_SENTENCE = 0.5
+COMPARISON_ANCHOR = 2
+
+
+def _comparison_tokens(text: str) -> list[str]:
+    """The step's alignment units (:data:`TOKEN`), lower case; a LaTeX command keeps its backslash
+    (``\\times`` is a sign of multiplication, never the word "times")."""
+    return [("\\" if m.start() and text[m.start() - 1] == "\\" else "") + m.group().lower()
+            for m in TOKEN.finditer(text)]
+
+
+def _comparison_after(words: list[str], i: int) -> tuple[tuple[str, ...], str]:
+    """The comparison written right after the number at ``words[i]``: its words' meanings, and the
+    number with the words as written ("2 less than twice")."""
+    meanings: list[str] = []
+    end = i + 1
+    for k in range(i + 1, len(words)):
+        if words[k] in _COMPARISON_WORDS:
+            meanings.append(_COMPARISON_WORDS[words[k]])
+            end = k + 1
+        elif words[k] not in _COMPARISON_GLUE:
+            break
+    return tuple(meanings), " ".join(words[i:end])
+
+
+def _changed_comparison_one_way(a: str, b: str) -> tuple[str, str] | None:
+    words_a, words_b = _comparison_tokens(a), _comparison_tokens(b)
+    if len(words_a) > MAX_WORDS or len(words_b) > MAX_WORDS:
+        return None
+    if not (_COMPARISON_WORDS.keys() & {*words_a, *words_b}):
+        return None  # no comparison on either side: nothing to compare (and no alignment to pay for)
+    matcher = difflib.SequenceMatcher(a=[stem(w) for w in words_a], b=[stem(w) for w in words_b], autojunk=False)
+    if matcher.ratio() < COMPARISON_SENTENCE:
+        return None
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            continue
+        for k in range(COMPARISON_ANCHOR, i2 - i1):  # a number after at least COMPARISON_ANCHOR shared words
+            i, j = i1 + k, j1 + k
+            if words_a[i][0].isdigit() or words_a[i] in _COUNT_WORDS:
+                (meaning_a, shown_a), (meaning_b, shown_b) = _comparison_after(words_a, i), _comparison_after(words_b, j)
+                if meaning_a != meaning_b:
+                    return shown_a, shown_b
+    return None
+
+
+_changed_comparison = _both_orders(_changed_comparison_one_way)
+
+
+def changed_comparison(a: str, b: str, question: str) -> str | None:
+    """Two statements (neither computes: :func:`computes_nothing`) that state one number of one
+    subject, after the same words, with a different comparison or multiple written after it: one
+    side adds or drops it ("Debora has 12 more dresses" / "Debora has 12 dresses:", "Adrianna has 2
+    less than twice the number of letters" / "Adrianna has 2 less.") or writes another ("2 times the
+    number" / "2 more than twice the number"); "additional" is "more", "fewer" is "less", "double" is
+    "twice". :func:`reversed_relation` sees only a word replaced; here the comparison grows or shrinks.
+
+    Why so narrow: small policies restate the question's relations and drop or add a word of them
+    (issue 65), and a judge reads the two restatements as the same. Read anywhere, the same words
+    price badly: in a step that computes, the claim is its computation ("60 - 47 = 13 more dollars" /
+    "still needs 60 - 47 = 13 dollars" are one step: read in computing steps too, this rule would
+    veto 33 equivalent pairs of the labelled files), and a comparison that is not of a stated
+    number is often a rewording ("how many more hours she needs" / "how many hours she still
+    needs"). Cut-offs, priced on the labelled files (it vetoes 14 non-equivalent pairs there, 9 that
+    no other rule vetoes, and no equivalent pair): :data:`COMPARISON_ANCHOR` = 2 shared words before
+    the number (the subject and its verb, "Adrianna has 2"; 1 costs one equivalent pair, "\\boxed{30}
+    more dollars", for nothing; 3 gives up 2 of the 9), :data:`COMPARISON_SENTENCE` = 0.5, looser
+    than :data:`SHARED_SENTENCE` because one side may stop after the comparison ("2 less.") and the
+    anchor already ties the number to its subject (0.6 gives up 1 of the 9, 0.7 gives up 3; 0.4
+    gains none). Rubric: *logical structure: the same premises lead to the same conclusion(s)*."""
+    if computes(a) or computes(b):
+        return None
+    return _changed_comparison(a, b)
+
+
 def final_expression(text: str) -> str | None:
     """What a step's last LaTeX formula (``\\(...\\)`` or ``\\[...\\]``,
     :func:`equiv.text.formula.latex_math`) concludes: the side after its last ``=``, or the whole
@@ -561,6 +648,8 @@ GUARD_RULES: tuple[GuardRule, ...] = (
               different_ordinals),
     GuardRule("reversed_relation", "logical structure: same premises lead to the same conclusion(s)",
               reversed_relation),
+    GuardRule("changed_comparison", "logical structure: same premises lead to the same conclusion(s)",
+              changed_comparison),
     GuardRule("different_algebra", "the computation: ... giving the same result(s)", different_algebra),
     GuardRule("different_assignment", "the computation: the same operation(s) on the same numbers",
               different_assignment),

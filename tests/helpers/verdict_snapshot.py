@@ -17,6 +17,9 @@ units in ``\\text{}`` dropped): 13 of 16,004 verdicts moved, 12 on the Qwen sibl
 ``no_formula_pairs.jsonl``, each a pair of LaTeX computations the floor used to hold as
 statements. Regenerated once more (2026-11-28) for the pinned policies alone, when the guard
 gained ``different_algebra``: no verdict moved; and for ``different_assignment``: none moved.
+Regenerated (2026-11-29) when the guard gained ``changed_comparison``: 17 of 22,772 verdicts
+moved, every one on a non-equivalent pair (levels 0-1) of the gemma-3-270m sibling files, each
+now ``guard:changed_comparison`` (3 of them were merges).
 Regenerate only after a deliberate
 change of verdicts::
 
