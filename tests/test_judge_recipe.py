@@ -122,6 +122,7 @@ def test_the_ensemble_step_names_its_recipe_as_recipe_and_keeps_its_fingerprint(
     import yaml
 
     from equiv.judge.recipe import CONFIG, SEED1_OVERLAY, fingerprint, plan
+    from equiv.text.guard import rule_names
 
     monkeypatch.chdir(REPO_ROOT)
     (step,) = [s for s in plan(tmp_path, []) if s.kind == "ensemble"]
@@ -130,4 +131,18 @@ def test_the_ensemble_step_names_its_recipe_as_recipe_and_keeps_its_fingerprint(
     for name in (CONFIG, SEED1_OVERLAY):
         old.update(json.dumps(yaml.safe_load(Path(name).read_text(encoding="utf-8")), sort_keys=True,
                               default=str).encode())
+    old.update(json.dumps(list(rule_names())).encode())
     assert fingerprint(step) == old.hexdigest()
+
+
+def test_a_new_guard_rule_makes_a_finished_step_stale(tmp_path: Path, monkeypatch) -> None:
+    """An export stores ``guard: true`` as the rules the code has when it is built, so a judge built
+    before a rule was added must be rebuilt, not kept as "done before" (issue 65)."""
+    import equiv.text.guard as guard
+    from equiv.judge.recipe import fingerprint, plan
+
+    monkeypatch.chdir(REPO_ROOT)
+    step = plan(tmp_path, [])[0]
+    now = fingerprint(step)
+    monkeypatch.setattr(guard, "GUARD_RULES", guard.GUARD_RULES[:-1])
+    assert fingerprint(step) != now

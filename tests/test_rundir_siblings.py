@@ -216,3 +216,21 @@ def test_the_held_out_siblings_share_no_problem_with_the_recipes():
     files = [recipe["data"]["train"], *recipe["data"]["train_more"]]
     assert "benchmarks/data/gsm8k_train_siblings_gemma270m.jsonl" in files
     assert not any("heldout" in f for f in files)
+
+
+def test_the_recipe_trains_on_no_sealed_problem():
+    """Issue 65: the sealed files are scored once per adopted change and never trained on: the recipe
+    lists none of them, and no problem of a sealed file appears in any file it trains on."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = yaml.safe_load((root / "configs" / "gsm8k_equiv.yaml").read_text())
+    files = [recipe["data"]["train"], *recipe["data"]["train_more"]]
+    assert not any("sealed" in f for f in files)
+    sealed = {r.extra["problem"] for path in sorted((root / "benchmarks" / "data" / "sealed").glob("*.jsonl"))
+              for r in read_pair_records(path)[0] if "problem" in r.extra}
+    assert sealed, "the sealed files carry their problems"
+    for f in files:
+        if f.startswith("benchmarks/"):
+            trained = {r.extra.get("problem") for r in read_pair_records(root / f)[0]}
+            assert not trained & sealed, f

@@ -90,14 +90,21 @@ def fingerprint(step: Step) -> str:
     """What makes a step's output what it is: its command line and the configs' settings (read
     as YAML, so an edited comment does not make a finished fit stale). A renamed option counts
     under its old name (:data:`RENAMED_OPTIONS`): a new spelling of the same step must not make an
-    ensemble built before it stale, or refuse it as "built with other settings"."""
+    ensemble built before it stale, or refuse it as "built with other settings".
+
+    The claim guard's rule names count too: the configs say ``guard: true``, which an export stores
+    as the list of rules this code has, so a judge built before a rule was added (issue 65's
+    ``changed_comparison``) is a judge with other settings and a rerun rebuilds it."""
     import yaml
+
+    from equiv.text.guard import rule_names
 
     argv = [RENAMED_OPTIONS.get(word, word) for word in step.argv]
     digest = hashlib.sha256(json.dumps(argv).encode())
     for name in (CONFIG, SEED1_OVERLAY):
         settings = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    digest.update(json.dumps(list(rule_names())).encode())
     return digest.hexdigest()
 
 
