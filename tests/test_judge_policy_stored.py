@@ -129,3 +129,17 @@ def test_an_export_stored_before_a_rule_was_added_keeps_the_rules_it_stored(tmp_
     assert decide([pair], policy, sure, [question])[0].merged
     every = decide([pair], policy.with_knobs(guard=True), sure, [question])[0]
     assert not every.merged and every.reason == "guard:changed_comparison"
+
+
+def test_a_fit_that_attaches_the_statement_floor_keeps_the_restatement_rule_with_it(tmp_path: Path) -> None:
+    """Issue 65: the recipe's ``floor: 0.9`` is stored on an export written without a floor, where the
+    restatement rule had resolved off; it must be on with the floor, as the recipe was adopted
+    (docs/experiments/2026-11-27-restated-statements-pass-the-floor.md)."""
+    from equiv.judge.cli import attach_statement_floor
+    from equiv.judge.tiny import build_tiny_judge
+
+    judge = build_tiny_judge(tmp_path / "judge")
+    assert stored_policy(judge).floor is None and stored_policy(judge).restate is False
+    attach_statement_floor(judge, 0.9)
+    policy = stored_policy(judge)
+    assert policy.floor == 0.9 and policy.restate is True

@@ -447,8 +447,14 @@ def attach_statement_floor(judge_dir: Path, floor: float) -> None:
     """Store the statement floor in the export's policy. Not chosen here: a calibration split holds too
     few pairs of two steps that compute nothing (solution pairs nearly always compute) to pick it
     on; the recipe's value was chosen by cross-validation over labelled sibling steps
-    (docs/results.md)."""
-    update_policy(judge_dir, floor=floor)
+    (docs/results.md).
+
+    The restatement rule goes with the floor (two statements that restate each other merge
+    without the model: what the floor was adopted with, docs/experiments/2026-11-27-restated-
+    statements-pass-the-floor.md). Since the rule became its own knob (a314fbd) the export,
+    written without a floor, had resolved it off and the floor set here left it off: every fit
+    after 2026-11-28 exported the floor without its restatement rule (issue 65)."""
+    update_policy(judge_dir, floor=floor, restate=True)
     print(f"statement floor: pairs of steps that both compute nothing merge at probability >= {floor}", flush=True)
 
 
