@@ -55,10 +55,8 @@ def test_a_cached_judge_gives_the_pinned_verdict_on_every_pair(key):
     # Two policies: every stage in force, and the rules alone. What the other two pinned policies
     # vary (the floor, the guard) is decide's input, read pair by pair in the test above; the cached
     # judge adds its cache and rules-first order, which these two exercise (default-suite time).
-    for name, policy in policies().items():
-        if name not in ("full", "rules"):
-            continue
-        judge = HashJudge(policy)
+    for name in ("full", "rules"):
+        judge = HashJudge(policies()[name])
         got = {row["id"]: encode(v.merged, v.reason) for row, v in zip(rows, judge.pair_verdicts(pairs, questions))}
         assert got == PINNED["verdicts"][key][name], (key, name)
         again = judge.pair_verdicts(pairs, questions)  # from the cache: the same verdicts
