@@ -17,6 +17,7 @@ operator still makes the keys differ.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from equiv.text.normalize import THOUSANDS_COMMA, normalise_whitespace
@@ -37,8 +38,10 @@ def _drop_trailing_zeros(match: re.Match[str]) -> str:
     return whole or "0"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def format_key(text: str) -> str:
-    """``text`` without its formatting (see the module docstring); equal keys mean the same step."""
+    """``text`` without its formatting (see the module docstring); equal keys mean the same step.
+    Cached: the same-step shortcut asks it for every pair, so a step is asked once per sibling."""
     # the final stops and spaces: rstrip, not r"[.\s]+$", which retries from every dot (quadratic);
     # after normalise_whitespace a space is the only whitespace left
     s = normalise_whitespace(text).rstrip(". ")

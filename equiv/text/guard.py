@@ -672,13 +672,23 @@ def guard_veto(a: str, b: str, question: str | None = None, rules: Sequence[str]
     if isinstance(rules, str):
         raise ValueError(f"rules must be a sequence of rule names, not the string {rules!r}")
     if rules is not None:
-        unknown = sorted(set(rules) - set(rule_names()))
-        if unknown:
+        known = {rule.name for rule in GUARD_RULES}
+        if not known.issuperset(rules):
+            unknown = sorted(set(rules) - known)
             raise ValueError(f"unknown guard rule(s) {', '.join(unknown)}; known: {', '.join(rule_names())}")
     for rule in GUARD_RULES:
         if rules is not None and rule.name not in rules:
             continue
-        detail = rule.check(a, b, question or "")
+        detail = rule_detail(rule, a, b, question or "")
         if detail:
             return Veto(rule.name, detail)
     return None
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def rule_detail(rule: GuardRule, a: str, b: str, question: str) -> str | None:
+    """One rule's check of one pair, cached: a rule reads only the texts, and the same pair is read
+    again under every policy a sweep tries (``adapt``'s floors, the cross-validation's folds, the
+    yardstick), and once per rule by :func:`equiv.judge.decide.rule_verdict`. Bounded (a few MB of
+    references to texts the caller holds anyway)."""
+    return rule.check(a, b, question)

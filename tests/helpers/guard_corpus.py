@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import equiv.text.guard as guard_module
-from equiv.text.guard import GUARD_RULES, guard_veto
+from equiv.text.guard import GUARD_RULES, guard_veto, rule_detail
 from equiv.text.restate import restatement
 from tests.helpers.paths import REPO_ROOT, SHARED_DATA
 
@@ -65,7 +65,7 @@ def file_price(path: Path) -> dict[str, object]:
         a, b, question = row["sentence1"], row["sentence2"], row.get("question") or ""
         pairs[side] += 1
         for rule in GUARD_RULES:
-            if rule.check(a, b, question):
+            if rule_detail(rule, a, b, question):
                 alone[rule.name][side] += 1
         veto = guard_veto(a, b, question)
         if veto:
