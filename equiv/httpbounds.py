@@ -26,6 +26,8 @@ compression bomb is ever held beyond the cap. An encoding that was not asked for
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import threading
 import time
 import zlib
@@ -167,6 +169,14 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
+@functools.lru_cache(maxsize=1)
+def shared_ssl_context() -> ssl.SSLContext:
+    """httpx's default context (certificates verified against certifi's bundle), built once per
+    process: building one reads the whole bundle (about 40 ms), and every transport used to build
+    two. A context is safe to share between connections and threads once configured."""
+    return httpx.create_ssl_context()
+
+
 class BoundedTransport(httpx.HTTPTransport):
     """httpx's transport where one request, as a whole, takes at most ``timeout`` seconds and its
     answer at most ``max_bytes`` decoded bytes (module docstring). The body is read here, so the
@@ -174,11 +184,11 @@ class BoundedTransport(httpx.HTTPTransport):
 
     def __init__(self, *, timeout: float, max_bytes: int, retries: int = 0,
                  limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)) -> None:
-        super().__init__(retries=retries, limits=limits)
+        super().__init__(verify=shared_ssl_context(), retries=retries, limits=limits)
         self.timeout, self.max_bytes = timeout, max_bytes
         # httpx takes no network backend, httpcore does: the same pool httpx builds, on ours
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
+            ssl_context=shared_ssl_context(), max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
             retries=retries, network_backend=_DeadlineBackend())
 
