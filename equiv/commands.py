@@ -28,7 +28,7 @@ import os
 import sys
 from typing import NamedTuple, Sequence
 
-from equiv import quiet
+from equiv import fastexit, quiet
 from equiv.cliargs import entered_through
 
 
@@ -145,6 +145,7 @@ def _lightning(argv: list[str]) -> int:
 
 
 def _front(argv: Sequence[str] | None, names: Sequence[str], door: str) -> int:
+    fastexit.install()
     argv = list(sys.argv[1:] if argv is None else argv)
     words = [a for a in argv if a != "--verbose"]
     if not words or words[0] in ("-h", "--help"):
@@ -168,6 +169,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     """``trainer_cli.py`` / ``equiv-train``: fit, validate, test or predict the judge (LightningCLI,
     :mod:`equiv.judge.cli`), or ``recipe gsm8k`` (:mod:`equiv.judge.recipe`); returns the exit
     status. Its ``--help`` is LightningCLI's own (the trainer's four subcommands, and recipe named)."""
+    fastexit.install()
     argv = list(sys.argv[1:] if argv is None else argv)
     words = [a for a in argv if a != "--verbose"]
     door = _entered("trainer_cli.py")

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from equiv import fastexit
 from tests.helpers.paths import REPO_ROOT, SHARED_DATA
+
+# A pytest process (each xdist worker too) imports torch, transformers and Lightning: the same
+# second of shutdown the entry scripts skip (equiv.fastexit), paid again by each worker at the end.
+fastexit.install()
 
 # Never reach for the hub, never open a browser for W&B.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

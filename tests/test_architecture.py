@@ -21,6 +21,7 @@ PACKAGE = REPO_ROOT / "equiv"
 # Lower layers never import higher ones; a module may import its own layer and any below.
 LAYERS: dict[str, int] = {
     "errors": 0, "devices": 0, "cache": 0, "backbones": 0, "registry": 0, "text": 0, "quiet": 0, "helptext": 0, "cliargs": 0,
+    "fastexit": 0,  # the entry points' shutdown (gc.freeze at exit)
     "httpbounds": 0,  # the HTTP clients' deadline and answer cap (remote judge, llama.cpp, labeller)
     "rundir": 1,  # the run directory's files: below everything that reads or writes them
     "data": 2,
