@@ -87,6 +87,8 @@ def _pairs_in_a_process(tmp_path: Path, *extra: str) -> subprocess.CompletedProc
                           timeout=600)
 
 
+@pytest.mark.slow  # a real process: torch and transformers imported afresh (5 s of CPU on 2 cores); the default
+# suite loads a judge in process without a bar (test_library_quiet) and CI's slow stage runs this one
 def test_the_entry_script_is_quiet_by_default(tmp_path):
     """A real process loading a local judge: no load report, progress bar or library warning."""
     quiet = _pairs_in_a_process(tmp_path)
