@@ -12,7 +12,9 @@ What :func:`install` does: the last exit handler collects the garbage that is al
 Nothing else changes: every other exit handler runs first (they are called in reverse order of
 registration, and this one is registered before any library's: W&B, logging and
 ``weakref.finalize`` still flush and clean up), objects freed by reference counting are still
-freed, and CPython never promised ``__del__`` for objects alive at exit.
+freed, and CPython never promised ``__del__`` for objects alive at exit. Where a nanobind
+extension is loaded (:func:`nanobind_loaded`: triton, with vLLM) the freeze is skipped, since
+nanobind would report every frozen object of its own as a leak.
 """
 
 from __future__ import annotations
@@ -23,7 +25,18 @@ import gc
 _installed = False
 
 
+def nanobind_loaded() -> bool:
+    """Whether an extension built with nanobind is loaded (triton's bindings, which vLLM and
+    torch's compiler bring in). nanobind checks at shutdown that every instance, type and function
+    it made was freed, and lists each one that was not on stderr ("nanobind: leaked 514
+    functions!"); frozen objects are never freed, so there the freeze is skipped. Its classes'
+    metaclasses are direct subclasses of ``type`` from the module ``nanobind``."""
+    return any(getattr(meta, "__module__", None) == "nanobind" for meta in type.__subclasses__(type))
+
+
 def _collect_then_freeze() -> None:
+    if nanobind_loaded():
+        return
     gc.collect()
     gc.freeze()
 
