@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from equiv.text.guard import (GUARD_RULES, NUMBER_RULES, GuardRule, Veto, computes_nothing, concluded_unit,
-                              conclusion, fractions, guard_veto, problem_names, rule_names)
+                              conclusion, fractions, guard_rule, guard_veto, problem_names, rule_names)
 from equiv.text.normalize import CALCULATOR_NOTE, is_function_word, step_numbers
 from tests.helpers import guard_corpus
 from tests.helpers.paths import REPO_ROOT
@@ -58,6 +58,12 @@ def test_guard_veto_returns_the_first_rule_in_order_restricted_to_the_rules_aske
 def test_unknown_rule_names_are_refused(rules):
     with pytest.raises(ValueError, match="rule"):
         guard_veto("a 1", "a 2", None, rules)
+
+
+def test_guard_rule_finds_each_rule_by_name_and_refuses_an_unknown_one():
+    assert [guard_rule(name) for name in rule_names()] == list(GUARD_RULES)
+    with pytest.raises(ValueError, match="unknown guard rule 'different_number'; known: different_numbers"):
+        guard_rule("different_number")
 
 
 def test_computes_nothing_is_the_statement_floors_predicate():

@@ -46,7 +46,7 @@ from typing import Callable, Mapping, Sequence
 from equiv.data.tokenize import canonical_pair
 from equiv.judge.policy import DecisionPolicy
 from equiv.text.formatting import format_key
-from equiv.text.guard import computes_nothing, guard_veto
+from equiv.text.guard import computes_nothing, guard_rule, rule_detail
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 from equiv.text.restate import restatement
 
@@ -190,10 +190,10 @@ def rule_verdict(policy: DecisionPolicy, a: str, b: str, question: str = "") -> 
         return Verdict(1.0, True, IDENTICAL)
     if prefiltered(policy, a, b):
         return Verdict(0.0, False, PREFILTERED)
-    for rule in policy.guard:
-        veto = guard_veto(a, b, question, rules=(rule,))
-        if veto is not None:
-            return Verdict(None, False, GUARD_PREFIX + veto.rule, veto.detail)
+    for name in policy.guard:
+        detail = rule_detail(guard_rule(name), a, b, question or "")
+        if detail:
+            return Verdict(None, False, GUARD_PREFIX + name, detail)
     if policy.restate:
         kind = restatement(a, b)
         if kind is not None:

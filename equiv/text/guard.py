@@ -659,7 +659,23 @@ NUMBER_RULES = ("different_numbers", "extra_number", "different_result", "swappe
 
 def rule_names() -> tuple[str, ...]:
     """The rules' names, in the order they are tried."""
-    return tuple(rule.name for rule in GUARD_RULES)
+    return tuple(_RULES_BY_NAME)
+
+
+_RULES_BY_NAME: dict[str, GuardRule] = {rule.name: rule for rule in GUARD_RULES}
+
+
+def guard_rule(name: str) -> GuardRule:
+    """The rule called ``name``: one lookup, for a caller that tries rules one at a time in an order
+    of its own (:func:`equiv.judge.decide.rule_verdict` follows the policy's order).
+
+    Raises:
+        ValueError: no rule has that name.
+    """
+    try:
+        return _RULES_BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown guard rule {name!r}; known: {', '.join(rule_names())}") from None
 
 
 def guard_veto(a: str, b: str, question: str | None = None, rules: Sequence[str] | None = None) -> Veto | None:
@@ -671,14 +687,13 @@ def guard_veto(a: str, b: str, question: str | None = None, rules: Sequence[str]
     """
     if isinstance(rules, str):
         raise ValueError(f"rules must be a sequence of rule names, not the string {rules!r}")
+    chosen = GUARD_RULES
     if rules is not None:
-        known = {rule.name for rule in GUARD_RULES}
-        if not known.issuperset(rules):
-            unknown = sorted(set(rules) - known)
+        unknown = sorted(set(rules) - _RULES_BY_NAME.keys())
+        if unknown:
             raise ValueError(f"unknown guard rule(s) {', '.join(unknown)}; known: {', '.join(rule_names())}")
-    for rule in GUARD_RULES:
-        if rules is not None and rule.name not in rules:
-            continue
+        chosen = tuple(rule for rule in GUARD_RULES if rule.name in rules)
+    for rule in chosen:
         detail = rule_detail(rule, a, b, question or "")
         if detail:
             return Veto(rule.name, detail)
