@@ -659,7 +659,7 @@ NUMBER_RULES = ("different_numbers", "extra_number", "different_result", "swappe
 
 def rule_names() -> tuple[str, ...]:
     """The rules' names, in the order they are tried."""
-    return tuple(_RULES_BY_NAME)
+    return tuple(rule.name for rule in GUARD_RULES)
 
 
 _RULES_BY_NAME: dict[str, GuardRule] = {rule.name: rule for rule in GUARD_RULES}
