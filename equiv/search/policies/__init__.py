@@ -237,8 +237,13 @@ def cache_identity(cfg: PolicyConfig) -> dict[str, Any]:
         model: dict[str, Any] = {"sha256": sha or file_sha256(path)}  # the file's own SHA-256, as bundled ones state it
     else:
         model = model_identity(cfg.model)
-    return {"backend": cfg.backend, "model": model, "dtype": cfg.dtype, "top_p": float(cfg.top_p),
-            "max_new_tokens": cfg.max_new_tokens, "max_model_len": cfg.max_model_len}
+    identity = {"backend": cfg.backend, "model": model, "dtype": cfg.dtype, "top_p": float(cfg.top_p),
+                "max_new_tokens": cfg.max_new_tokens, "max_model_len": cfg.max_model_len}
+    if cfg.backend == "llamacpp":
+        # Since 2026-11-30 sample k of a request is seeded base + k (llama.cpp's n_cmpl children);
+        # entries written under the seeds before would be other samples for the same key: they miss.
+        identity["sample_seeds"] = "base+k"
+    return identity
 
 
 def _build(cfg: PolicyConfig) -> StepPolicy:

@@ -17,10 +17,21 @@ The engine is llama.cpp's own server (``llama-server``), spoken to through its n
 
 Search semantics are the vLLM backend's (:mod:`equiv.search.policies.base`):
 
-- ``n`` samples per request, each its own llama.cpp task seeded from the request's seed and the
-  sample's index, so a sample does not depend on what else is in flight (up to float rounding of
-  batched decoding, as with vLLM on a GPU). Greedy requests (temperature 0) are sampled once and
-  copied ``n`` times, each copy counted, as the other backends count ``n`` identical rows.
+- ``n`` samples of one prompt are **one** ``/completion`` request with ``n_cmpl: n``: llama.cpp
+  evaluates the prompt once in a parent slot and copies its KV cache to ``n - 1`` child slots.
+  Sent as ``n`` separate requests, each slot evaluated the prompt (or the part it had not cached)
+  itself: on the 2-core machine a search-like walk of the bundled 1.5B (two problems at once, width
+  10) evaluated 2.6x the prompt tokens and took 1.3-1.4x as long (docs/results.md). Sample ``k``
+  is seeded ``sample_seed(seed, k) = base + k``, which is what llama.cpp gives the children of a
+  request seeded ``base``; so a server that ignores ``n_cmpl`` (an older ``llama-server`` at
+  ``policy.url`` answers one object, sample 0) is sent samples 1..n-1 one by one with the same
+  seeds, from then on every sample alone, and gives the same samples. llama.cpp refuses an
+  ``n_cmpl`` above its slots, so ``n`` past ``policy.parallel`` goes as several requests (samples
+  0..p-1, p..2p-1, ...: the same seeds again); with ``policy.url``, ``policy.parallel`` should be
+  the server's ``--parallel``. A sample does not depend on
+  what else is in flight (up to float rounding of batched decoding, as with vLLM on a GPU). Greedy
+  requests (temperature 0) are sampled once and copied ``n`` times, each copy counted, as the
+  other backends count ``n`` identical rows.
 - Sampling is plain temperature + top-p: llama.cpp's other samplers (top-k 40, min-p 0.05,
   repetition penalties, DRY, XTC...) are switched off per request.
 - Stop at the step delimiter; ``num_tokens`` is ``tokens_predicted`` (every generated token,
@@ -93,15 +104,18 @@ INTERRUPT_POLL_S = 0.1  # how often a wait for completions looks for Ctrl-C (mod
 
 
 def sample_seed(seed: int, index: int) -> int:
-    """The llama.cpp seed of sample ``index`` of a request seeded ``seed`` (stable, < 2**31)."""
-    return (seed * 1_000_003 + index * 7919 + 1) % SEED_MODULUS
+    """The llama.cpp seed of sample ``index`` of a request seeded ``seed``: the request's base seed
+    (stable, < 2**31) plus ``index``, as llama.cpp seeds the children of an ``n_cmpl`` request
+    (module docstring). Never llama.cpp's "random" seed 0xFFFFFFFF."""
+    return (seed * 1_000_003 + 1) % SEED_MODULUS + index
 
 
-def answer_cap(n_predict: int, prompt_bytes: int) -> int:
-    """The most bytes a ``/completion`` answer may hold: 1 MiB of fixed fields (settings,
-    timings), 4 KiB per token it may generate (the token's text and its ``n_probs`` entry, JSON
-    escapes included) and six times the prompt (echoed back, every character escaped at worst)."""
-    return (1 << 20) + 4096 * n_predict + 6 * prompt_bytes
+def answer_cap(n_predict: int, prompt_bytes: int, samples: int = 1) -> int:
+    """The most bytes a ``/completion`` answer may hold: per sample, 1 MiB of fixed fields
+    (settings, timings), 4 KiB per token it may generate (the token's text and its ``n_probs``
+    entry, JSON escapes included) and six times the prompt (echoed back, every character escaped
+    at worst)."""
+    return samples * ((1 << 20) + 4096 * n_predict + 6 * prompt_bytes)
 
 
 class LlamaCppServerError(RuntimeError):
@@ -151,6 +165,22 @@ def completion(out: Any, url: str, n_predict: int) -> RawCompletion:
         logprob += float(value)
     return RawCompletion(text=content, num_tokens=tokens, logprob=logprob, eos=stop_type == "eos",
                          stopped=stop_type == "word")
+
+
+def completions(out: Any, url: str, n_predict: int, n: int) -> list[RawCompletion]:
+    """The answer to an ``n_cmpl: n`` request: a list of ``n`` results, each checked by
+    :func:`completion`, in the order of their ``index`` (0..n-1); or, from a server that ignores
+    ``n_cmpl``, one object: sample 0 alone (a list of one, module docstring)."""
+    if isinstance(out, dict):
+        return [completion(out, url, n_predict)]
+    if not isinstance(out, list):
+        raise LlamaCppServerError(f"llama.cpp server at {url} answered {type(out).__name__}, not an object or a list",
+                                  "not an object")
+    indexes = [r.get("index") if isinstance(r, dict) else None for r in out]
+    if sorted(i for i in indexes if isinstance(i, int) and not isinstance(i, bool)) != list(range(n)):
+        raise LlamaCppServerError(f"llama.cpp server at {url} answered {len(out)} results indexed "
+                                  f"{json.dumps(indexes)[:80]}, not {n} indexed 0..{n - 1} (n_cmpl)", "field 'index'")
+    return [completion(r, url, n_predict) for _, r in sorted(zip(indexes, out), key=lambda pair: pair[0])]
 
 
 class _DaemonPool:
@@ -241,14 +271,17 @@ class LlamaCppPolicy(StepPolicy):
             limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers)))
         self._field = "policy.url" if cfg.url else "policy.model"
         self._proven = False  # has the server answered a well-formed completion yet?
+        self._one_per_request = False  # the server ignores n_cmpl: every sample its own request
         self._refused: ServiceError | None = None  # the first batch showed it is no llama.cpp server
 
     # -- one completion ---------------------------------------------------------------
-    def _complete(self, body: dict[str, Any]) -> RawCompletion:
-        """One ``/completion`` request, its answer checked (:func:`completion`)."""
+    def _complete(self, body: dict[str, Any]) -> list[RawCompletion]:
+        """One ``/completion`` request, its answer checked (:func:`completions`): its ``n_cmpl``
+        samples, or sample 0 alone where the server ignores ``n_cmpl``."""
         url = self.base_url
         data = json.dumps(body).encode("utf-8")
-        cap = answer_cap(int(body["n_predict"]), len(data))
+        n = int(body.get("n_cmpl", 1))
+        cap = answer_cap(int(body["n_predict"]), len(data), n)
         try:
             response = self._http.post(f"{url}/completion", content=data, headers={"Content-Type": "application/json"},
                                        extensions={MAX_BYTES: cap})
@@ -268,10 +301,11 @@ class LlamaCppPolicy(StepPolicy):
             answer = json.loads(response.content.decode("utf-8"))
         except ValueError as err:  # a 200 whose body is not JSON (or not UTF-8): not a llama.cpp server
             raise LlamaCppServerError(f"llama.cpp server at {url} answered no JSON: {err}", "no JSON") from None
-        return completion(answer, url, int(body["n_predict"]))
+        return completions(answer, url, int(body["n_predict"]), n)
 
-    def _body(self, prompt: str, seed: int, stop: str | None, temperature: float) -> dict[str, Any]:
+    def _body(self, prompt: str, seed: int, stop: str | None, temperature: float, n: int = 1) -> dict[str, Any]:
         return {
+            **({"n_cmpl": n} if n > 1 else {}),
             "prompt": prompt,
             "n_predict": self.max_new_tokens,
             "temperature": temperature,
@@ -295,30 +329,45 @@ class LlamaCppPolicy(StepPolicy):
         if self._refused is not None:
             raise self._refused
         temps = self._temperatures(temperatures, len(prompts))
-        jobs, owner = [], []
-        for i, (prompt, n, seed, t) in enumerate(zip(prompts, ns, seeds, temps)):
-            for k in range(1 if t == 0 else n):  # greedy: one sample, copied n times below
-                jobs.append(self._pool.submit(self._complete, self._body(prompt, sample_seed(seed, k), stop, t)))
-                owner.append(i)
-        _wait_all(jobs)  # Ctrl-C stops here, not when the server answers (module docstring)
-        outcomes: list[RawCompletion | LlamaCppServerError] = []
-        for job in jobs:
-            try:
-                outcomes.append(job.result())
-            except LlamaCppServerError as err:
-                outcomes.append(err)
-        self._check_first_batch(outcomes)
-        results: list[list[RawCompletion]] = [[] for _ in prompts]
-        for i, outcome in zip(owner, outcomes):
-            if isinstance(outcome, LlamaCppServerError):
-                raise outcome
-            results[i].append(outcome)
+        got: list[dict[int, RawCompletion]] = [{} for _ in prompts]  # per prompt: sample index -> sample
+        # (prompt index, first sample, samples) per request: one request for all n samples of a
+        # prompt (n_cmpl), or one per sample where the server ignores n_cmpl (module docstring).
+        plan = []
+        for i, (n, t) in enumerate(zip(ns, temps)):
+            wanted = min(n, 1) if t == 0 else n  # greedy: one sample, copied n times below
+            if wanted == 0:
+                continue
+            # llama.cpp gives each sample of an n_cmpl request a slot of its own, so a request asks for
+            # at most policy.parallel samples; the next starts where it ended (sample k is base + k).
+            step = 1 if self._one_per_request else max(1, int(self.cfg.parallel))
+            plan += [(i, k, min(step, wanted - k)) for k in range(0, wanted, step)]
+        while plan:
+            jobs = [self._pool.submit(self._complete, self._body(prompts[i], sample_seed(seeds[i], k), stop, temps[i], m))
+                    for i, k, m in plan]
+            _wait_all(jobs)  # Ctrl-C stops here, not when the server answers (module docstring)
+            outcomes: list[list[RawCompletion] | LlamaCppServerError] = []
+            for job in jobs:
+                try:
+                    outcomes.append(job.result())
+                except LlamaCppServerError as err:
+                    outcomes.append(err)
+            self._check_first_batch(outcomes)
+            rest = []
+            for (i, k, m), outcome in zip(plan, outcomes):
+                if isinstance(outcome, LlamaCppServerError):
+                    raise outcome
+                got[i].update((k + j, raw) for j, raw in enumerate(outcome))
+                if len(outcome) < m:  # sample 0 alone: the server ignores n_cmpl
+                    self._one_per_request = True
+                    rest += [(i, k + j, 1) for j in range(len(outcome), m)]
+            plan = rest
+        results = [[samples[k] for k in sorted(samples)] for samples in got]
         for i, t in enumerate(temps):
             if t == 0 and ns[i] > 1:
                 results[i] = results[i] * ns[i]
         return results
 
-    def _check_first_batch(self, outcomes: Sequence[RawCompletion | LlamaCppServerError]) -> None:
+    def _check_first_batch(self, outcomes: Sequence[list[RawCompletion] | LlamaCppServerError]) -> None:
         """Until the server has answered one completion well: when every request of this batch
         failed the same way, the server is not what ``policy.url`` says -- stop the run, in one
         line, now and on every later call (module docstring)."""
