@@ -56,11 +56,11 @@ def policy_at(tmp_path: Path, monkeypatch):
     gguf = write_gguf(tmp_path / "tok.gguf", tokenizer=True)
     made = []
 
-    def make(url: str):
+    def make(url: str, **settings: Any):
         from equiv.search.policies import PolicyConfig, build_policy
 
         policy = build_policy(PolicyConfig(backend="llamacpp", model=str(gguf), url=url, max_new_tokens=8,
-                                           prompt_format="plain", step_delimiter="\n"))
+                                           prompt_format="plain", step_delimiter="\n", **settings))
         made.append(policy)
         return policy
 
@@ -129,36 +129,20 @@ def test_sample_seeds_follow_llama_cpp_children_and_never_ask_for_a_random_seed(
         assert 0 <= base < 2**31 - 1 and sample_seed(seed, 9) != 0xFFFFFFFF
 
 
-def test_more_samples_than_slots_go_as_several_requests_with_the_same_seeds(policy_at, tmp_path):
+def test_more_samples_than_slots_go_as_several_requests_with_the_same_seeds(policy_at):
     """llama.cpp refuses n_cmpl above its slots (HTTP 400 "Value must be between 1 <= value <= 2"):
     5 samples on 2 slots are requests of 2, 2 and 1, seeded where the one request would have."""
-    from equiv.search.policies import PolicyConfig, build_policy
-
     bodies: list[dict[str, Any]] = []
     with serving(speaks_n_cmpl(bodies)) as (url, _):
-        policy = build_policy(PolicyConfig(backend="llamacpp", model=str(write_gguf(tmp_path / "t.gguf", tokenizer=True)),
-                                           url=url, max_new_tokens=8, prompt_format="plain", step_delimiter="\n",
-                                           parallel=2))
-        try:
-            (got,) = policy.generate([StepRequest(QUESTION, (), n=5, seed=3)])
-        finally:
-            policy.close()
+        (got,) = policy_at(url, parallel=2).generate([StepRequest(QUESTION, (), n=5, seed=3)])
     assert sorted((b["seed"], b.get("n_cmpl")) for b in bodies) == [
         (sample_seed(3, 0), 2), (sample_seed(3, 2), 2), (sample_seed(3, 4), None)]
     assert texts(got) == [f"sample of seed {sample_seed(3, k)}" for k in range(5)]
 
 
-def test_a_server_that_ignores_n_cmpl_keeps_the_samples_in_order_past_the_slots(tmp_path):
-    from equiv.search.policies import PolicyConfig, build_policy
-
+def test_a_server_that_ignores_n_cmpl_keeps_the_samples_in_order_past_the_slots(policy_at):
     bodies: list[dict[str, Any]] = []
     with serving(ignores_n_cmpl(bodies)) as (url, _):
-        policy = build_policy(PolicyConfig(backend="llamacpp", model=str(write_gguf(tmp_path / "t.gguf", tokenizer=True)),
-                                           url=url, max_new_tokens=8, prompt_format="plain", step_delimiter="\n",
-                                           parallel=2))
-        try:
-            (got,) = policy.generate([StepRequest(QUESTION, (), n=5, seed=3)])
-        finally:
-            policy.close()
+        (got,) = policy_at(url, parallel=2).generate([StepRequest(QUESTION, (), n=5, seed=3)])
     assert sorted(b["seed"] for b in bodies) == [sample_seed(3, k) for k in range(5)]
     assert texts(got) == [f"sample of seed {sample_seed(3, k)}" for k in range(5)]

@@ -21,7 +21,7 @@ Search semantics are the vLLM backend's (:mod:`equiv.search.policies.base`):
   evaluates the prompt once in a parent slot and copies its KV cache to ``n - 1`` child slots.
   Sent as ``n`` separate requests, each slot evaluated the prompt (or the part it had not cached)
   itself: on the 2-core machine a search-like walk of the bundled 1.5B (two problems at once, width
-  10) evaluated 2.6x the prompt tokens and took 1.3-1.4x as long (docs/results.md). Sample ``k``
+  10) evaluated 2.6x the prompt tokens and took 1.6x as long (docs/results.md). Sample ``k``
   is seeded ``sample_seed(seed, k) = base + k``, which is what llama.cpp gives the children of a
   request seeded ``base``; so a server that ignores ``n_cmpl`` (an older ``llama-server`` at
   ``policy.url`` answers one object, sample 0) is sent samples 1..n-1 one by one with the same
