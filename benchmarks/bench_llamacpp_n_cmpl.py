@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                                                parallel=args.parallel, threads=args.threads, max_model_len=2048,
                                                temperature=0.7))
             try:
-                policy._one_per_request = way == "per_sample"  # the path a server without n_cmpl gets
+                policy.one_request_per_sample = way == "per_sample"  # the path a server without n_cmpl gets
                 started = time.perf_counter()
                 tokens = walk(policy, questions, args.width, args.depth)
                 rows.append({"way": way, "run": run, "seconds": time.perf_counter() - started, "tokens": tokens})

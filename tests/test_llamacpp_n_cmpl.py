@@ -91,6 +91,7 @@ def test_a_server_that_ignores_n_cmpl_gets_one_request_per_sample_and_gives_the_
         (first,) = policy.generate([StepRequest(QUESTION, (), n=3, seed=5)])
         (later,) = policy.generate([StepRequest(QUESTION, ("Step one.",), n=2, seed=6)])
     assert len(new) == 1 and texts(first) == texts(expected)  # the same samples either way
+    assert policy.one_request_per_sample  # the policy noticed, and keeps to it
     # the first request asked for all three; the server's one answer is sample 0, the rest one by one
     assert (old[0].get("n_cmpl"), old[0]["seed"]) == (3, sample_seed(5, 0))
     assert sorted((b.get("n_cmpl"), b["seed"]) for b in old[1:3]) == [(None, sample_seed(5, 1)), (None, sample_seed(5, 2))]
@@ -98,6 +99,19 @@ def test_a_server_that_ignores_n_cmpl_gets_one_request_per_sample_and_gives_the_
     assert sorted(b["seed"] for b in old[3:]) == [sample_seed(6, 0), sample_seed(6, 1)]
     assert all("n_cmpl" not in b for b in old[3:])
     assert texts(later) == [f"sample of seed {sample_seed(6, k)}" for k in range(2)]
+
+
+def test_one_request_per_sample_is_a_setting_that_keeps_the_samples(policy_at):
+    """What the benchmark times: set by hand on a server that speaks n_cmpl, every sample is its own
+    request, with the seeds the one request would have given its children."""
+    bodies: list[dict[str, Any]] = []
+    with serving(speaks_n_cmpl(bodies)) as (url, _):
+        policy = policy_at(url)
+        assert policy.one_request_per_sample is False
+        policy.one_request_per_sample = True
+        (got,) = policy.generate([StepRequest(QUESTION, (), n=3, seed=9)])
+    assert sorted((b.get("n_cmpl"), b["seed"]) for b in bodies) == [(None, sample_seed(9, k)) for k in range(3)]
+    assert texts(got) == [f"sample of seed {sample_seed(9, k)}" for k in range(3)]
 
 
 def test_greedy_and_single_sample_requests_ask_for_one(policy_at):

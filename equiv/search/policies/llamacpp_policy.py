@@ -271,7 +271,10 @@ class LlamaCppPolicy(StepPolicy):
             limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers)))
         self._field = "policy.url" if cfg.url else "policy.model"
         self._proven = False  # has the server answered a well-formed completion yet?
-        self._one_per_request = False  # the server ignores n_cmpl: every sample its own request
+        #: Send every sample its own ``/completion`` request (same seeds, same samples) instead of one
+        #: ``n_cmpl`` request a prompt. The policy sets it itself on meeting a server that ignores
+        #: ``n_cmpl``; ``benchmarks/bench_llamacpp_n_cmpl.py`` sets it to time the two ways.
+        self.one_request_per_sample = False
         self._refused: ServiceError | None = None  # the first batch showed it is no llama.cpp server
 
     # -- one completion ---------------------------------------------------------------
@@ -332,14 +335,14 @@ class LlamaCppPolicy(StepPolicy):
         got: list[dict[int, RawCompletion]] = [{} for _ in prompts]  # per prompt: sample index -> sample
         # (prompt index, first sample, samples) per request: one request for all n samples of a
         # prompt (n_cmpl), or one per sample where the server ignores n_cmpl (module docstring).
+        # llama.cpp gives each sample of an n_cmpl request a slot of its own, so a request asks for
+        # at most policy.parallel samples; the next starts where it ended (sample k is base + k).
+        step = 1 if self.one_request_per_sample else max(1, int(self.cfg.parallel))
         plan = []
         for i, (n, t) in enumerate(zip(ns, temps)):
             wanted = min(n, 1) if t == 0 else n  # greedy: one sample, copied n times below
             if wanted == 0:
                 continue
-            # llama.cpp gives each sample of an n_cmpl request a slot of its own, so a request asks for
-            # at most policy.parallel samples; the next starts where it ended (sample k is base + k).
-            step = 1 if self._one_per_request else max(1, int(self.cfg.parallel))
             plan += [(i, k, min(step, wanted - k)) for k in range(0, wanted, step)]
         while plan:
             jobs = [self._pool.submit(self._complete, self._body(prompts[i], sample_seed(seeds[i], k), stop, temps[i], m))
@@ -358,7 +361,7 @@ class LlamaCppPolicy(StepPolicy):
                     raise outcome
                 got[i].update((k + j, raw) for j, raw in enumerate(outcome))
                 if len(outcome) < m:  # sample 0 alone: the server ignores n_cmpl
-                    self._one_per_request = True
+                    self.one_request_per_sample = True
                     rest += [(i, k + j, 1) for j in range(len(outcome), m)]
             plan = rest
         results = [[samples[k] for k in sorted(samples)] for samples in got]
