@@ -3,11 +3,12 @@
 The equivalence judge decides which *siblings* of a search live: steps sampled from one prefix,
 which share a template and differ in a number, an operand or a claim. Pairs of steps from
 different finished solutions (``gsm8k_equiv``) are a different distribution, and a judge that is
-good there merged wrong siblings in real search (docs/results.md, "The search-distribution
-yardstick"). This module turns the trees of any run directory (``search_cli.py eval ...
---run.save_trees``, best unpruned: ``--pruner.strategy none``) into MathEquiv-format pairs for
-labelling against ``RUBRIC.md``, so a user can build a judge's training and test pairs from their
-own policy (a GPU user: from their 7B policy). The command (``search_cli.py siblings``: window,
+good there merged wrong siblings in real search
+(docs/experiments/2026-11-24-the-yardsticks-that-do-not-wear-out.md). This module turns the
+trees of any run directory (``search_cli.py eval ... --run.save_trees``, best unpruned:
+``--pruner.strategy none``) into MathEquiv-format pairs for labelling against ``RUBRIC.md``, so
+a user can build a judge's training and test pairs from their own policy (a GPU user: from their
+7B policy). The command (``search_cli.py siblings``: window,
 balanced sample, split by problem) is :mod:`equiv.data.sibling_sets`; this module only extracts.
 
 A pair is two children of one node, in generation order (node ids), with:
