@@ -20,6 +20,7 @@ from equiv.judge.members import score_judge_dir
 from equiv.prune.model_judge import ModelJudge
 from tests.helpers.judges import SETTINGS, make_tiny_judge
 from tests.helpers.verdict_snapshot import hash_probability, hash_scorer, policies, read_rows, repo_files
+from tests.helpers.examples import examples
 
 ROWS = [row for _, path in sorted(repo_files().items()) for row in read_rows(path)]
 POLICIES = policies()
@@ -29,7 +30,7 @@ def _full(verdicts):
     return [(v.merged, v.reason, v.probability, v.detail) for v in verdicts]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(row=st.sampled_from(ROWS), name=st.sampled_from(sorted(POLICIES)), score_ruled=st.booleans())
 def test_decide_gives_one_verdict_whichever_sibling_comes_first(row, name, score_ruled):
     a, b, question = row["sentence1"], row["sentence2"], row.get("question") or ""

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from equiv.prune import FormulaJudge, LevenshteinJudge, group_equivalent, group_siblings, sibling_pairs
+from tests.helpers.examples import examples
 
 
 def probs_from_edges(n, edges, *, p_yes=0.9, p_no=0.1):
@@ -96,7 +97,7 @@ def test_clear_errors():
         group_equivalent(2, at({(0, 1): 0.9}, 0.5), probs={(0, 1): 0.9}, mode="clique")
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     st.integers(min_value=0, max_value=8).flatmap(
         lambda n: st.tuples(
@@ -156,7 +157,7 @@ def test_group_siblings_follows_the_judges_policy():
     assert group_siblings(texts, exact).classes == [[0], [1]]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.integers(min_value=0, max_value=7).flatmap(

@@ -8,6 +8,7 @@ from rapidfuzz import fuzz
 
 from equiv.text.formula import extract_formulas, formula_signature, formulas_equivalent, normalise_formula
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
+from tests.helpers.examples import examples
 
 
 def test_ratio_is_one_minus_distance_over_max_length():
@@ -25,7 +26,7 @@ def test_ratio_is_not_the_indel_ratio():
     assert levenshtein_ratio("abcd", "bcda") == 0.5
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.text(max_size=40), st.text(max_size=40))
 def test_ratio_properties(a, b):
     r = levenshtein_ratio(a, b)

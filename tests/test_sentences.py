@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from equiv.data.sentences import protected_spans, sentence_spans, split_sentences
+from tests.helpers.examples import examples
 
 # Text built from the characters and tokens that trip splitters up.
 _TOKENS = st.sampled_from(
@@ -22,7 +23,7 @@ _TOKENS = st.sampled_from(
 _MATHY = st.lists(st.one_of(_TOKENS, st.text(max_size=4)), max_size=40).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.text())
 def test_join_recovers_any_text(text: str) -> None:
     pieces = split_sentences(text)
@@ -30,7 +31,7 @@ def test_join_recovers_any_text(text: str) -> None:
     assert all(pieces)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_MATHY)
 def test_join_recovers_mathy_text_and_never_cuts_protected_spans(text: str) -> None:
     pieces = split_sentences(text)
@@ -53,7 +54,7 @@ _MATH = st.sampled_from(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(_SENTENCE, st.one_of(st.none(), _MATH)), min_size=1, max_size=6))
 def test_math_spans_stay_whole_and_sentences_are_found(parts: list[tuple[str, str | None]]) -> None:
     text = " ".join(s if m is None else f"Let {m} hold. {s}" for s, m in parts)
@@ -112,7 +113,7 @@ def test_real_gsm8k_equiv_steps_round_trip(shared_data) -> None:
     assert multi > 50
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_MATHY)
 def test_unpunctuated_mode_also_recovers_text_and_respects_math(text: str) -> None:
     pieces = split_sentences(text, unpunctuated=True)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from equiv.text.assignment import MAX_NAMES, assignments, names, read
 from equiv.text.expression import MAX_CHARS, same_value, values
+from tests.helpers.examples import examples
 
 
 def test_assignments_are_the_last_value_of_each_name_without_comments():
@@ -55,7 +56,7 @@ def test_the_same_computation_in_two_orders_of_names_has_the_same_values():
     assert not same_value(values(left), values(read("b * a + 1")[1]))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(alphabet="ab_1. +-*/()=#\n[]'", max_size=60))
 def test_any_text_gives_assignments_whose_sides_read_or_not_and_never_raises(text):
     for right in assignments(text).values():

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from equiv.text.expression import MAX_CHARS, POINTS, same_value, unknowns, values
 from equiv.text.formula import normalise_formula
+from tests.helpers.examples import examples
 
 
 def value_of(latex: str) -> tuple[Fraction | None, ...] | None:
@@ -90,7 +91,7 @@ def test_nested_powers_and_long_products_stay_bounded():
     assert time.perf_counter() - start < 5  # a runaway power takes minutes; this is a hang check, not a timing
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(alphabet="x y1234567890.+-*/^()", max_size=60))
 def test_any_text_of_its_alphabet_gives_values_or_none_and_never_raises(text):
     got = values(text.replace(" ", ""))

@@ -18,6 +18,7 @@ from equiv.text.guard import (GUARD_RULES, NUMBER_RULES, GuardRule, Veto, comput
 from equiv.text.normalize import CALCULATOR_NOTE, is_function_word, step_numbers
 from tests.helpers import guard_corpus
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.examples import examples
 
 Q = ("Mia scored 90 on the first test and 95 on the second. The trip costs $30 and the repair $15. "
      "She works on Monday and Tuesday. Ali has 22 medals and twice as many stamps. Jake earns thrice what "
@@ -477,7 +478,7 @@ def _no_rule_vetoes(a: str, b: str, question: str) -> None:
         assert rule.check(a, b, question) is None, (rule.name, a, b)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(step=steps(), reformat=st.sampled_from(sorted(REFORMATS)))
 def test_no_rule_vetoes_a_generated_step_against_itself_or_its_reformatting(step, reformat):
     _no_rule_vetoes(step, step, Q)
@@ -496,7 +497,7 @@ def _corpus_rows() -> list[dict]:
 CORPUS = _corpus_rows()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(row=st.sampled_from(CORPUS), side=st.sampled_from(["sentence1", "sentence2"]),
        reformat=st.sampled_from(sorted(REFORMATS)))
 def test_no_rule_vetoes_a_corpus_step_against_itself_or_its_reformatting(row, side, reformat):
@@ -517,7 +518,7 @@ def pairs(draw) -> tuple[str, str]:
     return a, " ".join(words)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=pairs(), question=st.sampled_from([Q, PERCENT_Q, "", "How many?"]))
 def test_the_guard_and_each_rule_are_symmetric_on_generated_pairs(pair, question):
     a, b = pair

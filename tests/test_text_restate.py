@@ -16,6 +16,7 @@ from equiv.judge.policy import DecisionPolicy
 from equiv.text.guard import computes_nothing
 from equiv.text.restate import SAME_ANSWER, SAME_WORDS, content_key, restatement, stated_answer
 from tests.test_text_guard import CORPUS, REFORMATS, steps
+from tests.helpers.examples import examples
 
 
 @pytest.mark.parametrize("a, b, kind", [
@@ -68,7 +69,7 @@ def test_the_keys_read_numbers_as_values_and_keep_claim_words():
     assert stated_answer("Bo has 7.") is None
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(a=steps(), b=steps())
 def test_restatement_is_symmetric_and_only_between_statements(a, b):
     assert restatement(a, b) == restatement(b, a)
@@ -79,7 +80,7 @@ def test_restatement_is_symmetric_and_only_between_statements(a, b):
 STATEMENT_REFORMATS = ("whitespace", "thousands", "dollar", "trailing_period", "case")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(row=st.sampled_from(CORPUS), side=st.sampled_from(["sentence1", "sentence2"]),
        reformat=st.sampled_from(STATEMENT_REFORMATS))
 def test_a_corpus_statement_restates_itself_and_its_reformatting(row, side, reformat):
