@@ -156,6 +156,21 @@ def test_a_resume_with_a_changed_judge_or_local_policy_is_refused(tmp_path, caps
     assert "another policy.model" in refused(args, capsys)
 
 
+def test_an_empty_model_setting_binds_no_model_and_the_run_resumes_after_the_directory_changes(
+        tmp_path, monkeypatch):
+    """``reward.model: ""`` (the likelihood reward's configs) names no model. It was bound as
+    ``Path("")``, the working directory: every file under it was hashed at each start, the run
+    directory below it among them, so the first record written made every resume refused."""
+    monkeypatch.chdir(tmp_path)
+    args = base_args(tmp_path, n=2)
+    args[args.index("--reward.model") + 1] = ""
+    assert eval_main(args, engine_factory=scripted_factory) == 0
+    bound = json.loads((tmp_path / "run" / "models.json").read_text())
+    assert bound["reward.model"] is None
+    (tmp_path / "notes.txt").write_text("a file the working directory gained")
+    assert eval_main(args, engine_factory=scripted_factory) == 0  # resumes
+
+
 # -- item 6: records and the binding are not trusted blindly -------------------------------------------
 def test_a_duplicate_record_with_another_result_is_refused_naming_its_line(tmp_path, capsys):
     args = base_args(tmp_path, n=3)

@@ -122,10 +122,17 @@ def fingerprint(path: str | Path) -> dict[str, Any]:
 
 def model_bindings(models: Mapping[str, str | None]) -> dict[str, Any]:
     """``{setting: fingerprint}`` for each model setting (``pruner.model``...) naming an existing
-    local path; None for a hub id, a ``tiny:``/``gguf:`` name or no model."""
+    local path; None for a hub id, a ``tiny:``/``gguf:`` name or no model.
+
+    An empty or blank value names no model (the likelihood reward's configs say ``model: ""``).
+    ``Path("")`` is the working directory and exists, so it was once fingerprinted as the model:
+    every file under the directory the command ran in (a checkout: over a gigabyte, read at
+    every start), the run directory itself among them when ``--out`` lies below it, so such a
+    run could never resume."""
     out: dict[str, Any] = {}
     for setting, value in sorted(models.items()):
-        local = value is not None and ":" not in str(value) and Path(str(value)).exists()
+        named = value is not None and str(value).strip() != ""
+        local = named and ":" not in str(value) and Path(str(value)).exists()
         out[setting] = fingerprint(str(value)) if local else None
     return out
 
