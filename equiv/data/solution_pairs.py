@@ -3,11 +3,12 @@
 ``gsm8k_equiv`` pairs steps of *different finished solutions* of one GSM8K problem (the reference
 solution and weak models' solutions). Cross-validation over it says the recommended judge is still
 data-limited: trained on half of the training problems' pairs its solution-pair F1 drops by about
-0.02, mostly in recall (docs/experiments/2026-11-27-more-solution-pairs-a-learning-curve-and-849-new-labelled-pa.md); pairs of correct, tidy solutions
-did not help, so the solutions should come from a weak policy, as ``gsm8k_equiv``'s did. This
-module makes such pairs from any set of solutions -- a policy's sampled solutions on GSM8K *train*
-problems, the reference solutions of ``train.jsonl`` -- for labelling against ``RUBRIC.md``, the
-way ``gsm8k_equiv`` was made:
+0.02, mostly in recall
+(docs/experiments/2026-11-27-more-solution-pairs-a-learning-curve-and-849-new-labelled-pa.md);
+pairs of correct, tidy solutions did not help, so the solutions should come from a weak policy,
+as ``gsm8k_equiv``'s did. This module makes such pairs from any set of solutions -- a policy's
+sampled solutions on GSM8K *train* problems, the reference solutions of ``train.jsonl`` -- for
+labelling against ``RUBRIC.md``, the way ``gsm8k_equiv`` was made:
 
 - a step is one solution line, or two consecutive lines joined (``multi_sentence``), so that
   multi-sentence steps exist for EM refinement; final-answer lines (``#### 72``, ``A: 72``,

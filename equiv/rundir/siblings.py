@@ -8,8 +8,8 @@ good there merged wrong siblings in real search
 trees of any run directory (``search_cli.py eval ... --run.save_trees``, best unpruned:
 ``--pruner.strategy none``) into MathEquiv-format pairs for labelling against ``RUBRIC.md``, so
 a user can build a judge's training and test pairs from their own policy (a GPU user: from their
-7B policy). The command (``search_cli.py siblings``: window,
-balanced sample, split by problem) is :mod:`equiv.data.sibling_sets`; this module only extracts.
+7B policy). The command (``search_cli.py siblings``: window, balanced sample, split by problem)
+is :mod:`equiv.data.sibling_sets`; this module only extracts.
 
 A pair is two children of one node, in generation order (node ids), with:
 
