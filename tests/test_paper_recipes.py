@@ -25,7 +25,7 @@ def _parser():
 def load(name: str):
     parser = _parser()
     cfg = parser.parse_args(["--config", str(SEARCH / f"{name}.yaml")])
-    return cfg, parser.instantiate_classes(cfg)
+    return cfg, parser.instantiate(cfg)
 
 
 @pytest.mark.parametrize("domain, dataset", [("humaneval", "humaneval"), ("commonsenseqa", "commonsense_qa")])

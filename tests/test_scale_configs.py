@@ -25,7 +25,7 @@ def test_scale_recipe_parses_and_places(recipe):
     from equiv.search.cli import build_eval_parser
 
     parser = build_eval_parser()
-    init = parser.instantiate_classes(parser.parse_args(["--config", str(recipe)]))
+    init = parser.instantiate(parser.parse_args(["--config", str(recipe)]))
     init.scale.validate()
     assert init.scale.distributed
     gpus = next(v for k, v in GPUS.items() if recipe.stem.startswith(k))

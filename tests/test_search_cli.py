@@ -191,7 +191,7 @@ def eval_parser():
 def test_recipe_parses(recipe, eval_parser):
     parser = eval_parser
     cfg = parser.parse_args(["--config", str(recipe)])
-    init = parser.instantiate_classes(cfg)
+    init = parser.instantiate(cfg)
     assert cfg.algo in ALGORITHMS
     init.search.validate()
     init.run.validate()

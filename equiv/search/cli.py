@@ -161,7 +161,7 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         ALGORITHMS.get(cfg.algo)  # an unknown name is one line listing the choices, before --out
         if not cfg.out:
             raise InputError("--out DIR is required (the run directory)")
-        init = parser.instantiate_classes(cfg)
+        init = parser.instantiate(cfg)
         check_settings(cfg.algo, init.search, init.run, init.scale)  # before anything is written
         check_backend_options(init.policy)  # a setting the backend never reads, before the run directory
         init.pruner.validate()
@@ -178,7 +178,8 @@ def eval_main(argv: Sequence[str], *, engine_factory: Callable[[Any], Engines] |
         # lock is still held, so no other run can have taken it in between.
         with hold_run_dir(out):  # one writer per run directory, from the check to the last write
             try:
-                config_text = parser.dump(cfg, skip_none=False)
+                # every setting, None ones included: the text a resume compares with the bound one
+                config_text = parser.dump(cfg, skip_unset=False)
                 data = data_binding_of(init.data)
                 models = model_bindings(models_of(init))
                 check_resume_config(out, config_text, data, models)
