@@ -7,12 +7,22 @@ sequence pair, the longer side truncated first, padded per batch to its own long
 steps are all the classifier reads: the problem's question is the claim guard's to read
 (:mod:`equiv.text.guard`), not the model's input (``with_question`` was measured and removed,
 docs/experiments/2026-11-27-removed-levers.md).
+
+The classifier reads each step without its thousands commas (``1,500 - 180 = 1,320`` as
+``1500 - 180 = 1320``; :func:`equiv.text.normalize.without_thousands_commas`). The rubric calls
+that formatting, but the tokenizer makes ``1,320`` three tokens and ``1320`` one, and the training
+pairs hardly ever pair the two writings: the model read them as different numbers. On the bundled
+1.5B's width-10 development siblings, every equivalent pair with a thousands comma on one side
+only (60) was below the threshold, most under 0.1; read without commas the shipped judge merged 27
+more equivalent pairs and no other pair of any development file
+(docs/experiments/2026-11-30-numbers-as-the-model-reads-them.md).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from equiv.text.normalize import without_thousands_commas
 
 if TYPE_CHECKING:
     import torch
@@ -50,10 +60,11 @@ def tokenize_pairs(
     max_length: int,
     pad_to_multiple_of: int | None = None,
 ) -> dict[str, "torch.Tensor"]:
-    """Tokenise pairs as one padded batch, truncating the longer side first."""
+    """Tokenise pairs as one padded batch, truncating the longer side first; each step as the
+    model reads it (without thousands commas: the module docstring)."""
     return tokenizer(
-        [a for a, _ in pairs],
-        [b for _, b in pairs],
+        [without_thousands_commas(a) for a, _ in pairs],
+        [without_thousands_commas(b) for _, b in pairs],
         truncation="longest_first",
         max_length=max_length,
         padding=True,
@@ -66,7 +77,7 @@ def length_order(tokenizer: "PreTrainedTokenizerBase", pairs: Sequence[Pair]) ->
     """Indices of ``pairs`` from longest to shortest (in tokens), so batches pad little."""
     if not pairs:
         return []
-    firsts = tokenizer([a for a, _ in pairs], add_special_tokens=False)["input_ids"]
-    seconds = tokenizer([b for _, b in pairs], add_special_tokens=False)["input_ids"]
+    firsts = tokenizer([without_thousands_commas(a) for a, _ in pairs], add_special_tokens=False)["input_ids"]
+    seconds = tokenizer([without_thousands_commas(b) for _, b in pairs], add_special_tokens=False)["input_ids"]
     lengths = [len(x) + len(y) for x, y in zip(firsts, seconds)]
     return sorted(range(len(pairs)), key=lambda i: -lengths[i])
