@@ -1,10 +1,12 @@
-"""The learned judge reads numbers without thousands commas (equiv.data.tokenize's docstring).
+"""A judge scores numbers without thousands commas; training reads the files' text
+(equiv.data.tokenize's docstring).
 
 ``1,320`` and ``1320`` are one number to the rubric but other tokens to the classifier, which had
-learned to keep them apart. Training batches, validation and every scorer of an export go through
-``tokenize_pairs``, so the test is made there and through a real (tiny, random) judge: a step and
-its twin written with commas get the same probability. On the code before, the two token sequences
-differ and a random classifier scores them apart, so these tests fail there.
+learned to keep them apart. Every scorer of an export and the evaluation loaders tokenise through
+``tokenize_pairs(scored=True)``; training batches through ``scored=False``. Tested there, through
+the data module's two collators and through a real (tiny, random) judge: a step and its twin
+written with commas get the same probability. On the code before, the two token sequences differ
+and a random classifier scores them apart, so these tests fail there.
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ def test_a_pair_is_tokenised_as_its_twin_without_commas():
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(resolve_model_name("bundled:all-MiniLM-L6-v2"))
-    a = tokenize_pairs(tok, [(WITH, "The answer is 1,320.")], max_length=96)
-    b = tokenize_pairs(tok, [(WITHOUT, "The answer is 1320.")], max_length=96)
+    a = tokenize_pairs(tok, [(WITH, "The answer is 1,320.")], max_length=96, scored=True)
+    b = tokenize_pairs(tok, [(WITHOUT, "The answer is 1320.")], max_length=96, scored=True)
     assert a["input_ids"].tolist() == b["input_ids"].tolist()
+    as_written = tokenize_pairs(tok, [(WITH, "The answer is 1,320.")], max_length=96, scored=False)
+    assert as_written["input_ids"].tolist() != a["input_ids"].tolist()
     assert length_order(tok, [(WITH, "x"), ("a", "b")]) == length_order(tok, [(WITHOUT, "x"), ("a", "b")])
 
 
@@ -52,3 +56,16 @@ def test_the_judge_scores_a_step_as_its_twin_without_commas(tmp_path):
     other = "Subtract the completed hours from the required ones: 1,500 - 180 = 1,320 hours."
     with_commas, without = judge.pair_probabilities([(WITH, other), (WITHOUT, without_thousands_commas(other))])
     assert with_commas == pytest.approx(without, abs=1e-6)
+
+
+def test_training_batches_keep_the_text_and_evaluation_batches_read_it_as_scored():
+    from transformers import AutoTokenizer
+
+    from equiv.data.datamodule import PairCollator
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_name("bundled:all-MiniLM-L6-v2"))
+    sample = {"index": 0, "sentence1": WITH, "sentence2": "x", "label": 1}
+    twin = {**sample, "sentence1": WITHOUT}
+    train, evaluate = PairCollator(tok, 96, None), PairCollator(tok, 96, None, canonical=True)
+    assert train([sample])["input_ids"].tolist() != train([twin])["input_ids"].tolist()
+    assert evaluate([sample])["input_ids"].tolist() == evaluate([twin])["input_ids"].tolist()
