@@ -36,7 +36,7 @@ from equiv.text import formula, guard, restate
 from equiv.text.formatting import format_key
 from equiv.text.formula import extract_formulas, formulas_equivalent, latex_math, normalise_formula
 from equiv.text.guard import computes_nothing, guard_veto
-from equiv.text.normalize import step_numbers
+from equiv.text.normalize import step_numbers, without_thousands_commas
 from equiv.text.restate import content_key, restatement, stated_answer
 
 GROWTH = 8
@@ -91,6 +91,8 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     # format_key strips a final stop: r"[.\s]+$" retried from every dot
     "format_key dots": (format_key, lambda n: "." * n + "x"),
     "format_key spaces left by $": (format_key, lambda n: " $" * n + "x"),
+    # the model's input: every comma after a digit looks ahead a fixed three digits
+    "model input commas": (without_thousands_commas, lambda n: "1,234," * n + "5"),
     # formula: lazy spans that never close, nested fractions, bare arithmetic without "="
     "formula unclosed notes": (extract_formulas, lambda n: "<<" * n),
     "formula unclosed \\(": (extract_formulas, lambda n: "\\(" * n),

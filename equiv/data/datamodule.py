@@ -52,9 +52,10 @@ class PairDataset(Dataset):
 
 class PairCollator:
     """Tokenise a list of samples as one batch: longer side truncated first, padded per batch.
-    ``canonical``: each pair in its canonical order (:func:`equiv.data.tokenize.canonical_pair`),
-    the order the shipped judge scores it in -- the evaluation loaders'; training batches keep
-    the file's order."""
+    ``canonical``: each pair as the shipped judge scores it -- in its canonical order
+    (:func:`equiv.data.tokenize.canonical_pair`) and without thousands commas
+    (:func:`equiv.data.tokenize.tokenize_pairs`' ``scored``) -- the evaluation loaders'; training
+    batches keep the file's order and text."""
 
     def __init__(self, tokenizer: Any, max_length: int, pad_to_multiple_of: int | None,
                  canonical: bool = False) -> None:
@@ -71,6 +72,7 @@ class PairCollator:
                 [canonical_pair(a, b) for a, b in pairs] if self.canonical else pairs,
                 max_length=self.max_length,
                 pad_to_multiple_of=self.pad_to_multiple_of,
+                scored=self.canonical,
             )
         )
         batch["index"] = torch.tensor([s["index"] for s in samples], dtype=torch.long)
@@ -302,8 +304,8 @@ class MathEquivDataModule(L.LightningDataModule):
         return self._pad_to_multiple_of
 
     def collator(self, canonical: bool = False) -> PairCollator:
-        """The batch collator; ``canonical``: pairs in the order the shipped judge scores them
-        (the evaluation loaders), else the file's (training)."""
+        """The batch collator; ``canonical``: pairs as the shipped judge scores them, in its order
+        and without thousands commas (the evaluation loaders), else the file's (training)."""
         return PairCollator(self.tokenizer, self.max_length, self.pad_to_multiple_of, canonical)
 
     # -- loading ---------------------------------------------------------------------------

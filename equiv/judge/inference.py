@@ -64,6 +64,7 @@ def score_pairs(
                     [pairs[i] for i in index],
                     max_length=max_length,
                     pad_to_multiple_of=pad_multiple,
+                    scored=True,
                 )
                 batch = {k: v.to(device) for k, v in batch.items()}
                 logits = model(**batch).logits.float()
