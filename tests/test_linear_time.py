@@ -37,7 +37,7 @@ from equiv.text.formatting import format_key
 from equiv.text.formula import extract_formulas, formulas_equivalent, latex_math, normalise_formula
 from equiv.text.guard import computes_nothing, guard_veto
 from equiv.text.normalize import step_numbers, without_thousands_commas
-from equiv.text.restate import content_key, restatement, stated_answer
+from equiv.text.restate import boxed_answer, content_key, restatement, stated_answer
 
 GROWTH = 8
 BAR = 30.0  # linear: ~8x; quadratic: ~64x
@@ -91,6 +91,10 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     # format_key strips a final stop: r"[.\s]+$" retried from every dot
     "format_key dots": (format_key, lambda n: "." * n + "x"),
     "format_key spaces left by $": (format_key, lambda n: " $" * n + "x"),
+    # a boxed answer: the box's text trimmed by str methods, one full match of a number
+    "restate boxed spaces": (boxed_answer, lambda n: "\\boxed{" + " " * n + "x}"),
+    "restate boxed digits": (boxed_answer, lambda n: "\\boxed{" + "1," * n + "x}"),
+    "restate many boxes": (boxed_answer, lambda n: "\\boxed{1}" * n),
     # the model's input: every comma after a digit looks ahead a fixed three digits
     "model input commas": (without_thousands_commas, lambda n: "1,234," * n + "5"),
     # formula: lazy spans that never close, nested fractions, bare arithmetic without "="

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from equiv.judge.decide import RESTATED, decide, sweep_scores
 from equiv.judge.policy import DecisionPolicy
 from equiv.text.guard import computes_nothing
-from equiv.text.restate import SAME_ANSWER, SAME_WORDS, content_key, restatement, stated_answer
+from equiv.text.restate import SAME_ANSWER, SAME_BOXED, SAME_WORDS, boxed_answer, content_key, restatement, stated_answer
 from tests.test_text_guard import CORPUS, REFORMATS, steps
 from tests.helpers.examples import examples
 
@@ -29,6 +29,12 @@ from tests.helpers.examples import examples
      "Stephanie needs to pay 40 for the gas bill, and 5 for the water bill", SAME_WORDS),
     ("The answer is 21.", "The answer is 21 gallons.", SAME_ANSWER),
     ("So the answer is 4,200 miles", "The final answer is 4200.", SAME_ANSWER),
+    # the bundled 1.5B's conclusions (development siblings, labelled equivalent)
+    ("Therefore, the total number of miles Molly rode her bike is \\(\\boxed{3285}\\).",
+     "Therefore, the total distance Molly rode her bike is:\n\\[\n\\boxed{3285}\n\\]", SAME_BOXED),
+    ("Therefore, Sangita must fly \\(\\boxed{220}\\) hours per month to meet her goal of 1,500 hours in exactly 6 months.",
+     "Therefore, Sangita must fly \\boxed{220} hours per month to meet her goal in exactly 6 months.", SAME_BOXED),
+    ("The total cost is \\(\\boxed{\\$1,320}\\).", "So he spends \\(\\boxed{1320}\\) dollars in all.", SAME_BOXED),
 ])
 def test_rewordings_and_an_answer_with_or_without_its_unit_are_restatements(a, b, kind):
     assert restatement(a, b) == restatement(b, a) == kind
@@ -55,6 +61,12 @@ def test_rewordings_and_an_answer_with_or_without_its_unit_are_restatements(a, b
     # a step that computes is never a restatement, however alike
     ("So 3 + 4 = 7 apples.", "So 3 * 4 = 7 apples."),
     ("The answer is 5.", "The answer was 2 + 3 = 5."),
+    # boxes: another number, two boxes, a box that is not one number, a box beside a computation
+    ("So she has \\(\\boxed{12}\\) apples.", "So she has \\(\\boxed{21}\\) apples."),
+    ("The answers are \\boxed{3} and \\boxed{4}.", "The answer is \\boxed{3}."),
+    ("The share is \\(\\boxed{\\frac{1}{2}}\\).", "The share is \\(\\boxed{\\frac{1}{2}}\\) of the cake."),
+    ("The rate is \\(\\boxed{20\\%}\\).", "The growth is \\(\\boxed{20\\%}\\) a year."),
+    ("So the total is \\(3 + 4 = \\boxed{7}\\).", "So the total is \\(\\boxed{7}\\)."),
 ])
 def test_near_misses_are_not_restatements(a, b):
     assert restatement(a, b) is None and restatement(b, a) is None
@@ -120,3 +132,21 @@ def test_without_the_floor_statement_pairs_are_decided_by_the_threshold_alone():
 def test_a_threshold_sweep_sees_a_restatement_as_merged_at_any_threshold():
     verdicts = decide(PAIRS, GUARDED, [0.1, 0.6, 0.99, 0.6])
     assert sweep_scores(PAIRS, verdicts, GUARDED) == [1.0, 1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(("step", "value"), [
+    ("is \\(\\boxed{3285}\\).", "3285"),
+    ("\\boxed{ 1,320 }", "1320"),
+    ("\\boxed{\\$12.50}", "12.5"),
+    ("\\boxed{$ 12}", "12"),
+    ("\\boxed{20\\%}", None),
+    ("\\boxed{20%}", None),
+    ("\\boxed{-5}", None),
+    ("\\boxed{x = 4}", None),
+    ("\\boxed{3} or \\boxed{4}", None),
+    ("no box at all: 7", None),
+])
+def test_a_box_is_read_only_when_it_holds_one_number(step, value):
+    from decimal import Decimal
+
+    assert boxed_answer(step) == (None if value is None else Decimal(value))

@@ -76,7 +76,7 @@ class Verdict:
     guard rule vetoed or the restatement rule merged it is None unless the caller asked for it
     (``score_ruled``) or gave it, so a reader sees how sure the model was of a merge the policy
     refused; the floor keeps it. ``detail`` is the guard rule's short reason ("12 vs 15") or the
-    kind of restatement ("same words", "same answer"), empty otherwise. ``model_call`` says
+    kind of restatement ("same words", "same answer", "same boxed answer"), empty otherwise. ``model_call`` says
     whether deciding it took a learned model's forward (what search counts as ``judge_calls``);
     the evaluator leaves it False and a judge sets it for the pairs its model scored.
     """

@@ -20,8 +20,16 @@ reading the words, so the floor can let them through without trusting the model'
   number, and the words besides it on one side are among the other's (RUBRIC.md, level 3: "one
   names the unit or restates a given fact in passing"): "The answer is 4200." / "The answer is 4200
   miles.", not "The answer is 15 apples." / "The answer is 15 dollars.".
+- ``same boxed answer``: each step boxes one final answer (LaTeX ``boxed``, the policy's own mark
+  of the answer it concludes) and it is the same number: "Therefore, the total number of miles
+  Molly rode her bike is [boxed 3285]." / "Therefore, the total distance Molly rode her bike is:
+  [boxed 3285]". The words around a box name the answer's quantity in the policy's own phrasing,
+  which siblings vary freely; the box says what the step concludes. On the bundled 1.5B's
+  development siblings every pair of statements boxing the same number is labelled equivalent (85
+  pairs), and the model left 27 of them apart (docs/experiments/2026-11-30-boxed-answers.md). A box
+  holding anything but one number (a fraction, an equation) is not read (:func:`boxed_answer`).
 
-Both kinds are symmetric by construction (an equality of keys; a subset test tried both ways) and
+All three kinds are symmetric by construction (an equality of keys or values; a subset test tried both ways) and
 only read steps that compute nothing: a computation's operator is not a word, so two computations
 with the same numbers could differ in it. The guard's veto rules run before this rule in
 :func:`equiv.judge.decide.decide`; a pair one of them vetoes is never restated.
@@ -42,6 +50,7 @@ from equiv.text.normalize import NUMBER, is_function_word, number_value, stem, s
 
 SAME_WORDS = "same words"
 SAME_ANSWER = "same answer"
+SAME_BOXED = "same boxed answer"
 
 CLAIM_WORDS = frozenset("""
 not no nor than more less fewer each every all both per only before after and or
@@ -87,9 +96,32 @@ def stated_answer(step: str) -> tuple[Decimal, frozenset[str]] | None:
     return values.pop(), words
 
 
+# A box whose content holds no brace: \boxed{\frac{1}{2}} is not read (one pass, no backtracking).
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+
+
+def boxed_answer(step: str) -> Decimal | None:
+    """The one number a step boxes (``\\boxed{1,320}`` -> 1320), or None: no box, more than one,
+    or a box that holds anything but one number (a dollar sign before it is allowed; a percent
+    sign is not: 20% is not the number 20). Linear: the box's text is trimmed by ``str`` methods
+    and read by one full match of :data:`~equiv.text.normalize.NUMBER`."""
+    boxes = _BOXED.findall(step)
+    if len(boxes) != 1:
+        return None
+    content = boxes[0].strip()
+    for dollar in ("\\$", "$"):
+        if content.startswith(dollar):
+            content = content[len(dollar):].lstrip()
+            break
+    match = NUMBER.fullmatch(content)
+    if match is None or match.group(2):
+        return None
+    return number_value(match.group(1))
+
+
 def restatement(a: str, b: str) -> str | None:
-    """Which kind of restatement two steps are (:data:`SAME_WORDS`, :data:`SAME_ANSWER`), or None.
-    Only two steps that both compute nothing can be one."""
+    """Which kind of restatement two steps are (:data:`SAME_WORDS`, :data:`SAME_ANSWER`,
+    :data:`SAME_BOXED`), or None. Only two steps that both compute nothing can be one."""
     if not (computes_nothing(a) and computes_nothing(b)):
         return None
     if content_key(a) == content_key(b):
@@ -98,4 +130,7 @@ def restatement(a: str, b: str) -> str | None:
     if first is not None and second is not None and first[0] == second[0] and (
             first[1] <= second[1] or second[1] <= first[1]):
         return SAME_ANSWER
+    boxed = boxed_answer(a)
+    if boxed is not None and boxed == boxed_answer(b):
+        return SAME_BOXED
     return None

@@ -19,7 +19,10 @@ statements. Regenerated once more (2026-11-28) for the pinned policies alone, wh
 gained ``different_algebra``: no verdict moved; and for ``different_assignment``: none moved.
 Regenerated (2026-11-29) when the guard gained ``changed_comparison``: 17 of 22,772 verdicts
 moved, every one on a non-equivalent pair (levels 0-1) of the gemma-3-270m sibling files, each
-now ``guard:changed_comparison`` (3 of them were merges).
+now ``guard:changed_comparison`` (3 of them were merges). Regenerated (2026-11-30) when the
+restatement rule gained ``same boxed answer``: 85 of 22,772 verdicts moved, every one on an
+equivalent pair of the two Qwen2.5-Coder-1.5B sibling files, each now ``restated`` (62 of them
+were kept apart).
 Regenerate only after a deliberate
 change of verdicts::
 
