@@ -16,8 +16,8 @@ batches keep the files' text, as they keep the files' order. The rubric calls a 
 formatting, but the tokenizer makes ``1,320`` three tokens and ``1320`` one, and the training pairs
 hardly ever pair the two writings: the model read them as different numbers. On the bundled 1.5B's
 width-10 development siblings every equivalent pair with a comma on one side only (60) was below
-the threshold, most under 0.1; scored without commas, the shipped judge merged 27 more equivalent
-pairs and no other pair of any development file. Training on the text without commas as well was
+the threshold, most under 0.1; scored without commas, the shipped judge merged 27 more of that
+file's equivalent pairs (36 over the development files) and no other pair. Training on the text without commas as well was
 measured once (the recipe rebuilt) and not adopted: it lost recall on the development siblings
 (docs/experiments/2026-11-30-numbers-as-the-model-reads-them.md).
 """

@@ -36,6 +36,7 @@ def without_thousands_commas(text: str) -> str:
     stays: it may part two numbers. Linear: one pass, a fixed look-around at each comma."""
     return THOUSANDS_COMMA.sub("", text)
 
+
 # A number as the steps write it: thousands by a space ("17 500") or a comma, decimals.
 DIGITS = r"\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?"
 NUMBER = re.compile(rf"(?<![\w.])({DIGITS}|\.\d+)(\s*%)?")

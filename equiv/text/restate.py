@@ -26,7 +26,8 @@ reading the words, so the floor can let them through without trusting the model'
   [boxed 3285]". The words around a box name the answer's quantity in the policy's own phrasing,
   which siblings vary freely; the box says what the step concludes. On the bundled 1.5B's
   development siblings every pair of statements boxing the same number is labelled equivalent (85
-  pairs), and the model left 27 of them apart (docs/experiments/2026-11-30-boxed-answers.md). A box
+  pairs); the judge kept 36 of them apart, and this kind merges 27 (the other 9 stop at the
+  prefilter, before any rule) (docs/experiments/2026-11-30-boxed-answers.md). A box
   holding anything but one number (a fraction, an equation) is not read (:func:`boxed_answer`).
 
 All three kinds are symmetric by construction (an equality of keys or values; a subset test tried both ways) and
