@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 
-from equiv.text.normalize import THOUSANDS_COMMA, normalise_whitespace
+from equiv.text.normalize import normalise_whitespace, without_thousands_commas
 
 _CURRENCY = re.compile(r"[$€£]")
 _TIMES = re.compile(r"(?<=\d)\s*[x×]\s*(?=[\d.])")
@@ -45,7 +45,7 @@ def format_key(text: str) -> str:
     # the final stops and spaces: rstrip, not r"[.\s]+$", which retries from every dot (quadratic);
     # after normalise_whitespace a space is the only whitespace left
     s = normalise_whitespace(text).rstrip(". ")
-    s = THOUSANDS_COMMA.sub("", s)  # commas only: a space may part two numbers
+    s = without_thousands_commas(s)  # commas only: a space may part two numbers
     s = _CURRENCY.sub("", s)
     s = _TIMES.sub("*", s).replace("×", "*").replace("÷", "/")
     s = _DECIMAL.sub(_drop_trailing_zeros, s)

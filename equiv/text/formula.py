@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from equiv.text.normalize import CALCULATOR_NOTE, THOUSANDS_COMMA, normalise_whitespace
+from equiv.text.normalize import BOXED, CALCULATOR_NOTE, normalise_whitespace, without_thousands_commas
 from equiv.text.scan import MonotoneFinder
 
 __all__ = ["CALCULATOR_NOTE", "extract_formulas", "formula_signature", "formulas_equivalent", "latex_math", "normalise_formula"]
@@ -51,7 +51,6 @@ _NUMBER = re.compile(r"(?<!\d)\d+\.\d+")  # (?<!\d): a run of digits is tried on
 _TIMES_X = re.compile(r"(?<=[\d)])x(?=[\d(])")
 # A LaTeX label or unit: \text{...} and its kin hold words, never the computation (no nested brace).
 _LABEL = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|operatorname)\{[^{}]*\}")
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _SPECIAL = re.compile(r"[$\\]")
 # (opener, closer, least content): _MATH's alternatives in the order it tries them
 _MATH_DELIMITERS = (("$$", "$$", 1), ("$", "$", 1), ("\\(", "\\)", 1), ("\\[", "\\]", 1))
@@ -178,7 +177,7 @@ def _sort_flat(side: str) -> str:
 
 def normalise_formula(formula: str) -> str:
     """Canonical spelling of one formula (see the module docstring for each rule)."""
-    f = _BOXED.sub(r"\1", _LABEL.sub("", formula.lower()))
+    f = BOXED.sub(r"\1", _LABEL.sub("", formula.lower()))
     for token in ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\ ", "$"):
         f = f.replace(token, "")
     f = f.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
@@ -190,7 +189,7 @@ def normalise_formula(formula: str) -> str:
     f = f.replace("−", "-").replace("–", "-")
     f = _TIMES_X.sub("*", f)
     f = _expand_fracs(f)  # nested \frac too
-    f = THOUSANDS_COMMA.sub("", f)
+    f = without_thousands_commas(f)
     f = _NUMBER.sub(_number, f)
     f = f.rstrip(".")
     return "=".join(_sort_flat(side) for side in f.split("="))

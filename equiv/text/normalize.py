@@ -5,6 +5,8 @@ or a word, so the claim guard (:mod:`equiv.text.guard`), the ``formula`` strateg
 - **Calculator notes** (:data:`CALCULATOR_NOTE`, ``<<4*2=8>>``): one whole note, ``<<[^<>]*>>``.
   Its body holds no ``<`` or ``>``, so a step with an unclosed ``<<`` (a truncated sample) loses
   only the closed note after it, not the prose in between, as ``<<[^>]*>>`` would.
+- **Boxed answers** (:data:`BOXED`, ``\\boxed{42}``): one box whose content holds no brace; the
+  ``formula`` strategy reads its content as the formula, the restatement rule its number.
 - **Thousands separators** (:data:`THOUSANDS_COMMA`, :data:`THOUSANDS`): a comma before each group
   of three digits (``1,200``); the guard, which reads the prose's numbers as values, also takes a
   space (``17 500``, as some GSM8K solutions write), while the same-step key keeps a space, which
@@ -26,6 +28,8 @@ from decimal import Decimal, InvalidOperation
 _WS = re.compile(r"\s+")
 
 CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
+# A LaTeX box whose content holds no brace (\boxed{\frac{1}{2}} is not one): one pass, no backtracking.
+BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")  # 1,200
 THOUSANDS = re.compile(r"(?<=\d)[, ](?=\d{3}(?!\d))")      # 1,200 and 1 200
 

@@ -47,7 +47,7 @@ import re
 from decimal import Decimal
 
 from equiv.text.guard import computes_nothing
-from equiv.text.normalize import NUMBER, is_function_word, number_value, stem, strip_notes
+from equiv.text.normalize import BOXED, NUMBER, is_function_word, number_value, stem, strip_notes
 
 SAME_WORDS = "same words"
 SAME_ANSWER = "same answer"
@@ -97,16 +97,12 @@ def stated_answer(step: str) -> tuple[Decimal, frozenset[str]] | None:
     return values.pop(), words
 
 
-# A box whose content holds no brace: \boxed{\frac{1}{2}} is not read (one pass, no backtracking).
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
-
-
 def boxed_answer(step: str) -> Decimal | None:
     """The one number a step boxes (``\\boxed{1,320}`` -> 1320), or None: no box, more than one,
     or a box that holds anything but one number (a dollar sign before it is allowed; a percent
     sign is not: 20% is not the number 20). Linear: the box's text is trimmed by ``str`` methods
     and read by one full match of :data:`~equiv.text.normalize.NUMBER`."""
-    boxes = _BOXED.findall(step)
+    boxes = BOXED.findall(step)
     if len(boxes) != 1:
         return None
     content = boxes[0].strip()
