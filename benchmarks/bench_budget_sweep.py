@@ -15,8 +15,10 @@ Every eval is the real CLI in a subprocess (``search_cli.py eval --config POINT 
 OUT/POINT/ARM`` plus the arm's flags), so one crash loses one run, and every run directory resumes.
 The problems go in chunks of ``--chunk``: every point and arm finishes a chunk before the next one
 starts, so a sweep stopped at any moment leaves paired arms, and the same command continues it
-(it may run across sessions). All runs share one completions cache (``OUT/cache``,
-``policy.cache``): with common random numbers the arms' shared requests are identical, so each is
+(it may run across sessions). The run directories live in the repository by default
+(``benchmarks/data/budget_sweep/runs``): committed part way, a sweep resumes on another machine from
+the problems that finished. All runs share one completions cache (``--cache``, ``policy.cache``;
+the budget configs' ``runs/budget_sweep/cache`` by default, outside the repository): with common random numbers the arms' shared requests are identical, so each is
 generated once, and a rerun of a finished arm asks the engine nothing. A progress bar counts
 (chunk, point, arm) runs.
 
@@ -80,8 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--problems", type=int, default=10)
     ap.add_argument("--chunk", type=int, default=2, help="problems every point and arm finishes before the next ones")
-    ap.add_argument("--out", default=str(ROOT / "runs" / "budget_sweep"))
-    ap.add_argument("--cache", default=None, help="the completions cache (default OUT/cache)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "data" / "budget_sweep" / "runs"),
+                    help="the run directories, one per point and arm (default: in the repository, so a sweep "
+                         "committed part way resumes on another machine)")
+    ap.add_argument("--cache", default=str(ROOT / "runs" / "budget_sweep" / "cache"),
+                    help="the completions cache (default: the one the budget configs name; gigabytes over the grid, "
+                         "so out of the repository)")
     ap.add_argument("--summary", default=str(ROOT / "benchmarks" / "data" / "budget_sweep" / "summary.json"))
     ap.add_argument("--plot", default=None, help="also draw the MCTS ratio against the budget here (.png)")
     ap.add_argument("--report_only", action="store_true", help="write the summary from the runs so far; run nothing")
@@ -156,7 +162,7 @@ def run_one(args: argparse.Namespace, config: Path, arm: str, end: int, run_dir:
     """One eval of one point and arm over problems ``start..end`` (it resumes what it finished)."""
     cmd = [sys.executable, str(ROOT / "search_cli.py"), "eval", "--config", str(config), "--out", str(run_dir),
            "--data.start", str(args.start), "--data.end", str(end), "--run.progress", "false",
-           "--run.save_trees", "true", "--policy.cache", str(args.cache or Path(args.out) / "cache"),
+           "--run.save_trees", "true", "--policy.cache", str(args.cache),
            *(["--data.path", args.data] if args.data else []), *arm_flags(arm, args.judge), *overrides(args)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     started = time.perf_counter()

@@ -254,7 +254,7 @@ def test_bench_budget_sweep_runs_every_point_and_arm_in_chunks_and_writes_the_su
     points = [sweep_point(tmp_path / f"mcts_s{s}.yaml", "mcts", s, policy, data) for s in (1, 2)]
     out, summary = tmp_path / "runs", tmp_path / "data" / "summary.json"
     argv = [sys.executable, str(ROOT / "benchmarks" / "bench_budget_sweep.py"), "--points", ",".join(map(str, points)),
-            "--arms", "unpruned,exact,formula", "--problems", "2", "--chunk", "1", "--out", str(out),
+            "--arms", "unpruned,exact,formula", "--problems", "2", "--chunk", "1", "--out", str(out), "--cache", str(tmp_path / "cache"),
             "--summary", str(summary), "--plot", str(tmp_path / "data" / "ratio.png")]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-2000:]
