@@ -602,3 +602,24 @@ def test_latex_arithmetic_computes_and_a_plan_does_not():
     assert computes(r"\[ \text{Slices eaten} = \frac{12}{2} = 6 \]")
     assert not computes(r"Thus, the owner started with \(\boxed{3020}\) grams of sugar.")
     assert not computes("1. Calculate the total weight of the sugar in the 12 packs.")
+
+
+def test_escaped_dollars_and_labelled_operands_compute():
+    """Qwen2.5-Coder writes Markdown: it escapes the dollar sign (``\\$70``) and labels the terms of a
+    sum (``$70 (Monday) + $50 (Tuesday)``). Before, either hid the arithmetic from the statement
+    floor's predicate, and ``= \\$310`` hid the conclusion from ``different_result``, which then read
+    the step as concluding another number (an equivalent pair of the width-10 siblings vetoed as
+    "concludes 310 vs 620")."""
+    from equiv.text.guard import computes, different_result, results
+
+    assert computes(r"- Total earnings = \$70 + \$50 + \$70 = \$190.")
+    assert computes("- Total earnings = $70 (Monday) + $50 (Tuesday) + $70 (Wednesday) = $190.")
+    assert computes(r"- Total earnings = \$70 (Monday) + \$50 (Tuesday) = \$120.")
+    assert results(r"\[ \text{Cost for Monday} = 620 \text{ miles} \times \$0.50 \text{ per mile} = \$310 \]")[-1] == 310
+    monday = r"Zach drove 620 miles. \[ \text{Cost} = 620 \times \$0.50 = \$310 \]"
+    assert different_result(monday, r"\[ 0.50 \times 620 = 310 \text{ dollars} \]", "") is None
+    assert different_result(monday, r"\[ 0.50 \times 620 = 320 \text{ dollars} \]", "")
+    # a label is words in parentheses: a number in them, or none at all, is not an operand's label
+    assert not computes("She counts 3 (the apples on the left) and then the pears.")
+    assert not computes("1. Find the cost for Monday (620 miles) - the first day.")
+    assert not computes(r"The answer is \(\boxed{\$310}\).")

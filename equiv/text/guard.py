@@ -60,7 +60,8 @@ from equiv.text.assignment import assignments, read
 from equiv.text.expression import same_value, unknowns, values
 from equiv.text.formula import extract_formulas, latex_math, normalise_formula
 from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
-                                  is_function_word, number_value, quantize, stem, step_numbers, strip_notes)
+                                  is_function_word, number_value, quantize, stem, step_numbers, strip_notes,
+                                  unescaped_dollars)
 
 SHARED_SENTENCE = 0.7
 SWAP_WORDS = 2
@@ -110,7 +111,9 @@ def _show(values: set[Decimal]) -> str:
 # Linear time (issue #53): no two quantifiers side by side that can share characters (r"\s*\$?\s*"
 # tries every split of a run of spaces, r"\s*-?\s*\$?\s*-?\s*" every three-way one), so an
 # optional sign or "$" takes the spaces after it: r"\s*(?:\$\s*)?" reads the same text.
-_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/×÷=]|x\b)\s*(?:\$\s*)?\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
+# An operand may carry a label in parentheses ("$70 (Monday) + $50 (Tuesday) = $120"), as instruct
+# models label the terms of a sum; the label holds no digit or parenthesis and is at most 40 characters.
+_ARITHMETIC = re.compile(r"\d\s*(?:\([^()\d]{1,40}\)\s*)?(?:[-+*/×÷=]|x\b)\s*(?:\$\s*)?\d")  # "3*4", "5 - 2", "4 x $2", "= 12"
 # Arithmetic in a normalised formula (equiv.text.formula: no spaces, "\\times" -> "*", "\\frac{a}{b}" -> "(a)/(b)").
 _FORMULA_ARITHMETIC = re.compile(r"[\d)][-+*/=^][(\d]")
 # "= -2.5", "= $-2", "= 17 500"; an absent sign is "" in findall, as (-?) gave
@@ -134,7 +137,7 @@ def given_words(question: str) -> set[Decimal]:
 def results(text: str) -> list[Decimal]:
     """The values after each ``=`` of the step's prose, in order (sign included)."""
     out = []
-    for before, after, digits in _CONCLUSION.findall(strip_notes(text)):
+    for before, after, digits in _CONCLUSION.findall(strip_notes(unescaped_dollars(text))):
         value = number_value(digits)
         if value is not None:
             out.append(-value if before or after else value)
@@ -184,7 +187,9 @@ def computes(text: str) -> bool:
     """Whether a step computes: a calculator note, arithmetic on numbers in its prose ("3 * 4",
     "= 12"), or arithmetic in a LaTeX math span once its units and markup are read away
     (``\\[ 3000 \\text{ grams} + 20 \\text{ grams} = 3020 \\]``, ``\\frac{12}{2} = 6``), as
-    small instruct models write their computations."""
+    small instruct models write their computations. A Markdown-escaped dollar sign is read as the
+    sign (``\\$70 + \\$50 = \\$120`` computes; :func:`~equiv.text.normalize.unescaped_dollars`)."""
+    text = unescaped_dollars(text)
     if CALCULATOR_NOTE.search(text) or _ARITHMETIC.search(text):
         return True
     return "\\" in text and any(_FORMULA_ARITHMETIC.search(normalise_formula(f)) for f in extract_formulas(text))
@@ -325,7 +330,7 @@ def swapped_number(a: str, b: str, question: str) -> str | None:
     square foot" / "takes up 2 square feet", where the 2 is stated elsewhere, so the sets agree).
     Not in a computation, where a swapped operand is another way to the same number ("1/3*12" /
     "12/3"), judged by the numbers and the result. Rubric: *concepts: the same quantities*."""
-    a, b = (THOUSANDS.sub("", strip_notes(t)) for t in (a, b))  # the prose alone: a note repeats it
+    a, b = (THOUSANDS.sub("", strip_notes(unescaped_dollars(t))) for t in (a, b))  # the prose alone: a note repeats it
     if _ARITHMETIC.search(a) or _ARITHMETIC.search(b):
         return None
     return _swapped_number(a, b)
@@ -438,7 +443,7 @@ def _numbers_then_words(text: str) -> list[tuple[str, str]]:
 def concluded_unit(text: str) -> tuple[str | None, str | None]:
     """The unit of the number a step concludes with (the word after it when that is a unit, else
     dollars when a "$" stands before it) and the unit of its rate ("per week"), each or ``None``."""
-    prose = strip_notes(text)
+    prose = strip_notes(unescaped_dollars(text))
     last = prose.rfind("=")
     found = _CONCLUDED.match(prose, last) if last >= 0 else None
     if not found:

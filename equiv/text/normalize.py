@@ -41,6 +41,15 @@ def without_thousands_commas(text: str) -> str:
     return THOUSANDS_COMMA.sub("", text)
 
 
+def unescaped_dollars(text: str) -> str:
+    """``text`` with each Markdown-escaped dollar sign read as the ``$`` it shows (``\\$70`` ->
+    ``$70``), nothing else changed. Instruct models writing Markdown escape the sign so that a
+    renderer does not open a math span at it (Qwen2.5-Coder: ``\\$70 + \\$50 = \\$120``); the
+    readers of a step's arithmetic and conclusion look for ``$`` before a number, and a backslash
+    there hid the computation from them."""
+    return text.replace("\\$", "$")
+
+
 # A number as the steps write it: thousands by a space ("17 500") or a comma, decimals.
 DIGITS = r"\d{1,3}(?: \d{3})+(?!\d)|\d[\d,]*(?:\.\d+)?"
 NUMBER = re.compile(rf"(?<![\w.])({DIGITS}|\.\d+)(\s*%)?")

@@ -22,7 +22,11 @@ moved, every one on a non-equivalent pair (levels 0-1) of the gemma-3-270m sibli
 now ``guard:changed_comparison`` (3 of them were merges). Regenerated (2026-11-30) when the
 restatement rule gained ``same boxed answer``: 85 of 22,772 verdicts moved, every one on an
 equivalent pair of the two Qwen2.5-Coder-1.5B sibling files, each now ``restated`` (62 of them
-were kept apart).
+were kept apart). Regenerated (2026-11-30) when the readers of a step's arithmetic and conclusion
+came to read a Markdown-escaped dollar sign (``\\$310``) as ``$`` and an operand's label in
+parentheses (``$70 (Monday) + $50``): 6 of 22,772 verdicts moved, every one on an equivalent pair
+of the two Qwen2.5-Coder-1.5B sibling files, now merged (5 held by the floor as if they computed
+nothing, 1 vetoed by ``different_result``, which had read ``= \\$310`` as no conclusion).
 Regenerate only after a deliberate
 change of verdicts::
 
