@@ -27,6 +27,8 @@ came to read a Markdown-escaped dollar sign (``\\$310``) as ``$`` and an operand
 parentheses (``$70 (Monday) + $50``): 6 of 22,772 verdicts moved, every one on an equivalent pair
 of the two Qwen2.5-Coder-1.5B sibling files, now merged (5 held by the floor as if they computed
 nothing, 1 vetoed by ``different_result``, which had read ``= \\$310`` as no conclusion).
+Extended (2026-11-30) with the 1,273 pairs of ``gsm8k_train_siblings_qwen_w10_first_steps.jsonl``
+when that file was added: no verdict of the other files moved (the pinned verdicts are 27,864).
 Regenerate only after a deliberate
 change of verdicts::
 
