@@ -47,7 +47,7 @@ import re
 from decimal import Decimal
 
 from equiv.text.guard import computes_nothing
-from equiv.text.normalize import BOXED, NUMBER, is_function_word, number_value, stem, strip_notes
+from equiv.text.normalize import BOXED, NUMBER, is_function_word, number_value, stem, strip_notes, unescaped_dollars
 
 SAME_WORDS = "same words"
 SAME_ANSWER = "same answer"
@@ -105,11 +105,9 @@ def boxed_answer(step: str) -> Decimal | None:
     boxes = BOXED.findall(step)
     if len(boxes) != 1:
         return None
-    content = boxes[0].strip()
-    for dollar in ("\\$", "$"):
-        if content.startswith(dollar):
-            content = content[len(dollar):].lstrip()
-            break
+    content = unescaped_dollars(boxes[0]).strip()
+    if content.startswith("$"):
+        content = content[1:].lstrip()
     match = NUMBER.fullmatch(content)
     if match is None or match.group(2):
         return None
