@@ -142,4 +142,7 @@ def test_a_fit_that_attaches_the_statement_floor_keeps_the_restatement_rule_with
     assert stored_policy(judge).floor is None and stored_policy(judge).restate is False
     attach_statement_floor(judge, 0.9)
     policy = stored_policy(judge)
-    assert policy.floor == 0.9 and policy.restate is True
+    assert policy.floor == 0.9 and policy.restate is True and policy.plan_floor is None
+    attach_statement_floor(judge, 0.7, 0.9)  # the recipe's floors: statements 0.7, numbered plans 0.9
+    policy = stored_policy(judge)
+    assert (policy.floor, policy.plan_floor, policy.restate) == (0.7, 0.9, True)

@@ -32,6 +32,27 @@ def test_the_statement_floor_holds_back_only_two_statements_below_it():
     assert not below_floor(DecisionPolicy(), s1, s2, 0.1)
 
 
+def test_a_numbered_plan_is_held_to_the_plan_floor_and_other_statements_to_the_floor():
+    plans = ("1. Find Jon's total weight.\n2. Divide it by three.", "1. Find the total weight.\n2. Set up an equation.")
+    openings = ("To find the weight, we divide Jon's total.", "To find the weight, we divide the total of Jon's books.")
+    policy = DecisionPolicy(prefilter=None, floor=0.7, plan_floor=0.9)
+    assert below_floor(policy, *plans, 0.85) and not below_floor(policy, *openings, 0.85)
+    assert below_floor(policy, openings[0], plans[1], 0.85)  # one step a plan: the plan's floor
+    assert [(v.merged, v.reason) for v in decide([plans, openings], policy, [0.85, 0.85])] == [
+        (False, "floor"), (True, "threshold")]
+    assert not below_floor(policy, *plans, 0.9) and below_floor(policy, *openings, 0.65)
+    # unset, plans are held to the statement floor as before; only the plan floor set floors plans alone
+    assert not below_floor(DecisionPolicy(floor=0.7), *plans, 0.85)
+    only_plans = DecisionPolicy(plan_floor=0.9)
+    assert below_floor(only_plans, *plans, 0.85) and not below_floor(only_plans, *openings, 0.1)
+    # stored only where set, so every earlier policy's stored form (and a served judge's fingerprint) stays
+    assert "plan_floor" not in DecisionPolicy(floor=0.9).to_dict() and policy.to_dict()["plan_floor"] == 0.9
+    assert DecisionPolicy.from_dict(policy.to_dict()) == policy
+    assert policy.with_knobs(plan_floor=0).plan_floor is None and policy.with_knobs(floor=0.8).plan_floor == 0.9
+    with pytest.raises(Exception, match="plan_floor"):
+        DecisionPolicy(plan_floor=1.5)
+
+
 def test_the_rules_decide_before_the_model_which_scores_only_the_pairs_left_open():
     vetoed = ("She scored 90 on the third test.", "She scored 95 on the third test.")
     restated = ("So Mia scored 90.", "Thus Mia scored 90.")
@@ -99,12 +120,20 @@ def test_build_judge_and_the_model_judge_take_the_statement_floor(tmp_path):
         build_judge(PrunerConfig(strategy="none", floor=0.9))
     with pytest.raises(InputError, match="floor"):
         build_judge(PrunerConfig(strategy="levenshtein", floor=1.5))
+    assert build_judge(PrunerConfig(strategy="levenshtein", floor=0.7, plan_floor=0.9)).policy.plan_floor == 0.9
+    with pytest.raises(InputError, match="statement floor") as err:
+        build_judge(PrunerConfig(strategy="none", plan_floor=0.9))
+    assert err.value.field == "plan_floor"
+    with pytest.raises(InputError) as err:
+        build_judge(PrunerConfig(strategy="levenshtein", plan_floor=2.0))
+    assert err.value.field == "plan_floor"
     plain = make_tiny_judge(tmp_path / "plain")
     floored = make_tiny_judge(tmp_path / "floored", settings=dict(SETTINGS, statement_threshold=0.9))
     assert ModelJudge(plain, device="cpu").policy.floor is None
     assert ModelJudge(floored, device="cpu").policy.floor == 0.9
     assert build_judge(PrunerConfig(strategy="model", model=str(floored), floor=0.0)).policy.floor is None
     assert build_judge(PrunerConfig(strategy="model", model=str(plain), floor=0.95)).policy.floor == 0.95
+    assert ModelJudge(floored, device="cpu", plan_floor=0.95).policy.plan_floor == 0.95
     judge = ModelJudge(floored, device="cpu", prefilter=0.0, threshold=1e-9)
     pair = ("Elida has 5 letters while Adrianna has 2 less.", "Elida has 5 letters while Adrianna has 2 more.")
     prob = ModelJudge(plain, device="cpu", prefilter=0.0, threshold=1e-9).pair_probabilities([pair], [Q])[0]

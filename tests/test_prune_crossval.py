@@ -278,7 +278,7 @@ def test_the_floor_policy_holds_back_only_statement_pairs_below_the_floor():
     floored = per_fold(rows, policies((0.9,))["raw+guard+floor0.9@f1"])
     assert (plain[0]["tp"], plain[0]["fp"]) == (2, 1)
     assert (floored[0]["tp"], floored[0]["fp"]) == (2, 0)
-    assert "raw+guard+floor0.9@f1" in yardstick_table(rows)
+    assert "raw+guard+floor0.7+plan0.9@f1" in yardstick_table(rows)  # the recipe's floors
 
 
 def test_the_fixed_threshold_policy_ignores_the_calibration_rows_and_the_stored_threshold():
@@ -292,10 +292,14 @@ def test_the_fixed_threshold_policy_ignores_the_calibration_rows_and_the_stored_
     # rows[3] is two statements: the floor holds it back below the floor, not above
     floored = per_fold(rows, policies((0.9,), (0.5,))["raw+guard+floor0.9@t0.5"])
     assert (floored[0]["tp"], floored[0]["fp"], floored[0]["fn"]) == (1, 0, 1)
-    low_floor = per_fold(rows, policies((0.6,), (0.5,))["raw+guard+floor0.6@t0.5"])
+    low_floor = per_fold(rows, policies((0.6,), (0.5,), None)["raw+guard+floor0.6@t0.5"])
     assert (low_floor[0]["tp"], low_floor[0]["fp"], low_floor[0]["fn"]) == (2, 0, 0)
-    assert per_fold(rows, policies((0.6,), (0.6,))["raw+guard+floor0.6@t0.6"])[0]["tp"] == 1
-    assert "raw+guard+floor0.9@t0.5" in yardstick_table(rows)
+    assert per_fold(rows, policies((0.6,), (0.6,), None)["raw+guard+floor0.6@t0.6"])[0]["tp"] == 1
+    # numbered plans held to their own floor: rows[3] as two plans is held back at 0.65 < 0.9
+    rows[3]["sentence1"], rows[3]["sentence2"] = "1. Find x.\n2. Add y.", "1. Find the x.\n2. Then add y."
+    planned = per_fold(rows, policies((0.6,), (0.5,))["raw+guard+floor0.6+plan0.9@t0.5"])
+    assert (planned[0]["tp"], planned[0]["fp"], planned[0]["fn"]) == (1, 0, 1)
+    assert "raw+guard+floor0.7+plan0.9@t0.5" in yardstick_table(rows)
 
 
 def test_the_ranking_table_scores_held_out_rows_per_fold_with_and_without_the_guard():

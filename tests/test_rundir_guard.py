@@ -227,3 +227,21 @@ def test_a_run_directory_from_before_the_policy_rename_keeps_its_guard_setting()
     assert defining(old)["pruner.guard"] is True and defining(old)["pruner.floor"] == 0.9
     assert defining(old) != defining(new)
     assert defining({"algo": "mcts", "pruner": {"strategy": "model", "guard": True, "floor": 0.9}}) == defining(old)
+
+
+def test_a_run_directory_bound_before_the_plan_floor_existed_still_resumes():
+    """``pruner.plan_floor`` counts where it is set; unset it is left out of the bound settings, so
+    the digest of a directory bound before the setting existed (the budget sweep's committed runs)
+    still holds, and a run that sets it is bound to it."""
+    from equiv.rundir.binding import check_digest, read_bound_config, read_bound_data, read_bound_models
+    from equiv.rundir.resume import defining
+    from tests.helpers.paths import REPO_ROOT
+
+    before = {"algo": "mcts", "pruner": {"strategy": "model", "floor": 0.7}}
+    assert "pruner.plan_floor" not in defining(before)
+    assert defining({**before, "pruner": {**before["pruner"], "plan_floor": None}}) == defining(before)
+    assert defining({**before, "pruner": {**before["pruner"], "plan_floor": 0.9}})["pruner.plan_floor"] == 0.9
+    run = REPO_ROOT / "benchmarks/data/budget_sweep/runs/budget_mcts_s02_w10_qwen15b_gsm8k/unpruned"
+    config = read_bound_config(run)
+    assert config is not None and "plan_floor" not in (config.get("pruner") or {})
+    check_digest(run, defining(config), read_bound_data(run), read_bound_models(run))  # bound, and it holds

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from equiv.text.guard import (GUARD_RULES, NUMBER_RULES, GuardRule, Veto, computes_nothing, concluded_unit,
+from equiv.text.guard import (GUARD_RULES, NUMBER_RULES, GuardRule, Veto, computes_nothing, concluded_unit, numbered_plan,
                               conclusion, fractions, guard_rule, guard_veto, problem_names, rule_names)
 from equiv.text.normalize import CALCULATOR_NOTE, is_function_word, step_numbers
 from tests.helpers import guard_corpus
@@ -72,6 +72,16 @@ def test_computes_nothing_is_the_statement_floors_predicate():
     assert not computes_nothing("He pays 4 x $2 for them.") and not computes_nothing("The total is 8 = 12 - 4")
     assert computes_nothing("Elida has 5 letters while Adrianna has 2 less.")
     assert computes_nothing("One-fourth of the remaining dolphins are in training.")
+
+
+def test_numbered_plan_is_a_list_of_sub_goals_not_one_item_of_a_worked_list():
+    plan = "1. Calculate the total weight of Jon's textbooks.\n2. Divide it by three."
+    assert numbered_plan(plan) and numbered_plan("To find it:\n\n1) Add the costs.\n   2) Subtract the discount.")
+    assert numbered_plan("### 1. Read the question\n### 2. Add the costs")
+    assert not numbered_plan("1. **Initial borrowings:**\n   Mary starts with 5 books.")  # one item of a list
+    assert not numbered_plan("2. Divide it by three.\n1. Calculate the total.")  # no item 2 after item 1
+    assert not numbered_plan("He has 1. 2 apples.") and not numbered_plan("She pays $1.2 then $2.1.")
+    assert not numbered_plan("Step 1: find the total. Step 2: divide.")  # steps in prose, one line
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ A thin LightningCLI subclass. What it adds to the stock CLI, and why:
   by the one evaluator, with a count per reason;
 * after ``predict``: one JSON line per input pair with its verdict in the one JSON form
   (:meth:`equiv.judge.decide.Verdict.to_json`: ``probability``, ``merged``, ``reason``), decided by the one evaluator (:func:`equiv.judge.decide.decide`) with the judge's
-  policy and the command's ``--guard`` / ``--floor``;
+  policy and the command's ``--guard`` / ``--floor`` / ``--plan_floor``;
 * bad input (data files, model names, options) ends with one ``error: ...`` line and exit 2;
   options are never matched by prefix (``--trainer.max_epoch`` is refused with "did you mean
   --trainer.max_epochs?", not taken as it), and ``fit`` does not replace a judge already in its
@@ -145,6 +145,7 @@ class JudgeCLI(LightningCLI):
         if self.subcommand != "fit":
             return
         self._statement_floor()  # a floor out of range is refused before hours of fitting, not after
+        self._statement_floor("plan_floor")
         self._check_export_dir()
         trainer = self.config["fit"].get("trainer") or {}
         epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")
@@ -274,6 +275,13 @@ class JudgeCLI(LightningCLI):
             "probability or above (equiv.text.guard.computes_nothing); thresholds are still chosen without it",
         )
         parser.add_argument(
+            "--plan_floor",
+            type=float | None,
+            default=None,
+            help="store a floor of their own for such pairs where a step is a numbered plan "
+            "(equiv.text.guard.numbered_plan); unset: plans are held to --floor",
+        )
+        parser.add_argument(
             "--predictions_out",
             type=str | None,
             default=None,
@@ -316,7 +324,7 @@ class JudgeCLI(LightningCLI):
             update_policy(out, guard=True)
         floor = self._statement_floor()
         if floor is not None:
-            attach_statement_floor(out, floor)
+            attach_statement_floor(out, floor, self._statement_floor("plan_floor"))
         if probs is not None:
             metrics = dict(metrics, **report_policy(out, self.datamodule, probs))
             export_metrics(out, metrics)
@@ -349,9 +357,9 @@ class JudgeCLI(LightningCLI):
         for batch in outputs:
             for index, prob in zip(batch["index"].tolist(), batch["prob"].tolist()):
                 probs[index] = prob
-        floor = self._statement_floor()
         policy = policy_from_settings(self.model.equiv_settings()).with_knobs(
-            guard=bool(self._subcommand_value("guard")), floor=floor)
+            guard=bool(self._subcommand_value("guard")), floor=self._statement_floor(),
+            plan_floor=self._statement_floor("plan_floor"))
         pairs = [(r.sentence1, r.sentence2) for r in records]
         verdicts = decide(pairs, policy, [probs[i] for i in range(len(records))], [question_of(r) for r in records])
         with out.open("w", encoding="utf-8") as fh:
@@ -364,10 +372,10 @@ class JudgeCLI(LightningCLI):
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         return config.get(key) if config is not None else None
 
-    def _statement_floor(self) -> float | None:
-        """``--floor``, checked: one line naming the field when out of [0, 1]."""
-        floor = self._subcommand_value("floor")
-        return None if floor is None else check_fraction(float(floor), "floor")
+    def _statement_floor(self, key: str = "floor") -> float | None:
+        """``--floor`` (or ``--plan_floor``), checked: one line naming the field when out of [0, 1]."""
+        floor = self._subcommand_value(key)
+        return None if floor is None else check_fraction(float(floor), key)
 
 
 def calibrate_threshold(module: PairClassifier, datamodule: Any) -> dict[str, float]:
@@ -443,7 +451,7 @@ def report_policy(judge_dir: Path, datamodule: Any, probs: Sequence[float]) -> d
     return out
 
 
-def attach_statement_floor(judge_dir: Path, floor: float) -> None:
+def attach_statement_floor(judge_dir: Path, floor: float, plan_floor: float | None = None) -> None:
     """Store the statement floor in the export's policy. Not chosen here: a calibration split holds too
     few pairs of two steps that compute nothing (solution pairs nearly always compute) to pick it
     on; the recipe's value was chosen by cross-validation over labelled sibling steps
@@ -453,9 +461,13 @@ def attach_statement_floor(judge_dir: Path, floor: float) -> None:
     without the model: what the floor was adopted with, docs/experiments/2026-11-27-restated-
     statements-pass-the-floor.md). Since the rule became its own knob (a314fbd) the export,
     written without a floor, had resolved it off and the floor set here left it off: every fit
-    after 2026-11-28 exported the floor without its restatement rule (issue 65)."""
-    update_policy(judge_dir, floor=floor, restate=True)
-    print(f"statement floor: pairs of steps that both compute nothing merge at probability >= {floor}", flush=True)
+    after 2026-11-28 exported the floor without its restatement rule (issue 65).
+
+    ``plan_floor``: the floor of such pairs where a step is a numbered plan (None: ``floor``)."""
+    update_policy(judge_dir, floor=floor, restate=True, **({"plan_floor": plan_floor} if plan_floor else {}))
+    plans = f" ({plan_floor} where a step is a numbered plan)" if plan_floor else ""
+    print(f"statement floor: pairs of steps that both compute nothing merge at probability >= {floor}{plans}",
+          flush=True)
 
 
 def format_metrics(title: str, metrics: dict[str, float]) -> str:

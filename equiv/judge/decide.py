@@ -18,7 +18,8 @@ first and the model last, so the model scores only the pairs the rules leave ope
    words settle.
 5. the model's probability (``scores``: the members' combined probability).
 6. ``below_threshold`` -- the probability is below ``policy.threshold``: kept apart.
-7. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``: kept apart.
+7. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``
+   (``policy.plan_floor`` where a step is a numbered plan): kept apart.
 8. ``threshold`` -- merged.
 
 Every stage reads a pair in one canonical order (:func:`canonical_pair`: the two texts sorted), so
@@ -46,7 +47,7 @@ from typing import Callable, Mapping, Sequence
 from equiv.data.tokenize import canonical_pair
 from equiv.judge.policy import DecisionPolicy
 from equiv.text.formatting import format_key
-from equiv.text.guard import computes_nothing, guard_rule, rule_detail
+from equiv.text.guard import computes_nothing, guard_rule, numbered_plan, rule_detail
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
 from equiv.text.restate import restatement
 
@@ -176,11 +177,21 @@ def prefiltered(policy: DecisionPolicy, a: str, b: str) -> bool:
     return policy.prefilter is not None and levenshtein_ratio(a, b) <= policy.prefilter
 
 
+def statement_floor(policy: DecisionPolicy, a: str, b: str) -> float | None:
+    """The floor a pair of statements is held to: ``policy.plan_floor`` where either step is a
+    numbered plan and the policy sets one, else ``policy.floor`` (None: no floor)."""
+    if policy.plan_floor is not None and (numbered_plan(a) or numbered_plan(b)):
+        return policy.plan_floor
+    return policy.floor
+
+
 def below_floor(policy: DecisionPolicy, a: str, b: str, probability: float) -> bool:
     """The statement floor's test (stage 7): both steps compute nothing and the probability is
-    below ``policy.floor``. The one place it is written."""
-    return (policy.floor is not None and probability < policy.floor
-            and computes_nothing(a) and computes_nothing(b))
+    below their floor (:func:`statement_floor`). The one place it is written."""
+    if policy.floor is None and policy.plan_floor is None:
+        return False
+    floor = statement_floor(policy, a, b)
+    return floor is not None and probability < floor and computes_nothing(a) and computes_nothing(b)
 
 
 def rule_verdict(policy: DecisionPolicy, a: str, b: str, question: str = "") -> Verdict | None:

@@ -93,7 +93,7 @@ def update_settings(judge_dir: str | Path, changes: dict[str, Any], *, remove: t
 
 
 def update_policy(judge_dir: str | Path, **knobs: Any) -> dict[str, Any]:
-    """Set knobs (``threshold``, ``prefilter``, ``guard``, ``floor``: as
+    """Set knobs (``threshold``, ``prefilter``, ``guard``, ``floor``, ``plan_floor``: as
     :meth:`~equiv.judge.policy.DecisionPolicy.with_knobs` takes them) of an export's
     ``equiv.policy``; the block's other settings stay. Returns the new block."""
     return update_settings(judge_dir, {}, policy_knobs=knobs)

@@ -58,6 +58,9 @@ class DecisionPolicy:
         guard: guard rule names (:mod:`equiv.text.guard`), tried in this order; empty = off.
         floor: the statement floor: two steps that both compute nothing merge only at a
             probability of at least this; None = off.
+        plan_floor: the floor of such a pair where a step is a numbered plan
+            (:func:`equiv.text.guard.numbered_plan`); None (the default, and an export stored
+            without the key) = the statement floor, as before plans had a floor of their own.
         restate: the restatement rule: two steps that compute nothing and restate each other
             merge without the model (:mod:`equiv.text.restate`). None (the default, and an
             export stored without the key) = on exactly when the floor is on, as it was when
@@ -72,6 +75,7 @@ class DecisionPolicy:
     prefilter: float | None = DEFAULT_PREFILTER
     guard: tuple[str, ...] = ()
     floor: float | None = None
+    plan_floor: float | None = None
     restate: bool | None = None
     same_step: str = "format"
     compare: str = ">="
@@ -85,9 +89,12 @@ class DecisionPolicy:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form stored in exports (``guard`` as a list). ``restate`` is written only where
         it differs from what an export without the key reads (on exactly when the floor is on), so
-        the stored form, and a served judge's fingerprint, of every earlier policy stay the same."""
+        the stored form, and a served judge's fingerprint, of every earlier policy stay the same;
+        so is ``plan_floor`` where it is None (plans floored as every statement)."""
         data = asdict(self)
         data["guard"] = list(self.guard)
+        if self.plan_floor is None:
+            del data["plan_floor"]
         if self.restate == (self.floor is not None):
             del data["restate"]
         return data
@@ -117,9 +124,10 @@ class DecisionPolicy:
 
     def with_knobs(self, *, threshold: float | None = None, prefilter: float | None = None,
                    guard: bool | Sequence[str] | None = None, floor: float | None = None,
-                   restate: bool | None = None) -> "DecisionPolicy":
+                   plan_floor: float | None = None, restate: bool | None = None) -> "DecisionPolicy":
         """This policy with the user's knobs applied (None: keep this policy's). ``prefilter`` and
-        ``floor`` of 0 turn them off; ``guard`` True = every rule, False = off, or rule names;
+        ``floor`` of 0 turn them off; ``plan_floor`` of 0 floors plans as every statement;
+        ``guard`` True = every rule, False = off, or rule names;
         ``restate`` on or off. Each knob moves one stage only: the floor no longer takes the
         restatement rule with it."""
         changes: dict[str, Any] = {}
@@ -131,6 +139,8 @@ class DecisionPolicy:
             changes["guard"] = guard_setting(guard)
         if floor is not None:
             changes["floor"] = _off_at_zero(floor, "floor")
+        if plan_floor is not None:
+            changes["plan_floor"] = _off_at_zero(plan_floor, "plan_floor")
         if restate is not None:
             changes["restate"] = check_restate(restate)
         return replace(self, **changes) if changes else self
@@ -187,7 +197,7 @@ def check_policy_fields(policy: DecisionPolicy) -> None:
     threshold = _number(policy.threshold, "threshold")
     if not 0.0 < threshold <= 1.0:
         raise InputError(f"must be in (0, 1], got {policy.threshold!r}", field="threshold")
-    for name in ("prefilter", "floor"):
+    for name in ("prefilter", "floor", "plan_floor"):
         value = getattr(policy, name)
         if value is not None and not 0.0 < _number(value, name) <= 1.0:
             raise InputError(f"must be in (0, 1] or null (off), got {value!r}", field=name)

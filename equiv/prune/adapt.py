@@ -5,7 +5,9 @@ solution-step pairs (issue 65: a real policy's plans and headers), so the thresh
 statement floor the recipe chose are not the ones its data supports. From a few hundred of that
 policy's sibling pairs (``siblings``, then ``label``) and a precision the user names, this command
 chooses the two settings that move -- the threshold and the statement floor (a value, or off) --
-and writes a NEW export that decides with them, with where they came from.
+and writes a NEW export that decides with them, with where they came from. Numbered plans keep
+the export's own floor (``plan_floor``, where it stores one): the adapted floor is the other
+statements'.
 
 How it chooses (why each step):
 

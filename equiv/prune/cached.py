@@ -77,11 +77,12 @@ def check_threshold(value: float, strategy: str) -> float:
     return float(value)
 
 
-def check_statement_floor(value: float | None, path: str | None = None) -> float | None:
-    """A statement floor as a judge keeps it: in [0, 1], and 0 (like ``None``) meaning no floor."""
+def check_statement_floor(value: float | None, path: str | None = None, field: str = "floor") -> float | None:
+    """A statement floor (``field``: ``floor`` or ``plan_floor``) as a judge keeps it: in [0, 1],
+    and 0 (like ``None``) meaning none."""
     if value is None:
         return None
-    return check_fraction(value, "floor", path) or None
+    return check_fraction(value, field, path) or None
 
 
 class CachedJudge(GroupsSiblings):

@@ -95,6 +95,9 @@ class PrunerConfig:
             (:func:`equiv.judge.decide.below_floor`) merges only at this probability or
             above; None = the export's policy for ``model`` (none for
             the other strategies), 0 = no floor. It leaves ``restate`` as it is.
+        plan_floor: the floor of such a pair where a step is a numbered plan
+            (:func:`equiv.text.guard.numbered_plan`); None = the export's policy for ``model``,
+            0 = plans held to ``floor`` like every statement.
         restate: the restatement rule: two steps that compute nothing and restate each other
             (:mod:`equiv.text.restate`) merge without the model; None = the export's policy for
             ``model`` (on where it has a floor), off for the other strategies.
@@ -115,6 +118,7 @@ class PrunerConfig:
     representative: Literal["first", "prior", "score"] = "first"
     guard: bool | list[str] | str | None = None
     floor: float | None = None
+    plan_floor: float | None = None
     restate: bool | None = None
     url: str | None = None
     judge_fingerprint: str | None = None
@@ -135,6 +139,7 @@ class PrunerConfig:
         if self.prefilter is not None:
             check_fraction(float(self.prefilter), "prefilter")
         check_statement_floor(self.floor)
+        check_statement_floor(self.plan_floor, field="plan_floor")
         if self.restate is not None:
             check_restate(self.restate)
         if self.guard is not None:
@@ -161,9 +166,10 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
         if cfg.guard:
             raise InputError("strategy 'none' merges nothing; there is nothing for the claim guard to veto",
                              field="guard")
-        if cfg.floor:
-            raise InputError("strategy 'none' merges nothing; there is nothing for a statement floor to hold back",
-                             field="floor")
+        for name in ("floor", "plan_floor"):
+            if getattr(cfg, name):
+                raise InputError("strategy 'none' merges nothing; there is nothing for a statement floor to hold "
+                                 "back", field=name)
         if cfg.restate:
             raise InputError("strategy 'none' merges nothing; the restatement rule would merge nothing either",
                              field="restate")
@@ -181,7 +187,8 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
     judge = entry.build(cfg)
     assert judge is not None
     if not entry.export_settings:  # a model judge took them over its export's policy when built
-        judge.policy = judge.policy.with_knobs(guard=cfg.guard, floor=cfg.floor, restate=cfg.restate)
+        judge.policy = judge.policy.with_knobs(guard=cfg.guard, floor=cfg.floor, plan_floor=cfg.plan_floor,
+                                               restate=cfg.restate)
     return judge
 
 
@@ -200,13 +207,14 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
         dtype=cfg.dtype,
         guard=cfg.guard,
         floor=cfg.floor,
+        plan_floor=cfg.plan_floor,
         restate=cfg.restate,
     )
 
 
 def _remote(cfg: PrunerConfig) -> RemoteJudge:
     """``remote``: the service applies its judge's whole policy; settings it would ignore are errors."""
-    for name in ("guard", "floor", "restate"):
+    for name in ("guard", "floor", "plan_floor", "restate"):
         if getattr(cfg, name) is not None:
             raise InputError("the remote strategy uses the served judge's own policy; set it where the judge is "
                              "exported", field=name)

@@ -19,7 +19,9 @@ calibration rows by :func:`equiv.judge.calibrate.choose_threshold`:
   calibration split, never the held-out fold) by best F1, as ``fit --threshold_from_val true``
   chooses it (without the guard and floor, which apply after);
 - ``@tT`` -- a fixed threshold ``T`` for every fold, nothing chosen on the calibration rows;
-- ``+floorS`` -- the same with the statement floor ``S``.
+- ``+floorS`` -- the same with the statement floor ``S`` (``+floorS+planP``: numbered plans held
+  to ``P``, :attr:`~equiv.judge.policy.DecisionPolicy.plan_floor`; the recipe's is
+  ``+floor0.7+plan0.9``).
   This is honest: the classifier never trained on those rows.
 
 The rows' probabilities already hold the export's same-step shortcut and prefilter (1 and 0); a
@@ -48,7 +50,8 @@ from equiv.rundir.io import read_json_lines
 from equiv.text.guard import guard_veto, rule_names
 
 METRICS = ("precision", "recall", "f1", "false_merge_rate")
-DEFAULT_STATEMENT_FLOORS = (0.9,)  # the recipe's floor (configs/gsm8k_equiv.yaml)
+DEFAULT_STATEMENT_FLOORS = (0.7,)  # the recipe's floor (configs/gsm8k_equiv.yaml)
+DEFAULT_PLAN_FLOOR = 0.9  # the recipe's floor for numbered plans (configs/gsm8k_equiv.yaml: plan_floor)
 DEFAULT_FIXED_THRESHOLDS = (0.5,)  # the classifier's own boundary: fit's threshold without threshold_from_val
 Row = dict[str, Any]
 BARE = DecisionPolicy(threshold=0.5, prefilter=None, same_step="off")
@@ -171,8 +174,10 @@ def _pairs(rows: Sequence[Row]) -> list[tuple[str, str]]:
 
 
 def policies(floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS,
-             fixed: Sequence[float] = DEFAULT_FIXED_THRESHOLDS) -> dict[str, YardstickPolicy]:
-    """Name -> policy; each is called as ``(test rows, calibration rows) -> merge or not``."""
+             fixed: Sequence[float] = DEFAULT_FIXED_THRESHOLDS,
+             plan_floor: float | None = DEFAULT_PLAN_FLOOR) -> dict[str, YardstickPolicy]:
+    """Name -> policy; each is called as ``(test rows, calibration rows) -> merge or not``.
+    ``plan_floor`` goes with every floor that differs from it (None: plans held to the floor)."""
     guarded = replace(BARE, guard=rule_names())
     out: dict[str, YardstickPolicy] = {}
     for name in baselines():
@@ -193,13 +198,17 @@ def policies(floors: Sequence[float] = DEFAULT_STATEMENT_FLOORS,
     out["raw+guard@f1"] = YardstickPolicy(guarded, "raw_prob", "repick", sweep_guarded=False)
     out["judge+guard@f1"] = YardstickPolicy(guarded, "prob", "repick", sweep_guarded=False)
     out["judge@f1"] = YardstickPolicy(BARE, "prob", "repick")
+    def floored(floor: float) -> tuple[str, DecisionPolicy]:
+        plan = plan_floor if plan_floor is not None and plan_floor != floor else None
+        return f"+floor{floor:g}" + (f"+plan{plan:g}" if plan else ""), replace(guarded, floor=floor, plan_floor=plan)
+
     for floor in floors:
-        out[f"raw+guard+floor{floor:g}@f1"] = YardstickPolicy(
-            replace(guarded, floor=floor), "raw_prob", "repick", sweep_guarded=False)
+        name, policy = floored(floor)
+        out[f"raw+guard{name}@f1"] = YardstickPolicy(policy, "raw_prob", "repick", sweep_guarded=False)
     for threshold in fixed:
         for floor in floors:
-            out[f"raw+guard+floor{floor:g}@t{threshold:g}"] = YardstickPolicy(
-                replace(guarded, floor=floor, threshold=threshold), "raw_prob")
+            name, policy = floored(floor)
+            out[f"raw+guard{name}@t{threshold:g}"] = YardstickPolicy(replace(policy, threshold=threshold), "raw_prob")
     return out
 
 

@@ -35,8 +35,12 @@ RESULT_DEFINING = {
                "fewshot_path", "fewshot_count", "fewshot_seed"),
     "reward": ("kind", "model", "options"),
     "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative", "guard",
-               "floor", "restate", "judge_fingerprint"),
+               "floor", "plan_floor", "restate", "judge_fingerprint"),
 }
+UNSET_UNBOUND = frozenset({"pruner.plan_floor"})
+"""Result-defining settings added after run directories were bound with a digest of their
+settings: unset (None) they are left out, so a directory bound before they existed still resumes
+(its digest holds) and one that sets them is bound to them."""
 
 
 LEGACY_PRUNER_KEYS = {"claim_guard": "guard", "statement_threshold": "floor"}
@@ -63,6 +67,8 @@ def defining(config: dict[str, Any]) -> dict[str, Any]:
             out.update({f"{group}.{k}": value.get(k) for k in keys})
     flat: dict[str, Any] = {}
     for key, value in out.items():
+        if key in UNSET_UNBOUND and value is None:
+            continue
         if isinstance(value, dict) and key == "search":
             flat.update({f"search.{k}": v for k, v in value.items()})
         else:

@@ -45,7 +45,8 @@ def describe_served(config: PrunerConfig) -> dict[str, Any]:
             "policy": policy, "reasons": list(REASONS)}
 
 
-SERVE_SKIP = ("strategy", "threshold", "prefilter", "grouping", "representative", "guard", "floor", "restate", "url",
+SERVE_SKIP = ("strategy", "threshold", "prefilter", "grouping", "representative", "guard", "floor", "plan_floor", "restate",
+              "url",
               "judge_fingerprint")
 """Pruner settings ``serve`` does not take: it serves the ``model`` strategy with the export's own
 policy (a client changes nothing of it; docs/serving.md)."""
