@@ -375,6 +375,8 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
         ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
         ("--floor=1.5", "error: field 'floor': must be in [0, 1], got 1.5"),
         ("--plan_floor=1.5", "error: field 'plan_floor': must be in [0, 1], got 1.5"),
+        ("--plan_floor=0.9", "error: field 'plan_floor': a floor for numbered plans needs the statement floor (--floor) "
+                             "beside it"),
     ],
 )
 def test_fit_settings_that_train_nothing_or_diverge_are_one_line(tmp_path: Path, option: str, expected: str) -> None:

@@ -41,10 +41,14 @@ def test_a_numbered_plan_is_held_to_the_plan_floor_and_other_statements_to_the_f
     assert [(v.merged, v.reason) for v in decide([plans, openings], policy, [0.85, 0.85])] == [
         (False, "floor"), (True, "threshold")]
     assert not below_floor(policy, *plans, 0.9) and below_floor(policy, *openings, 0.65)
-    # unset, plans are held to the statement floor as before; only the plan floor set floors plans alone
+    # unset, plans are held to the statement floor as before; the floor off is off for plans too
     assert not below_floor(DecisionPolicy(floor=0.7), *plans, 0.85)
-    only_plans = DecisionPolicy(plan_floor=0.9)
-    assert below_floor(only_plans, *plans, 0.85) and not below_floor(only_plans, *openings, 0.1)
+    off = policy.with_knobs(floor=0)
+    assert off.floor is None and off.plan_floor is None and not below_floor(off, *plans, 0.1)
+    with pytest.raises(Exception, match="no statement floor"):
+        DecisionPolicy(plan_floor=0.9)
+    with pytest.raises(Exception, match="no statement floor"):
+        policy.with_knobs(floor=0, plan_floor=0.9)
     # stored only where set, so every earlier policy's stored form (and a served judge's fingerprint) stays
     assert "plan_floor" not in DecisionPolicy(floor=0.9).to_dict() and policy.to_dict()["plan_floor"] == 0.9
     assert DecisionPolicy.from_dict(policy.to_dict()) == policy

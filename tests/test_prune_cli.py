@@ -105,6 +105,12 @@ def test_model_strategy_reports_prefilter_rejections(crafted, tmp_path, capsys):
     assert "prefilter sweep on" in out
     table = json.loads(out_file.read_text())["prefilter_sweep"]
     assert [r["prefilter"] for r in table][:2] == [0.0, 0.5] and table[-1]["resolved"] == 0.4  # ratios 0.14 and 0.52
+    # with the floors of the recipe (a plan floor beside the statement floor) the sweep scores every pair alike
+    assert pairs_main(["--data", str(crafted), "--strategy", "model", "--model", str(judge), "--prefilter", "0.0",
+                       "--device", "cpu", "--floor", "0.7", "--plan_floor", "0.9", "--sweep_prefilter",
+                       "--output", str(out_file)]) == 0
+    floored = json.loads(out_file.read_text())
+    assert floored["policy"]["plan_floor"] == 0.9 and floored["prefilter_sweep"] == table
 
 
 @pytest.mark.parametrize(

@@ -145,7 +145,9 @@ class JudgeCLI(LightningCLI):
         if self.subcommand != "fit":
             return
         self._statement_floor()  # a floor out of range is refused before hours of fitting, not after
-        self._statement_floor("plan_floor")
+        if self._statement_floor("plan_floor") and not self._statement_floor():
+            raise InputError("a floor for numbered plans needs the statement floor (--floor) beside it",
+                             field="plan_floor")
         self._check_export_dir()
         trainer = self.config["fit"].get("trainer") or {}
         epochs, steps = trainer.get("max_epochs"), trainer.get("max_steps")

@@ -188,10 +188,9 @@ def statement_floor(policy: DecisionPolicy, a: str, b: str) -> float | None:
 def below_floor(policy: DecisionPolicy, a: str, b: str, probability: float) -> bool:
     """The statement floor's test (stage 7): both steps compute nothing and the probability is
     below their floor (:func:`statement_floor`). The one place it is written."""
-    if policy.floor is None and policy.plan_floor is None:
+    if policy.floor is None:  # off, plans too (a plan floor exists only beside a statement floor)
         return False
-    floor = statement_floor(policy, a, b)
-    return floor is not None and probability < floor and computes_nothing(a) and computes_nothing(b)
+    return probability < statement_floor(policy, a, b) and computes_nothing(a) and computes_nothing(b)
 
 
 def rule_verdict(policy: DecisionPolicy, a: str, b: str, question: str = "") -> Verdict | None:

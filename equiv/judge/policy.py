@@ -61,6 +61,7 @@ class DecisionPolicy:
         plan_floor: the floor of such a pair where a step is a numbered plan
             (:func:`equiv.text.guard.numbered_plan`); None (the default, and an export stored
             without the key) = the statement floor, as before plans had a floor of their own.
+            Only with a statement floor: the floor off is off for plans too.
         restate: the restatement rule: two steps that compute nothing and restate each other
             merge without the model (:mod:`equiv.text.restate`). None (the default, and an
             export stored without the key) = on exactly when the floor is on, as it was when
@@ -126,7 +127,8 @@ class DecisionPolicy:
                    guard: bool | Sequence[str] | None = None, floor: float | None = None,
                    plan_floor: float | None = None, restate: bool | None = None) -> "DecisionPolicy":
         """This policy with the user's knobs applied (None: keep this policy's). ``prefilter`` and
-        ``floor`` of 0 turn them off; ``plan_floor`` of 0 floors plans as every statement;
+        ``floor`` of 0 turn them off (the floor off for plans too: ``plan_floor`` goes with it);
+        ``plan_floor`` of 0 floors plans as every statement;
         ``guard`` True = every rule, False = off, or rule names;
         ``restate`` on or off. Each knob moves one stage only: the floor no longer takes the
         restatement rule with it."""
@@ -139,6 +141,8 @@ class DecisionPolicy:
             changes["guard"] = guard_setting(guard)
         if floor is not None:
             changes["floor"] = _off_at_zero(floor, "floor")
+            if changes["floor"] is None:
+                changes["plan_floor"] = None
         if plan_floor is not None:
             changes["plan_floor"] = _off_at_zero(plan_floor, "plan_floor")
         if restate is not None:
@@ -201,6 +205,9 @@ def check_policy_fields(policy: DecisionPolicy) -> None:
         value = getattr(policy, name)
         if value is not None and not 0.0 < _number(value, name) <= 1.0:
             raise InputError(f"must be in (0, 1] or null (off), got {value!r}", field=name)
+    if policy.plan_floor is not None and policy.floor is None:
+        raise InputError(f"is {policy.plan_floor!r} with no statement floor; set floor too (or plan_floor 0)",
+                         field="plan_floor")
     if not isinstance(policy.guard, tuple):
         raise InputError(f"must be a tuple of rule names, got {policy.guard!r}", field="guard")
     guard_setting(policy.guard)

@@ -7,7 +7,7 @@ policy's sibling pairs (``siblings``, then ``label``) and a precision the user n
 chooses the two settings that move -- the threshold and the statement floor (a value, or off) --
 and writes a NEW export that decides with them, with where they came from. Numbered plans keep
 the export's own floor (``plan_floor``, where it stores one): the adapted floor is the other
-statements'.
+statements'; where it chooses no floor, plans have none either.
 
 How it chooses (why each step):
 

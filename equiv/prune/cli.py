@@ -239,7 +239,7 @@ def _prefilter_table(judge: Any, args: Any, mapping: Any, data: Labelled) -> lis
         data = _read_labelled(args.sweep_data, mapping, args.skip_invalid)
     labels, ratios = data.labels, data.ratios
     saved = judge.policy
-    judge.policy = replace(saved, prefilter=None, guard=(), floor=None, restate=False)  # score every pair once
+    judge.policy = replace(saved, prefilter=None, guard=(), floor=None, plan_floor=None, restate=False)  # score every pair once
     judge.clear_cache()
     try:
         probs = judge.pair_scores(data.pairs, data.questions)

@@ -151,7 +151,7 @@ class YardstickPolicy:
         elif self.threshold_from == "repick":
             if not calibration:
                 raise InputError("needs calibration rows (part: calibration) in oof.jsonl", field="part")
-            sweep = policy if self.sweep_guarded else replace(policy, guard=(), floor=None)
+            sweep = policy if self.sweep_guarded else replace(policy, guard=(), floor=None, plan_floor=None)
             verdicts = self.decide(calibration, sweep)
             chosen = choose_threshold(sweep, _pairs(calibration), verdicts, [int(r["label"]) for r in calibration])
             policy = policy.with_knobs(threshold=chosen.threshold)
