@@ -241,7 +241,12 @@ def test_a_run_directory_bound_before_the_plan_floor_existed_still_resumes():
     assert "pruner.plan_floor" not in defining(before)
     assert defining({**before, "pruner": {**before["pruner"], "plan_floor": None}}) == defining(before)
     assert defining({**before, "pruner": {**before["pruner"], "plan_floor": 0.9}})["pruner.plan_floor"] == 0.9
+    # a committed sweep run, bound before the key existed and resumed since (config.yaml now says
+    # plan_floor: null): its settings as they were bound and as they are now give one digest
     run = REPO_ROOT / "benchmarks/data/budget_sweep/runs/budget_mcts_s02_w10_qwen15b_gsm8k/unpruned"
     config = read_bound_config(run)
-    assert config is not None and "plan_floor" not in (config.get("pruner") or {})
-    check_digest(run, defining(config), read_bound_data(run), read_bound_models(run))  # bound, and it holds
+    assert config is not None
+    as_bound = {**config, "pruner": {k: v for k, v in config["pruner"].items() if k != "plan_floor"}}
+    assert defining(as_bound) == defining(config)
+    for settings in (as_bound, config):
+        check_digest(run, defining(settings), read_bound_data(run), read_bound_models(run))  # it holds
