@@ -190,7 +190,8 @@ def below_floor(policy: DecisionPolicy, a: str, b: str, probability: float) -> b
     below their floor (:func:`statement_floor`). The one place it is written."""
     if policy.floor is None:  # off, plans too (a plan floor exists only beside a statement floor)
         return False
-    return probability < statement_floor(policy, a, b) and computes_nothing(a) and computes_nothing(b)
+    # the texts' tests first: a pair that computes never needs to know whether a step is a plan
+    return computes_nothing(a) and computes_nothing(b) and probability < statement_floor(policy, a, b)
 
 
 def rule_verdict(policy: DecisionPolicy, a: str, b: str, question: str = "") -> Verdict | None:
