@@ -262,6 +262,43 @@ def test_a_comparison_turned_round_vetoes():
     assert vetoes(a, a.replace("Adrianna has", "Adrianna owns")) is None
 
 
+# The restatements of a question gemma-3-270m writes with one comparative turned round (issue 65):
+# each comparative of a GSM8K relation against its opposite, in an otherwise shared sentence.
+@pytest.mark.parametrize("a, b, detail", [
+    ("Tom is 3 years older than Ann.", "Tom is 3 years younger than Ann.", "older vs younger"),
+    ("His elder sister is 12.", "His younger sister is 12.", "older vs younger"),
+    ("The oak is 5 feet taller than the pine.", "The oak is 5 feet shorter than the pine.", "shorter vs taller"),
+    ("The red rope is 4 meters longer than the blue one.", "The red rope is 4 meters shorter than the blue one.",
+     "longer vs shorter"),
+    ("The box is 2 pounds heavier than the bag.", "The box is 2 pounds lighter than the bag.", "heavier vs lighter"),
+    ("The pool is 3 times bigger than the pond.", "The pool is 3 times smaller than the pond.", "bigger vs smaller"),
+    ("The pool is 3 times larger than the pond.", "The pool is 3 times smaller than the pond.", "bigger vs smaller"),
+    ("Her score is 10 points higher than his.", "Her score is 10 points lower than his.", "higher vs lower"),
+    ("The train is 20 mph faster than the bus.", "The train is 20 mph slower than the bus.", "faster vs slower"),
+    ("She arrives 15 minutes earlier than Ben.", "She arrives 15 minutes later than Ben.", "earlier vs later"),
+    ("The park is 2 miles farther than the school.", "The park is 2 miles closer than the school.", "closer vs farther"),
+    ("The number is 6 greater than twice the other.", "The number is 6 less than twice the other.", "less vs more"),
+])
+def test_a_comparative_turned_round_vetoes(a, b, detail):
+    assert guard_veto(a, b, "How old is Ann?") == Veto("reversed_relation", detail)
+    assert guard_veto(b, a, "How old is Ann?") == Veto("reversed_relation", detail)
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Tom is 3 years older than Ann.", "Tom is 3 years elder than Ann."),          # one direction, two words
+    ("The pool is 3 times bigger than the pond.", "The pool is 3 times larger than the pond."),
+    ("The train is 20 mph faster than the bus.", "The train is 20 mph quicker than the bus."),
+    ("The number is 6 greater than the other.", "The number is 6 more than the other."),
+    ("Tom is 3 years older than Ann.", "So Tom is 3 years older than Ann now."),    # "older" on both sides
+    ("The oak is 5 feet taller than the pine.", "The oak is 5 feet longer than the pine."),  # two scales, no opposite
+    ("Tom has 3 more books than Ann.", "Tom has 3 older books than Ann."),          # "more" is no age
+    ("We know that Tom is 3 years older than Ann today.", "We know that Ann is 3 years younger than Tom today."),
+    ("We know that Tom has 3 more pens than Ann today.", "We know that Ann has 3 fewer pens than Tom today."),
+])
+def test_a_synonym_or_the_converse_of_a_comparative_passes(a, b):
+    assert vetoes(a, b, "How old is Ann?", ["reversed_relation"]) is None
+
+
 ELIDA = "Elida has 5 letters while Adrianna has "
 
 

@@ -510,21 +510,84 @@ def different_ordinals(a: str, b: str, question: str) -> str | None:
     return _swapped_ordinal(a, b)
 
 
-# The direction of a comparison: "2 more than twice" and "2 less than twice" are different claims.
-_RELATIONS = {"more": "more", "additional": "more", "extra": "more", "less": "less", "fewer": "less"}
-_swapped_relation = _both_orders(lambda a, b: _replaced_class(a, b, _RELATIONS))
+# The direction of a comparison, the one place that owns the comparison words: each scale's words
+# that go up and its words that go down ("3 years older" / "3 years younger" are different claims;
+# "more" / "additional" are one). The first word of each side names it in a reason. The scales are
+# the comparatives that GSM8K questions state relations with (older/younger, longer, taller, faster,
+# higher, farther, ...), each with its opposite. A word may sit on two scales ("shorter" is the
+# opposite of "taller" and of "longer"; "greater" of "less" and of "smaller"). Not "expensive"
+# ("less expensive" is "cheaper": two words would have to be read together) nor "further" (also
+# "additional"). Rubric: *logical structure: the same premises lead to the same conclusion(s)*.
+_DIRECTIONS = {
+    "amount": ("more additional extra greater", "less fewer"),
+    "age": ("older elder", "younger"),
+    "height": ("taller", "shorter"),
+    "length": ("longer", "shorter"),
+    "weight": ("heavier", "lighter"),
+    "size": ("bigger larger greater", "smaller"),
+    "level": ("higher", "lower"),
+    "speed": ("faster quicker", "slower"),
+    "time": ("earlier sooner", "later"),
+    "distance": ("farther", "closer nearer"),
+    "width": ("wider", "narrower"),
+    "depth": ("deeper", "shallower"),
+}
+
+
+def _directions_by_word() -> dict[str, frozenset[tuple[str, int]]]:
+    """Each word of :data:`_DIRECTIONS` to its (scale, direction): +1 up, -1 down."""
+    out: dict[str, set[tuple[str, int]]] = {}
+    for scale, (up, down) in _DIRECTIONS.items():
+        for sign, words in ((1, up), (-1, down)):
+            for word in words.split():
+                out.setdefault(word, set()).add((scale, sign))
+    return {word: frozenset(directions) for word, directions in out.items()}
+
+
+_DIRECTION = _directions_by_word()
+
+
+def _direction_name(scale: str, sign: int) -> str:
+    return _DIRECTIONS[scale][0 if sign > 0 else 1].split()[0]
+
+
+def _reversed_relation_one_way(a: str, b: str) -> tuple[str, str] | None:
+    """The first short replacement whose sides hold comparison words of one scale in opposite
+    directions and no direction in common, as the two directions' names; ``None`` when the
+    alignment also exchanges two spans ("Tom is 3 years older than Ann" / "Ann is 3 years younger
+    than Tom": the converse, the same claim)."""
+    swaps = [(tuple(x), tuple(y)) for x, y in _replacements(a, b)]
+    if set(swaps) & {(y, x) for x, y in swaps}:
+        return None
+    for span_a, span_b in swaps:
+        left = {d for w in span_a for d in _DIRECTION.get(w, ())}
+        right = {d for w in span_b for d in _DIRECTION.get(w, ())}
+        if left & right:
+            continue
+        for scale, sign in sorted(left):
+            if (scale, -sign) in right:
+                return _direction_name(scale, sign), _direction_name(scale, -sign)
+    return None
+
+
+_swapped_relation = _both_orders(_reversed_relation_one_way)
 
 
 def reversed_relation(a: str, b: str, question: str) -> str | None:
-    """In a shared sentence, a comparison turned round ("Adrianna has 2 more than twice ..." / "...
-    2 less than twice ..."). Rubric: *logical structure: the same premises lead to the same conclusion(s)*."""
+    """In a shared sentence, a comparison turned round: a comparison word replaced by its opposite
+    (:data:`_DIRECTIONS`: "Adrianna has 2 more than twice ..." / "... 2 less than twice ...", "Tom is
+    3 years older than Ann" / "... younger than Ann"), unless the sentence is its converse, the two
+    sides of the comparison exchanged too ("... older than Ann" / "Ann is ... younger than Tom").
+    Rubric: *logical structure: the same premises lead to the same conclusion(s)*."""
     return _swapped_relation(a, b)
 
 
 # A comparison or a multiple written right after a number ("12 more dresses", "2 less than twice the
-# number"), each word to its meaning ("additional" is "more"); "than" and "as" join them and count for
-# nothing. Not "quarter" or "second": fractions and ordinals are other rules' business.
-_COMPARISON_WORDS = {"more": "more", "additional": "more", "extra": "more", "less": "less", "fewer": "less",
+# number"), each word to its meaning: the amount words of :data:`_DIRECTIONS` ("additional" is
+# "more") and the multiples; "than" and "as" join them and count for nothing. Not "quarter" or
+# "second": fractions and ordinals are other rules' business.
+_COMPARISON_WORDS = {**{word: _direction_name(scale, sign) for word, directions in _DIRECTION.items()
+                        for scale, sign in directions if scale == "amount"},
                      "twice": "twice", "double": "twice", "triple": "triple", "thrice": "triple", "half": "half",
                      "times": "times"}
 _COMPARISON_GLUE = frozenset({"than", "as"})
