@@ -290,6 +290,31 @@ def test_dfs_never_explores_a_pruned_class_and_collects_num_sequence():
     assert [r.steps for r in policy.requests] == [(), ("so A",), ("A",)]
 
 
+def test_dfs_counts_a_finished_representatives_merged_twins_toward_num_sequence():
+    """Merging finished siblings must not make DFS search on for distinct solutions: the twins are
+    complete solutions already generated, and the unpruned search counts them."""
+    table = {
+        (): [cand("A"), cand("B")],
+        ("A",): [cand("A done answer 1", finished=True), cand("so A done answer 1", finished=True),
+                 cand("A other answer 2", finished=True)],
+        ("B",): [cand("B done answer 3", finished=True)],
+    }
+    values = {"A": 0.9, "B": 0.5, "A done answer 1": 0.8, "so A done answer 1": 0.7, "A other answer 2": 0.6}
+    for prune in (False, True):
+        policy = TablePolicy(table)
+        final, ctx = run_search(dfs, policy, TableReward(values), RestateJudge(), prune=prune, width=3,
+                                num_sequence=3)
+        assert [r.steps for r in policy.requests] == [(), ("A",)], prune  # B is never expanded
+        assert ctx.tree.steps(final) == ("A", "A done answer 1")
+    # only representatives are the search's solutions (the twin's answer is its representative's)
+    assert [ctx.tree[n.id].text for n in ctx.solutions] == ["A done answer 1", "A other answer 2"]
+    assert sum(n.merged_into is not None for n in ctx.tree) == 1
+    # four distinct solutions wanted: the pruned search goes on to B as the unpruned one does
+    policy = TablePolicy(table)
+    run_search(dfs, policy, TableReward(values), RestateJudge(), width=3, num_sequence=4)
+    assert [r.steps for r in policy.requests] == [(), ("A",), ("B",)]
+
+
 def test_dfs_respects_expansion_budget_and_min_value():
     table = {(): [cand("A"), cand("B")], ("A",): [cand("A2")], ("A", "A2"): [cand("A3")], ("B",): [cand("B2")]}
     values = {"A": 0.9, "B": 0.1}
