@@ -208,7 +208,7 @@ RECIPE_OPTION = "--recipe"
 RECIPE_HELP = ("the trainer recipe: the YAML file `fit --config` takes (configs/gsm8k_equiv.yaml), {what}")
 
 TRAINER_KEYS = ("model", "data", "trainer", "seed_everything", "optimizer", "lr_scheduler", "ckpt_path", "checkpoint",
-                "export_dir", "overwrite", "threshold_from_val", "guard", "floor", "plan_floor",
+                "export_dir", "overwrite", "threshold_from_val", "guard", "floor", "plan_floor", "plan_items",
                 "predictions_out")
 """The top-level keys of a trainer recipe (``fit --config``: LightningCLI's groups and the options
 ``equiv.judge.cli`` adds): how :func:`refuse_recipe_as_config` tells a recipe from a file of a

@@ -22,7 +22,7 @@ CONFIGS = REPO / "configs"
 ALL_YAML = sorted(p for p in itertools.chain(CONFIGS.rglob("*.yaml"), CONFIGS.rglob("*.yml")))
 TRAINER_KEYS = {"trainer", "model", "data", "seed_everything", "ckpt_path", "checkpoint", "export_dir",
                 "threshold_from_val", "guard",
-                "floor", "plan_floor"}
+                "floor", "plan_floor", "plan_items"}
 SWEEPS = {"sweep_mathequiv.yaml"}
 
 

@@ -329,13 +329,14 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
                  f"--model.model_name={tiny_longformer}", "--model.max_length=64", "--trainer.max_epochs=1",
                  "--trainer.limit_train_batches=2", "--trainer.enable_progress_bar=false", f"--data.train={train}",
                  "--data.val=null", "--data.calibration_fraction=0.3", "--threshold_from_val=true",
-                 "--guard=true", "--floor=0.9", "--plan_floor=0.95",
+                 "--guard=true", "--floor=0.9", "--plan_floor=0.95", "--plan_items=0.85",
                  f"--export_dir={out / 'judge'}"]) == 0  # fmt: skip
     metrics = json.loads((out / "judge" / "equiv_metrics.json").read_text())
     settings = json.loads((out / "judge" / "config.json").read_text())["equiv"]
     policy = policy_from_settings(settings)  # the stored policy: every guard rule, the floor, the threshold
     assert policy.guard and policy.floor == 0.9 and policy.threshold == metrics["decision_threshold"]
     assert policy.plan_floor == 0.95 and policy.restate
+    assert policy.plan_items == 0.85 and policy.paraphrase_model == "bundled:all-MiniLM-L6-v2"
     assert "guard_calibration_f1" in metrics and "hybrid_threshold" not in metrics
 
     # the stored threshold is the best F1 on the plain calibration scores, not on the guarded ones
@@ -375,6 +376,7 @@ def test_fit_claim_guard_is_exported_on_thresholds_chosen_without_it(tiny_longfo
         ("--model.weight_decay=-1", "error: field 'weight_decay': must be >= 0, got -1.0"),
         ("--floor=1.5", "error: field 'floor': must be in [0, 1], got 1.5"),
         ("--plan_floor=1.5", "error: field 'plan_floor': must be in [0, 1], got 1.5"),
+        ("--plan_items=-0.5", "error: field 'plan_items': must be in [0, 1], got -0.5"),
         ("--plan_floor=0.9", "error: field 'plan_floor': a floor for numbered plans needs the statement floor (--floor) "
                              "beside it"),
     ],

@@ -272,7 +272,7 @@ def test_the_recipes_seed_overlay_changes_only_the_seeds_and_the_folders(capsys,
     assert seed1["model"] == plain["model"]
     assert seed1["trainer"]["default_root_dir"] == "outputs/gsm8k_equiv_seed1"
     assert "save_dir" not in seed1["trainer"]["logger"]["init_args"]  # linked to default_root_dir
-    decisions = ("threshold_from_val", "guard", "floor", "plan_floor")
+    decisions = ("threshold_from_val", "guard", "floor", "plan_floor", "plan_items")
     assert {k: seed1[k] for k in decisions} == {k: plain[k] for k in decisions}
 
 

@@ -145,6 +145,7 @@ class JudgeCLI(LightningCLI):
         if self.subcommand != "fit":
             return
         self._statement_floor()  # a floor out of range is refused before hours of fitting, not after
+        self._statement_floor("plan_items")
         if self._statement_floor("plan_floor") and not self._statement_floor():
             raise InputError("a floor for numbered plans needs the statement floor (--floor) beside it",
                              field="plan_floor")
@@ -284,6 +285,13 @@ class JudgeCLI(LightningCLI):
             "(equiv.text.guard.numbered_plan); unset: plans are held to --floor",
         )
         parser.add_argument(
+            "--plan_items",
+            type=float | None,
+            default=None,
+            help="store the aligned-plan stage: two numbered plans that compute nothing merge when every pair of their "
+            "sub-goals, in order, reads alike at this sentence-embedding cosine or above (equiv.judge.decide); unset: off",
+        )
+        parser.add_argument(
             "--predictions_out",
             type=str | None,
             default=None,
@@ -327,6 +335,11 @@ class JudgeCLI(LightningCLI):
         floor = self._statement_floor()
         if floor is not None:
             attach_statement_floor(out, floor, self._statement_floor("plan_floor"))
+        plan_items = self._statement_floor("plan_items")
+        if plan_items is not None:
+            update_policy(out, plan_items=plan_items)
+            print(f"aligned plans: two numbered plans merge when every pair of sub-goals reads alike at cosine >= "
+                  f"{plan_items}", flush=True)
         if probs is not None:
             metrics = dict(metrics, **report_policy(out, self.datamodule, probs))
             export_metrics(out, metrics)
@@ -361,7 +374,7 @@ class JudgeCLI(LightningCLI):
                 probs[index] = prob
         policy = policy_from_settings(self.model.equiv_settings()).with_knobs(
             guard=bool(self._subcommand_value("guard")), floor=self._statement_floor(),
-            plan_floor=self._statement_floor("plan_floor"))
+            plan_floor=self._statement_floor("plan_floor"), plan_items=self._statement_floor("plan_items"))
         pairs = [(r.sentence1, r.sentence2) for r in records]
         verdicts = decide(pairs, policy, [probs[i] for i in range(len(records))], [question_of(r) for r in records])
         with out.open("w", encoding="utf-8") as fh:
@@ -375,7 +388,7 @@ class JudgeCLI(LightningCLI):
         return config.get(key) if config is not None else None
 
     def _statement_floor(self, key: str = "floor") -> float | None:
-        """``--floor`` (or ``--plan_floor``), checked: one line naming the field when out of [0, 1]."""
+        """``--floor`` (or ``--plan_floor``, ``--plan_items``), checked: one line naming the field when out of [0, 1]."""
         floor = self._subcommand_value(key)
         return None if floor is None else check_fraction(float(floor), key)
 

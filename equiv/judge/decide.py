@@ -16,6 +16,11 @@ first and the model last, so the model scores only the pairs the rules leave ope
    other (:func:`equiv.text.restate.restatement`: the same words, or the same final answer)
    merge, whatever the probability: the floor distrusts the model on such pairs, and these the
    words settle.
+4b. ``aligned_plan`` -- with ``policy.plan_items`` set, two numbered plans that compute nothing
+   and list as many sub-goals merge when every pair of sub-goals, in order, reads alike at a
+   cosine of at least ``plan_items`` (``paraphrase``: the sentence model's similarity,
+   :mod:`equiv.judge.paraphrase`): a plan is its list of sub-goals, and the cross-encoder, unsure
+   of whole plans, is not asked (docs/experiments/2026-12-01-plans-item-by-item.md).
 5. the model's probability (``scores``: the members' combined probability).
 6. ``below_threshold`` -- the probability is below ``policy.threshold``: kept apart.
 7. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``
@@ -30,13 +35,14 @@ on fresh solution pairs, 17 with every pair swapped). A scorer passed as a funct
 the pairs in that order; a caller passing probabilities it computed itself scores
 :func:`canonical_pair` of each pair (:func:`equiv.judge.members.score_members` does).
 
-Stages 3 and 4 do not read the probability, so running them before the model gives the verdicts
+Stages 3 to 4b do not read the probability, so running them before the model gives the verdicts
 the old order (model, then guard and restatement) gave, without the model's work on the pairs
 they decide (on search's sibling pairs the guard alone decides most of those the prefilter
 leaves). Their probability is None unless the caller asks for it (``score_ruled``: ``pairs
 --output``, threshold sweeps) or passes the scores already computed.
 
-No torch; pure apart from calling ``scores``.
+No torch; pure apart from calling ``scores`` and ``paraphrase`` (whose default loads the policy's
+sentence model on first use, only when a pair of plans reaches stage 4b).
 """
 
 from __future__ import annotations
@@ -49,19 +55,22 @@ from equiv.judge.policy import DecisionPolicy
 from equiv.text.formatting import format_key
 from equiv.text.guard import computes_nothing, guard_rule, numbered_plan, rule_detail
 from equiv.text.levenshtein import levenshtein_ratio, normalise_whitespace
+from equiv.text.plans import aligned_items
 from equiv.text.restate import restatement
 
 Pair = tuple[str, str]
 Scorer = Callable[[list[Pair]], Sequence[float]]
+ParaphraseScorer = Callable[[Sequence[Pair]], Sequence[float]]
 
 IDENTICAL = "identical"
 PREFILTERED = "prefiltered"
 GUARD_PREFIX = "guard:"
 RESTATED = "restated"
+ALIGNED_PLAN = "aligned_plan"
 BELOW_THRESHOLD = "below_threshold"
 FLOOR = "floor"
 THRESHOLD = "threshold"
-REASONS = (IDENTICAL, PREFILTERED, GUARD_PREFIX + "<rule>", RESTATED, BELOW_THRESHOLD, FLOOR, THRESHOLD)
+REASONS = (IDENTICAL, PREFILTERED, GUARD_PREFIX + "<rule>", RESTATED, ALIGNED_PLAN, BELOW_THRESHOLD, FLOOR, THRESHOLD)
 """Every reason a verdict can give, in stage order (``guard:<rule>`` names the vetoing rule)."""
 FREE_REASONS = (IDENTICAL, PREFILTERED)
 """Reasons whose probability is fixed (1 and 0) without any model."""
@@ -222,8 +231,39 @@ def model_verdict(policy: DecisionPolicy, a: str, b: str, probability: float) ->
     return Verdict(probability, True, THRESHOLD)
 
 
+def aligned_plan_verdicts(policy: DecisionPolicy, pairs: Sequence[Pair],
+                          paraphrase: ParaphraseScorer | None = None) -> list[Verdict | None]:
+    """Stage 4b for pairs the earlier stages left open: per pair, the ``aligned_plan`` merge or
+    None (the model decides). Only with ``policy.plan_items`` set, and only for two numbered plans
+    that compute nothing and list as many sub-goals; every sub-goal pair is scored in one call of
+    ``paraphrase`` (default: the policy's sentence model, loaded on first use)."""
+    if policy.plan_items is None:
+        return [None] * len(pairs)
+    aligned = [aligned_items(a, b) if computes_nothing(a) and computes_nothing(b) else () for a, b in pairs]
+    items = sorted({item for pair_items in aligned for item in pair_items})
+    if not items:
+        return [None] * len(pairs)
+    if paraphrase is None:
+        from equiv.judge.paraphrase import paraphrase_scorer  # torch and the sentence model: only now
+
+        paraphrase = paraphrase_scorer(policy.paraphrase_model)
+    got = list(paraphrase(items))
+    if len(got) != len(items):
+        raise ValueError(f"the paraphrase scorer returned {len(got)} scores for {len(items)} pairs")
+    cosine = dict(zip(items, got))
+    out: list[Verdict | None] = []
+    for pair_items in aligned:
+        least = min((cosine[item] for item in pair_items), default=None)
+        if least is None or least < policy.plan_items:
+            out.append(None)
+        else:
+            out.append(Verdict(None, True, ALIGNED_PLAN, f"{len(pair_items)} sub-goals alike, the least at {least:.3f}"))
+    return out
+
+
 def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Sequence[float | None],
-           questions: Sequence[str] | None = None, *, score_ruled: bool = False) -> list[Verdict]:
+           questions: Sequence[str] | None = None, *, score_ruled: bool = False,
+           paraphrase: ParaphraseScorer | None = None) -> list[Verdict]:
     """One :class:`Verdict` per pair, in order; each pair decided in its canonical order
     (:func:`canonical_pair`), so swapping a pair's texts changes nothing.
 
@@ -234,6 +274,7 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
     guard reads for restated givens; the model never does. ``score_ruled``: also score the pairs
     a guard rule or the restatement rule decided, for their probability (the verdict does not
     change); off by default, so the model runs only on the pairs the rules leave open.
+    ``paraphrase``: the sub-goal similarity of stage 4b (default: the policy's sentence model).
     """
     if questions is not None and len(questions) != len(pairs):
         raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
@@ -244,8 +285,11 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
     out: list[Verdict | None] = [None] * len(pairs)
     todo: list[int] = []  # pairs the model scores: those the rules left open (+ the ruled ones, asked)
     for i, (a, b) in enumerate(pairs):
-        ruled = rule_verdict(policy, a, b, asked[i])
-        out[i] = ruled
+        out[i] = rule_verdict(policy, a, b, asked[i])
+    open_pairs = [i for i, verdict in enumerate(out) if verdict is None]
+    for i, verdict in zip(open_pairs, aligned_plan_verdicts(policy, [pairs[i] for i in open_pairs], paraphrase)):
+        out[i] = verdict
+    for i, ruled in enumerate(out):
         if ruled is None or (ruled.probability is None and (score_ruled or not callable(scores))):
             todo.append(i)
     if todo:
@@ -284,7 +328,7 @@ def sweep_scores(pairs: Sequence[Pair], verdicts: Sequence[Verdict], policy: Dec
     :func:`equiv.judge.calibrate.choose_threshold` sweeps."""
     out = []
     for (a, b), v in zip(pairs, verdicts):
-        if v.reason in (IDENTICAL, RESTATED):
+        if v.reason in (IDENTICAL, RESTATED, ALIGNED_PLAN):
             out.append(1.0)
         elif v.reason == PREFILTERED or v.reason.startswith(GUARD_PREFIX) or v.reason == FLOOR:
             out.append(0.0)

@@ -64,7 +64,7 @@ def build_ensemble(members: Sequence[str | Path], out_dir: str | Path) -> Path:
         decisions.append(replace(policy_from_settings(settings, source=source / "config.json"), threshold=0.5))
     if any(m != mappings[0] for m in mappings):
         raise InputError("members were trained with different label mappings", field="members")
-    for field in ("guard", "floor", "plan_floor", "prefilter", "same_step", "compare"):
+    for field in ("guard", "floor", "plan_floor", "plan_items", "paraphrase_model", "prefilter", "same_step", "compare"):
         if any(getattr(d, field) != getattr(decisions[0], field) for d in decisions):
             found = ", ".join(f"{source}: {getattr(d, field)}" for source, d in zip(sources, decisions))
             raise InputError(f"members store different policy {field} settings ({found}); fit them with the same "

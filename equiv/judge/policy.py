@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from equiv.backbones import BUNDLED_MINILM
 from equiv.errors import InputError
 from equiv.text.guard import rule_names
 
@@ -43,6 +44,8 @@ simply how :mod:`equiv.judge.members` scores). A stored export holding that valu
 any other value is refused, since this code cannot decide that way."""
 COMPARE = (">=", ">")
 """>=: the judges; >: the paper's "Levenshtein ratio > 0.95" baseline."""
+DEFAULT_PARAPHRASE_MODEL = BUNDLED_MINILM
+"""The sentence model the aligned-plan stage reads sub-goals with (:mod:`equiv.judge.paraphrase`)."""
 LEGACY_KEYS = ("decision_threshold", "prefilter_threshold", "claim_guard", "statement_threshold")
 """The scattered export settings a version-less export decided with."""
 
@@ -67,6 +70,13 @@ class DecisionPolicy:
             export stored without the key) = on exactly when the floor is on, as it was when
             the rule rode on the floor; resolved when the policy is made, so turning the floor
             off later leaves it as it is.
+        plan_items: the aligned-plan stage: two numbered plans that both compute nothing and
+            list as many sub-goals merge without the classifier when every pair of sub-goals,
+            taken in order, reads alike at a cosine of at least this in ``paraphrase_model``'s
+            sentence embeddings (:mod:`equiv.text.plans`, :mod:`equiv.judge.paraphrase`). None (the
+            default, and an export stored without the key) = off.
+        paraphrase_model: the sentence model of ``plan_items`` (a ``bundled:`` name, a local
+            directory or a hub id); stored only beside ``plan_items``.
         same_step: the free same-step shortcut (``format``, ``whitespace`` or ``off``).
         compare: ``>=`` (judges) or ``>`` (the Levenshtein baseline).
         version: :data:`POLICY_VERSION`.
@@ -78,6 +88,8 @@ class DecisionPolicy:
     floor: float | None = None
     plan_floor: float | None = None
     restate: bool | None = None
+    plan_items: float | None = None
+    paraphrase_model: str = DEFAULT_PARAPHRASE_MODEL
     same_step: str = "format"
     compare: str = ">="
     version: int = POLICY_VERSION
@@ -91,11 +103,14 @@ class DecisionPolicy:
         """The JSON form stored in exports (``guard`` as a list). ``restate`` is written only where
         it differs from what an export without the key reads (on exactly when the floor is on), so
         the stored form, and a served judge's fingerprint, of every earlier policy stay the same;
-        so is ``plan_floor`` where it is None (plans floored as every statement)."""
+        so is ``plan_floor`` where it is None (plans floored as every statement), and the
+        aligned-plan stage's two fields where it is off."""
         data = asdict(self)
         data["guard"] = list(self.guard)
         if self.plan_floor is None:
             del data["plan_floor"]
+        if self.plan_items is None:
+            del data["plan_items"], data["paraphrase_model"]
         if self.restate == (self.floor is not None):
             del data["restate"]
         return data
@@ -125,12 +140,13 @@ class DecisionPolicy:
 
     def with_knobs(self, *, threshold: float | None = None, prefilter: float | None = None,
                    guard: bool | Sequence[str] | None = None, floor: float | None = None,
-                   plan_floor: float | None = None, restate: bool | None = None) -> "DecisionPolicy":
+                   plan_floor: float | None = None, restate: bool | None = None,
+                   plan_items: float | None = None) -> "DecisionPolicy":
         """This policy with the user's knobs applied (None: keep this policy's). ``prefilter`` and
         ``floor`` of 0 turn them off (the floor off for plans too: ``plan_floor`` goes with it);
         ``plan_floor`` of 0 floors plans as every statement;
         ``guard`` True = every rule, False = off, or rule names;
-        ``restate`` on or off. Each knob moves one stage only: the floor no longer takes the
+        ``restate`` on or off; ``plan_items`` of 0 turns the aligned-plan stage off. Each knob moves one stage only: the floor no longer takes the
         restatement rule with it."""
         changes: dict[str, Any] = {}
         if threshold is not None:
@@ -147,6 +163,8 @@ class DecisionPolicy:
             changes["plan_floor"] = _off_at_zero(plan_floor, "plan_floor")
         if restate is not None:
             changes["restate"] = check_restate(restate)
+        if plan_items is not None:
+            changes["plan_items"] = _off_at_zero(plan_items, "plan_items")
         return replace(self, **changes) if changes else self
 
 
@@ -201,13 +219,15 @@ def check_policy_fields(policy: DecisionPolicy) -> None:
     threshold = _number(policy.threshold, "threshold")
     if not 0.0 < threshold <= 1.0:
         raise InputError(f"must be in (0, 1], got {policy.threshold!r}", field="threshold")
-    for name in ("prefilter", "floor", "plan_floor"):
+    for name in ("prefilter", "floor", "plan_floor", "plan_items"):
         value = getattr(policy, name)
         if value is not None and not 0.0 < _number(value, name) <= 1.0:
             raise InputError(f"must be in (0, 1] or null (off), got {value!r}", field=name)
     if policy.plan_floor is not None and policy.floor is None:
         raise InputError(f"is {policy.plan_floor!r} with no statement floor; set floor too (or plan_floor 0)",
                          field="plan_floor")
+    if not isinstance(policy.paraphrase_model, str) or not policy.paraphrase_model.strip():
+        raise InputError(f"must name a sentence model, got {policy.paraphrase_model!r}", field="paraphrase_model")
     if not isinstance(policy.guard, tuple):
         raise InputError(f"must be a tuple of rule names, got {policy.guard!r}", field="guard")
     guard_setting(policy.guard)

@@ -281,6 +281,8 @@ def judge_work(out: dict[str, Any]) -> str:
         parts.append(f"the statement floor held back {st['floored']} merges")
     if out["restate"]:
         parts.append(f"{st['restated']} restated before scoring")
+    if st.get("aligned_plans"):
+        parts.append(f"{st['aligned_plans']} plans merged sub-goal by sub-goal")
     return ", ".join(parts) + f"; {st['seconds']:.2f} s"
 
 

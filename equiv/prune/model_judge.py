@@ -20,7 +20,7 @@ class ModelJudge(CachedJudge):
     Loaded with :func:`equiv.prune.loading.load_classifier` from an exported Hugging Face
     directory (``config.json`` key ``equiv`` holds the training-time settings) or a Lightning
     checkpoint. The export's decision policy (``equiv.policy``; an older export's settings
-    converted) is the default, ``threshold``, ``prefilter``, ``guard``, ``floor`` and ``plan_floor`` knobs on
+    converted) is the default, ``threshold``, ``prefilter``, ``guard``, ``floor``, ``plan_floor`` and ``plan_items`` knobs on
     top of it; ``max_length`` defaults to its
     ``max_length`` (else the model's limit); a ``max_length`` beyond what the model's position
     embeddings allow is lowered to that limit with a warning, never run into an index error.
@@ -46,6 +46,7 @@ class ModelJudge(CachedJudge):
         floor: float | None = None,
         plan_floor: float | None = None,
         restate: bool | None = None,
+        plan_items: float | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -59,7 +60,7 @@ class ModelJudge(CachedJudge):
         stored = policy_from_settings(settings, source=Path(self.path) / "config.json")
         self.policy = stored.with_knobs(threshold=None if threshold is None else check_threshold(threshold, self.name),
                                         prefilter=prefilter, guard=guard, floor=floor,
-                                        plan_floor=plan_floor, restate=restate)
+                                        plan_floor=plan_floor, restate=restate, plan_items=plan_items)
         if batch_size < 1:
             raise InputError(f"must be >= 1, got {batch_size}", field="batch_size")
         self.batch_size = int(batch_size)

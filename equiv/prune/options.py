@@ -24,7 +24,7 @@ SHORT_NAMES: Mapping[str, tuple[str, ...]] = {
     "strategy": ("--strategy",), "model": ("--model",), "threshold": ("--threshold",), "prefilter": ("--prefilter",),
     "batch_size": ("--batch_size", "--batch-size"), "max_length": ("--max_length", "--max-length"),
     "device": ("--device",), "dtype": ("--dtype",), "guard": ("--guard",), "floor": ("--floor",),
-    "plan_floor": ("--plan_floor",), "restate": ("--restate",),
+    "plan_floor": ("--plan_floor",), "restate": ("--restate",), "plan_items": ("--plan_items",),
 }
 """The other option strings of ``--pruner.FIELD``, the same in every command that declares them
 (a command that leaves a field out has no short name for it either)."""

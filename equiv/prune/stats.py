@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from equiv.judge.decide import FLOOR, GUARD_PREFIX, IDENTICAL, PREFILTERED, RESTATED, Verdict
+from equiv.judge.decide import ALIGNED_PLAN, FLOOR, GUARD_PREFIX, IDENTICAL, PREFILTERED, RESTATED, Verdict
 
 
 @dataclass
@@ -28,11 +28,12 @@ class JudgeStats:
     exact: int = 0
     prefiltered: int = 0
     scored: int = 0
-    ruled: int = 0  # new pairs a guard rule or the restatement rule decided unscored (no model)
+    ruled: int = 0  # new pairs a guard rule, the restatement rule or aligned plans decided unscored (no judge model)
     forward_batches: int = 0
     guarded: int = 0  # pairs asked whose merge a guard rule vetoed (repeats included)
     floored: int = 0  # pairs asked, neither step computing, at the threshold but short of the statement floor
     restated: int = 0  # pairs asked, neither step computing, merged as restatements of each other (restate on)
+    aligned_plans: int = 0  # pairs asked, two plans merged sub-goal by sub-goal (plan_items set)
     seconds: float = 0.0
 
     def count(self, verdicts: Sequence[Verdict], fresh: Sequence[bool], seconds: float = 0.0) -> None:
@@ -53,6 +54,7 @@ class JudgeStats:
             self.guarded += verdict.reason.startswith(GUARD_PREFIX)
             self.floored += verdict.reason == FLOOR
             self.restated += verdict.reason == RESTATED
+            self.aligned_plans += verdict.reason == ALIGNED_PLAN
         self.seconds += seconds
 
     def reset(self) -> None:

@@ -98,6 +98,10 @@ class PrunerConfig:
         plan_floor: the floor of such a pair where a step is a numbered plan
             (:func:`equiv.text.guard.numbered_plan`); None = the export's policy for ``model``,
             0 = plans held to ``floor`` like every statement.
+        plan_items: the aligned-plan stage: two numbered plans that compute nothing merge when every
+            pair of their sub-goals, in order, reads alike at this cosine or above
+            (:func:`equiv.judge.decide.aligned_plan_verdicts`); None = the export's policy for
+            ``model`` (off for the other strategies), 0 = off.
         restate: the restatement rule: two steps that compute nothing and restate each other
             (:mod:`equiv.text.restate`) merge without the model; None = the export's policy for
             ``model`` (on where it has a floor), off for the other strategies.
@@ -119,6 +123,7 @@ class PrunerConfig:
     guard: bool | list[str] | str | None = None
     floor: float | None = None
     plan_floor: float | None = None
+    plan_items: float | None = None
     restate: bool | None = None
     url: str | None = None
     judge_fingerprint: str | None = None
@@ -140,6 +145,8 @@ class PrunerConfig:
             check_fraction(float(self.prefilter), "prefilter")
         check_statement_floor(self.floor)
         check_statement_floor(self.plan_floor, field="plan_floor")
+        if self.plan_items is not None:
+            check_fraction(float(self.plan_items), "plan_items")
         if self.restate is not None:
             check_restate(self.restate)
         if self.guard is not None:
@@ -173,6 +180,9 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
         if cfg.restate:
             raise InputError("strategy 'none' merges nothing; the restatement rule would merge nothing either",
                              field="restate")
+        if cfg.plan_items:
+            raise InputError("strategy 'none' merges nothing; aligned plans would merge nothing either",
+                             field="plan_items")
         return None
     s = cfg.strategy
     if cfg.prefilter is not None and not entry.prefilter:
@@ -188,7 +198,7 @@ def build_judge(cfg: PrunerConfig) -> CachedJudge | RemoteJudge | None:
     assert judge is not None
     if not entry.export_settings:  # a model judge took them over its export's policy when built
         judge.policy = judge.policy.with_knobs(guard=cfg.guard, floor=cfg.floor, plan_floor=cfg.plan_floor,
-                                               restate=cfg.restate)
+                                               restate=cfg.restate, plan_items=cfg.plan_items)
     return judge
 
 
@@ -209,12 +219,13 @@ def _classifier(cfg: PrunerConfig) -> CachedJudge:
         floor=cfg.floor,
         plan_floor=cfg.plan_floor,
         restate=cfg.restate,
+        plan_items=cfg.plan_items,
     )
 
 
 def _remote(cfg: PrunerConfig) -> RemoteJudge:
     """``remote``: the service applies its judge's whole policy; settings it would ignore are errors."""
-    for name in ("guard", "floor", "plan_floor", "restate"):
+    for name in ("guard", "floor", "plan_floor", "restate", "plan_items"):
         if getattr(cfg, name) is not None:
             raise InputError("the remote strategy uses the served judge's own policy; set it where the judge is "
                              "exported", field=name)

@@ -35,9 +35,9 @@ RESULT_DEFINING = {
                "fewshot_path", "fewshot_count", "fewshot_seed"),
     "reward": ("kind", "model", "options"),
     "pruner": ("strategy", "model", "threshold", "prefilter", "grouping", "representative", "guard",
-               "floor", "plan_floor", "restate", "judge_fingerprint"),
+               "floor", "plan_floor", "plan_items", "restate", "judge_fingerprint"),
 }
-UNSET_UNBOUND = frozenset({"pruner.plan_floor"})
+UNSET_UNBOUND = frozenset({"pruner.plan_floor", "pruner.plan_items"})
 """Result-defining settings added after run directories were bound with a digest of their
 settings: unset (None) they are left out, so a directory bound before they existed still resumes
 (its digest holds) and one that sets them is bound to them."""

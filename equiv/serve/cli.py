@@ -46,6 +46,7 @@ def describe_served(config: PrunerConfig) -> dict[str, Any]:
 
 
 SERVE_SKIP = ("strategy", "threshold", "prefilter", "grouping", "representative", "guard", "floor", "plan_floor", "restate",
+              "plan_items",
               "url",
               "judge_fingerprint")
 """Pruner settings ``serve`` does not take: it serves the ``model`` strategy with the export's own

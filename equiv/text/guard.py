@@ -59,6 +59,7 @@ from typing import Callable, Iterator, Sequence
 from equiv.text.assignment import assignments, read
 from equiv.text.expression import same_value, unknowns, values
 from equiv.text.formula import extract_formulas, latex_math, normalise_formula
+from equiv.text.plans import NUMBERED_ITEM, numbered_plan  # noqa: F401  (re-exported: the guard's readers import them here)
 from equiv.text.normalize import (CALCULATOR_NOTE, DIGITS, NUMBER_WORDS, ORDINAL_WORDS, THOUSANDS, TOKEN, WORD,
                                   is_function_word, number_value, quantize, stem, step_numbers, strip_notes,
                                   unescaped_dollars)
@@ -200,22 +201,6 @@ def computes_nothing(step: str) -> bool:
     the question or plans ("Elida has 5 letters while Adrianna has 2 less"). The statement floor's
     predicate: two such steps share no computation to compare, so a judge must be surer to merge them."""
     return not computes(step)
-
-
-NUMBERED_ITEM = re.compile(r"^[ \t]*(?:[*#]+[ \t]*)?(\d{1,2})[.)][ \t]", re.M)
-"""A line that opens a numbered list's item ("1. Find ...", "**2.** Add ...", "3) ...")."""
-
-
-def numbered_plan(step: str) -> bool:
-    """Whether a step is a numbered list of sub-goals (an item 1 and, on a later line, an item 2):
-    what a real policy writes first ("1. Calculate the total weight. 2. Divide by three."). The
-    statement floor reads such pairs with a floor of their own (``DecisionPolicy.plan_floor``):
-    two plans that split or order the work differently read alike to the model, where two
-    one-line statements that read alike nearly always say the same (docs/experiments/
-    2026-11-30-a-floor-per-kind-of-statement.md). A step that is one item of a worked list
-    ("1. **Initial borrowings:** Mary starts with 5 books.") is not a plan."""
-    numbers = [int(n) for n in NUMBERED_ITEM.findall(step)]
-    return 1 in numbers and 2 in numbers[numbers.index(1) + 1:]
 
 
 # ---------------------------------------------------------------------------------------------
