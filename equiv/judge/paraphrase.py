@@ -18,16 +18,13 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from equiv.backbones import BUNDLED_MINILM, resolve_model_name
+from equiv.backbones import resolve_model_name
 from equiv.errors import InputError
+from equiv.judge.decide import Pair, ParaphraseScorer
+from equiv.judge.policy import DEFAULT_PARAPHRASE_MODEL
 
-Pair = tuple[str, str]
-ParaphraseScorer = Callable[[Sequence[Pair]], list[float]]
-
-DEFAULT_PARAPHRASE_MODEL = BUNDLED_MINILM
-"""The sentence model a policy's aligned-plan stage reads sub-goals with unless it names another."""
 MAX_CACHED_TEXTS = 16_384
 """Texts whose embeddings a process keeps (384 floats each for MiniLM: about 25 MB at the bound)."""
 
