@@ -18,12 +18,16 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from equiv.backbones import resolve_model_name
 from equiv.errors import InputError
-from equiv.judge.decide import Pair, ParaphraseScorer
 from equiv.judge.policy import DEFAULT_PARAPHRASE_MODEL
+
+Pair = tuple[str, str]
+ParaphraseScorer = Callable[[Sequence[Pair]], list[float]]
+"""What :func:`paraphrase_scorer` returns and :func:`equiv.judge.decide.decide` takes as ``paraphrase``
+(declared there too: decide imports this module only when a pair of plans needs it)."""
 
 MAX_CACHED_TEXTS = 16_384
 """Texts whose embeddings a process keeps (384 floats each for MiniLM: about 25 MB at the bound)."""
