@@ -20,14 +20,15 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from equiv.backbones import BUNDLED_MINILM, resolve_model_name
+from equiv.backbones import resolve_model_name
 from equiv.errors import InputError
+from equiv.judge.policy import DEFAULT_PARAPHRASE_MODEL
 
 Pair = tuple[str, str]
 ParaphraseScorer = Callable[[Sequence[Pair]], list[float]]
+"""What :func:`paraphrase_scorer` returns and :func:`equiv.judge.decide.decide` takes as ``paraphrase``
+(declared there too: decide imports this module only when a pair of plans needs it)."""
 
-DEFAULT_PARAPHRASE_MODEL = BUNDLED_MINILM
-"""The sentence model a policy's aligned-plan stage reads sub-goals with unless it names another."""
 MAX_CACHED_TEXTS = 16_384
 """Texts whose embeddings a process keeps (384 floats each for MiniLM: about 25 MB at the bound)."""
 

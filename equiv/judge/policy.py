@@ -146,8 +146,8 @@ class DecisionPolicy:
         ``floor`` of 0 turn them off (the floor off for plans too: ``plan_floor`` goes with it);
         ``plan_floor`` of 0 floors plans as every statement;
         ``guard`` True = every rule, False = off, or rule names;
-        ``restate`` on or off; ``plan_items`` of 0 turns the aligned-plan stage off. Each knob moves one stage only: the floor no longer takes the
-        restatement rule with it."""
+        ``restate`` on or off; ``plan_items`` of 0 turns the aligned-plan stage off. Each knob
+        moves one stage only: the floor no longer takes the restatement rule with it."""
         changes: dict[str, Any] = {}
         if threshold is not None:
             changes["threshold"] = threshold

@@ -10,14 +10,14 @@ expansion with pruning on, each sibling pair the judge scored is kept when
   below the threshold -- the close calls, where a wrong "no" would hide).
 
 Each row carries the verdict's ``reason`` (:mod:`equiv.judge.decide`: ``identical``,
-``threshold``, ``guard:<rule>``, ``floor``, ``below_threshold``; a pair merged only through a
+``threshold``, ``guard:<rule>``, ``restated``, ``aligned_plan``, ``floor``, ``below_threshold``; a pair merged only through a
 third sibling keeps its own reason) and, for a guard veto, its ``detail``. The runner writes
 them to ``judge_pairs.jsonl`` in the run directory, one JSON object per pair with the problem
 ``id`` and ``seed``; the report links the file and shows the reasons. The verdict is in its one
 JSON form (:meth:`equiv.judge.decide.Verdict.to_json`: ``probability``, ``merged`` -- the pair's
 own verdict, where ``kind`` says whether its two steps ended in one class -- ``reason``,
 ``model_call``, ``detail``); ``probability`` is null for a pair a rule decided (``guard:<rule>``,
-``restated``): the model does not score those. Files written before 2026-11-29 named it ``prob``;
+``restated``, ``aligned_plan``): the model does not score those. Files written before 2026-11-29 named it ``prob``;
 :func:`equiv.judge.decide.verdict_from_json` reads both. Exact duplicates never
 reach the judge and are not listed (the record counts them as ``duplicates``).
 """
