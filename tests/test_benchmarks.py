@@ -8,6 +8,7 @@ identical, the last line is ``speedup: <x>``, and the JSON carries every engine'
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -279,3 +280,38 @@ def test_bench_budget_sweep_runs_every_point_and_arm_in_chunks_and_writes_the_su
     bad = subprocess.run([*argv[:2], "--points", "no_such_point", "--report_only"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "no_such_point.yaml" in bad.stderr
+
+
+def test_bench_plan_items_scores_the_grid_and_chooses_by_cross_validation(tmp_path):
+    """bench_plan_items.py on a small file of plans with a tiny judge and the real bundled sentence
+    model: the stage off and each cut-off per file, then the choice by both rules and its held-out
+    figures. Reworded plans merge at a cut-off the stage reaches; plans of other sub-goals do not."""
+    from tests.helpers.judges import SETTINGS, make_tiny_judge
+
+    # a threshold the random head never reaches: without the stage the judge merges nothing
+    judge = make_tiny_judge(tmp_path / "judge", settings={**SETTINGS, "decision_threshold": 0.999})
+    plan = "1. Find the total number of guests.\n2. Multiply by the glasses each guest drinks."
+    reworded = "1. Find how many guests there are in total.\n2. Multiply that by the glasses each guest drinks."
+    other = "1. Convert the punch from ounces to gallons.\n2. Divide by the size of one bottle."
+    rows = []
+    for k in range(10):  # ten problems, so that five folds each hold out two
+        rows.append({"id": f"p{k}-a", "problem": f"p{k}", "sentence1": plan, "sentence2": reworded, "result": 4})
+        rows.append({"id": f"p{k}-b", "problem": f"p{k}", "sentence1": plan, "sentence2": other, "result": 0})
+    data = tmp_path / "plans.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_plan_items.py"), "--judge", str(judge),
+         "--data", f"plans={data}", "--grid", "0.5,0.99"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("plans"))
+    off, at_half, at_099 = re.findall(r"\d\.\d{3} / \d\.\d{3} \(\d+/\d+\)", row)
+    assert off == "0.000 / 0.000 (0/0)"  # the stage off: nothing merges
+    assert at_half == "1.000 / 1.000 (10/0)"  # the reworded plans merge, the plans of other sub-goals do not
+    assert at_099 == "0.000 / 0.000 (0/0)"  # no two reworded sub-goals read alike at 0.99
+    assert "point estimate" in proc.stdout and "Wilson bound, z=1" in proc.stdout
+    assert "chosen 0.5, 0.5, 0.5, 0.5, 0.5" in proc.stdout
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_plan_items.py"), "--judge", str(judge),
+                          "--data", str(data)], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "NAME=FILE" in bad.stderr
