@@ -246,8 +246,26 @@ def test_embedding_baseline_with_bundled_minilm():
     assert probs[0] == probs[1] and j.stats.cache_hits >= 1
     g = group_siblings([a, b, c], j)
     assert g.representative_of[2] == 2
-    with pytest.raises(InputError):
+    with pytest.raises(InputError) as err:
         EmbeddingJudge("/no/such/dir", device="cpu")
+    assert err.value.field == "model" and err.value.path == "/no/such/dir"
+
+
+def test_the_embedding_baseline_encodes_through_the_bounded_sentence_encoder():
+    """One loader and one bounded per-text cache with the aligned-plan stage (equiv.judge.paraphrase)."""
+    from equiv.judge.paraphrase import SentenceEncoder
+
+    j = EmbeddingJudge(threshold=0.8, batch_size=2, device="cpu")
+    assert isinstance(j.encoder, SentenceEncoder) and j.encoder.name == j.model_name
+    j.encoder.max_cached = 3
+    texts = [f"She buys {n} apples." for n in range(5)]
+    j.pair_scores([(texts[0], texts[1]), (texts[2], texts[3]), (texts[0], texts[4])])
+    assert j.encoder.encoded == 5 and j.stats.forward_batches == 3  # 5 new texts in batches of 2
+    assert len(j.encoder._vectors) <= 3  # bounded: the least recent went
+    j.clear_cache()
+    assert not j.encoder._vectors
+    j.pair_scores([(texts[0], texts[1])])
+    assert j.encoder.encoded == 7 and j.stats.forward_batches == 4  # pair cache and embeddings both cleared
 
 
 def test_new_pairs_reach_the_judge_in_canonical_order_and_the_cache_ignores_order():

@@ -144,9 +144,9 @@ class JudgeCLI(LightningCLI):
         self._logger_follows_root_dir()
         if self.subcommand != "fit":
             return
-        self._statement_floor()  # a floor out of range is refused before hours of fitting, not after
-        self._statement_floor("plan_items")
-        if self._statement_floor("plan_floor") and not self._statement_floor():
+        self._fraction_setting("floor")  # a floor out of range is refused before hours of fitting, not after
+        self._fraction_setting("plan_items")
+        if self._fraction_setting("plan_floor") and not self._fraction_setting("floor"):
             raise InputError("a floor for numbered plans needs the statement floor (--floor) beside it",
                              field="plan_floor")
         self._check_export_dir()
@@ -332,10 +332,10 @@ class JudgeCLI(LightningCLI):
         probs = score_judge_dir(out, pairs) if pairs else None
         if guard:
             update_policy(out, guard=True)
-        floor = self._statement_floor()
+        floor = self._fraction_setting("floor")
         if floor is not None:
-            attach_statement_floor(out, floor, self._statement_floor("plan_floor"))
-        plan_items = self._statement_floor("plan_items")
+            attach_statement_floor(out, floor, self._fraction_setting("plan_floor"))
+        plan_items = self._fraction_setting("plan_items")
         if plan_items is not None:
             update_policy(out, plan_items=plan_items)
             print(f"aligned plans: two numbered plans merge when every pair of sub-goals reads alike at cosine >= "
@@ -373,8 +373,8 @@ class JudgeCLI(LightningCLI):
             for index, prob in zip(batch["index"].tolist(), batch["prob"].tolist()):
                 probs[index] = prob
         policy = policy_from_settings(self.model.equiv_settings()).with_knobs(
-            guard=bool(self._subcommand_value("guard")), floor=self._statement_floor(),
-            plan_floor=self._statement_floor("plan_floor"), plan_items=self._statement_floor("plan_items"))
+            guard=bool(self._subcommand_value("guard")), floor=self._fraction_setting("floor"),
+            plan_floor=self._fraction_setting("plan_floor"), plan_items=self._fraction_setting("plan_items"))
         pairs = [(r.sentence1, r.sentence2) for r in records]
         verdicts = decide(pairs, policy, [probs[i] for i in range(len(records))], [question_of(r) for r in records])
         with out.open("w", encoding="utf-8") as fh:
@@ -387,8 +387,9 @@ class JudgeCLI(LightningCLI):
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         return config.get(key) if config is not None else None
 
-    def _statement_floor(self, key: str = "floor") -> float | None:
-        """``--floor`` (or ``--plan_floor``, ``--plan_items``), checked: one line naming the field when out of [0, 1]."""
+    def _fraction_setting(self, key: str) -> float | None:
+        """A setting that must lie in [0, 1] (``--floor``, ``--plan_floor``: probabilities; ``--plan_items``:
+        a cosine), checked: one line naming the field when out of range; None when not given."""
         floor = self._subcommand_value(key)
         return None if floor is None else check_fraction(float(floor), key)
 

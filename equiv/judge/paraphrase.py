@@ -37,22 +37,25 @@ class SentenceEncoder:
     """Normalised sentence embeddings of texts, each text encoded once (bounded LRU)."""
 
     def __init__(self, model: str = DEFAULT_PARAPHRASE_MODEL, *, device: str = "cpu", batch_size: int = 64,
-                 max_cached: int = MAX_CACHED_TEXTS) -> None:
+                 max_cached: int = MAX_CACHED_TEXTS, field: str = "paraphrase_model") -> None:
+        """``field`` names the setting a bad ``model`` came from in the one-line error (the aligned-plan
+        stage's ``paraphrase_model``; the ``embedding`` strategy's ``model``)."""
         path = resolve_model_name(model)
         if not Path(path).exists() and (path.startswith((".", "/", "~")) or Path(path).suffix):
-            raise InputError("sentence model directory does not exist", path=path, field="paraphrase_model")
+            raise InputError("sentence model directory does not exist", path=path, field=field)
         from sentence_transformers import SentenceTransformer
 
         try:
             self.model = SentenceTransformer(path, device=device)
         except (OSError, ValueError) as err:
             raise InputError(f"cannot load a sentence-transformers model: {err}".splitlines()[0], path=path,
-                             field="paraphrase_model") from None
+                             field=field) from None
         self.name = model
         self.batch_size = batch_size
         self.max_cached = max_cached
         self._vectors: OrderedDict[str, Any] = OrderedDict()
         self.encoded = 0  # texts encoded so far (a repeat costs nothing: what the tests read)
+        self.batches = 0  # forward batches run so far (the ``embedding`` strategy's ``forward_batches``)
 
     def vectors(self, texts: Sequence[str]) -> list[Any]:
         """One normalised embedding (a float32 CPU tensor) per text, in order."""
@@ -61,6 +64,7 @@ class SentenceEncoder:
             encoded = self.model.encode(new, batch_size=self.batch_size, convert_to_tensor=True,
                                         normalize_embeddings=True, show_progress_bar=False)
             self.encoded += len(new)
+            self.batches += -(-len(new) // self.batch_size)
             for text, vector in zip(new, encoded.float().cpu()):
                 self._vectors[text] = vector
         out = []
@@ -70,6 +74,10 @@ class SentenceEncoder:
         while len(self._vectors) > self.max_cached:
             self._vectors.popitem(last=False)
         return out
+
+    def clear(self) -> None:
+        """Forget every kept embedding (a judge's ``clear_cache``)."""
+        self._vectors.clear()
 
     def similarity(self, pairs: Sequence[Pair]) -> list[float]:
         """The cosine of each pair's embeddings, in [-1, 1]."""
