@@ -6,8 +6,9 @@ first and the model scores only the pairs they leave open. This script runs a re
 judge over the shipped sibling pair files (``benchmarks/data/*siblings*.jsonl``, read in place)
 with the recipe's policy (every guard rule, floor 0.9, restatement on) both ways, in one process:
 
-- **old order**: ``pair_verdicts(..., score_ruled=True)`` scores every pair past the prefilter,
-  exactly the model work the old order did (the verdicts are the same either way; checked);
+- **old order**: ``pair_verdicts(..., score_ruled=True)`` on the pairs past the prefilter scores
+  every one of them, exactly the model work the old order did (the verdicts are the same either
+  way; checked);
 - **new order**: ``pair_verdicts(...)``, the default.
 
 A fresh judge (empty cache) per file and order; each row is the best of ``--repeats`` runs. The
@@ -40,11 +41,23 @@ def read_pairs(path: Path) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 def run(model: str, device: str, pairs: list, questions: list, score_ruled: bool) -> tuple[dict, list, float]:
+    """One order's verdicts, stats and seconds. The old order (``score_ruled``) scores every pair
+    the prefilter passes; since 2026-12-01 the prefilter runs after the rules, so a pair it holds
+    is asked without ``score_ruled`` (the old order never scored it)."""
+    from equiv.judge.decide import prefiltered
     from equiv.prune import ModelJudge
 
     judge = ModelJudge(model, device=device, guard=True, floor=0.9, restate=True)
+    held = [prefiltered(judge.policy, a, b) for a, b in pairs] if score_ruled else [False] * len(pairs)
+    groups = {flag: [i for i, h in enumerate(held) if h == flag] for flag in (False, True)}
+    verdicts: list = [None] * len(pairs)
     start = time.perf_counter()
-    verdicts = judge.pair_verdicts(pairs, questions, score_ruled=score_ruled)
+    for flag, idx in groups.items():
+        if idx:
+            got = judge.pair_verdicts([pairs[i] for i in idx], [questions[i] for i in idx],
+                                      score_ruled=score_ruled and not flag)
+            for i, v in zip(idx, got):
+                verdicts[i] = v
     seconds = time.perf_counter() - start
     return judge.stats.to_dict(), [(v.merged, v.reason) for v in verdicts], seconds
 

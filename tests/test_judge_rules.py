@@ -246,3 +246,25 @@ def test_pairs_cli_reports_false_merges_and_spread_and_takes_the_guard(tmp_path)
     assert alone.returncode == 0 and m_alone["tp"] == 0 and "restated" not in m_alone["reasons"]
     bad = search_cli("pairs", "--data", data, "--strategy", "levenshtein", "--pruner.restate", "maybe")
     assert bad.returncode == 2 and "restate" in bad.stderr
+
+
+def test_the_prefilter_spares_the_model_not_the_rules_that_read_words():
+    """A restatement whose characters differ a lot merges (a policy boxes one answer in its own words);
+    a pair the prefilter would hold that a guard rule vetoes gives the rule's reason; only a pair the
+    rules leave open is the prefilter's, kept apart with probability 0 and never scored."""
+    boxed = ("So, the total amount Zach spent is \\(\\boxed{682}\\).", "So, Zach spent \\(\\boxed{682}\\) dollars.")
+    vetoed = ("Mia scored 90.", "Then she spent 17 of her 40 dollars on the trip, leaving 23.")
+    open_pair = ("She walks to the market today.", "Then add them up.")
+    policy = DecisionPolicy(threshold=0.5, prefilter=0.9, guard=("different_numbers", "extra_number"), floor=0.7)
+    asked: list[tuple[str, str]] = []
+
+    def scorer(pairs):
+        asked.extend(pairs)
+        return [0.99] * len(pairs)
+
+    got = decide([boxed, vetoed, open_pair], policy, scorer, [Q] * 3)
+    assert [(v.merged, v.reason) for v in got] == [(True, "restated"), (False, "guard:different_numbers"), (False, "prefiltered")]
+    assert got[2].probability == 0.0 and not asked  # the model saw none of them
+    # the prefilter alone (rules off) holds all three, as before the order changed
+    bare = DecisionPolicy(threshold=0.5, prefilter=0.9, guard=(), restate=False)
+    assert [v.reason for v in decide([boxed, vetoed, open_pair], bare, scorer, [Q] * 3)] == ["prefiltered"] * 3

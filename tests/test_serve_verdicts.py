@@ -23,7 +23,7 @@ def judge(tmp_path_factory):
 
 def test_each_verdict_names_the_rule_that_decided_it(judge):
     pairs = [("3 + 4 = 7 apples.", "3+4 = 7 apples"),          # the same step up to formatting
-             ("3 + 4 = 7", "She walks to the market today."),  # Levenshtein ratio under the prefilter
+             ("She walks to the market today.", "Then add them up."),  # Levenshtein ratio under the prefilter
              ("She has 3 + 4 = 7 apples.", "She has 3 + 4 = 8 apples."),  # different results: the guard
              ("She buys more apples.", "Janet buys more apples."),        # two statements: the floor
              ("She has 3 + 4 = 7 apples.", "So she has 3 + 4 = 7 apples.")]  # the model, over the threshold

@@ -10,22 +10,26 @@ The stages, in order (the first that decides gives the reason; docs/pruning.md).
 first and the model last, so the model scores only the pairs the rules leave open:
 
 1. ``identical`` -- the two steps are the same step (``policy.same_step``): merged, probability 1.
-2. ``prefiltered`` -- Levenshtein ratio <= ``policy.prefilter``: kept apart, probability 0.
-3. ``guard:<rule>`` -- a guard rule (``policy.guard``, :mod:`equiv.text.guard`) vetoes: kept apart.
-4. ``restated`` -- with ``policy.restate`` on, two steps that compute nothing and restate each
+2. ``guard:<rule>`` -- a guard rule (``policy.guard``, :mod:`equiv.text.guard`) vetoes: kept apart.
+3. ``restated`` -- with ``policy.restate`` on, two steps that compute nothing and restate each
    other (:func:`equiv.text.restate.restatement`: the same words, or the same final answer)
    merge, whatever the probability: the floor distrusts the model on such pairs, and these the
    words settle.
-4b. ``aligned_plan`` -- with ``policy.plan_items`` set, two numbered plans that compute nothing
+4. ``aligned_plan`` -- with ``policy.plan_items`` set, two numbered plans that compute nothing
    and list as many sub-goals merge when every pair of sub-goals, in order, reads alike at a
    cosine of at least ``plan_items`` (``paraphrase``: the sentence model's similarity,
    :mod:`equiv.judge.paraphrase`): a plan is its list of sub-goals, and the cross-encoder, unsure
    of whole plans, is not asked (docs/experiments/2026-12-01-plans-item-by-item.md).
-5. the model's probability (``scores``: the members' combined probability).
-6. ``below_threshold`` -- the probability is below ``policy.threshold``: kept apart.
-7. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``
+5. ``prefiltered`` -- Levenshtein ratio <= ``policy.prefilter``: kept apart, probability 0. After
+   the rules since 2026-12-01: the prefilter spares the *model* pairs too unlike in characters to
+   be worth scoring, and a rule that reads the words (a restatement: "So, the total amount Zach
+   spent is [boxed 682]." / "So, Zach spent [boxed 682] dollars.") is not such a pair
+   (docs/experiments/2026-12-01-the-rules-before-the-prefilter.md).
+6. the model's probability (``scores``: the members' combined probability).
+7. ``below_threshold`` -- the probability is below ``policy.threshold``: kept apart.
+8. ``floor`` -- both steps compute nothing and the probability is below ``policy.floor``
    (``policy.plan_floor`` where a step is a numbered plan): kept apart.
-8. ``threshold`` -- merged.
+9. ``threshold`` -- merged.
 
 Every stage reads a pair in one canonical order (:func:`canonical_pair`: the two texts sorted), so
 a verdict -- its probability, merge, reason and detail -- is the same for ``(a, b)`` and
@@ -35,14 +39,14 @@ on fresh solution pairs, 17 with every pair swapped). A scorer passed as a funct
 the pairs in that order; a caller passing probabilities it computed itself scores
 :func:`canonical_pair` of each pair (:func:`equiv.judge.members.score_members` does).
 
-Stages 3 to 4b do not read the probability, so running them before the model gives the verdicts
+Stages 2 to 5 do not read the probability, so running them before the model gives the verdicts
 the old order (model, then guard and restatement) gave, without the model's work on the pairs
 they decide (on search's sibling pairs the guard alone decides most of those the prefilter
 leaves). Their probability is None unless the caller asks for it (``score_ruled``: ``pairs
 --output``, threshold sweeps) or passes the scores already computed.
 
 No torch; pure apart from calling ``scores`` and ``paraphrase`` (whose default loads the policy's
-sentence model on first use, only when a pair of plans reaches stage 4b).
+sentence model on first use, only when a pair of plans reaches stage 4).
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ ALIGNED_PLAN = "aligned_plan"
 BELOW_THRESHOLD = "below_threshold"
 FLOOR = "floor"
 THRESHOLD = "threshold"
-REASONS = (IDENTICAL, PREFILTERED, GUARD_PREFIX + "<rule>", RESTATED, ALIGNED_PLAN, BELOW_THRESHOLD, FLOOR, THRESHOLD)
+REASONS = (IDENTICAL, GUARD_PREFIX + "<rule>", RESTATED, ALIGNED_PLAN, PREFILTERED, BELOW_THRESHOLD, FLOOR, THRESHOLD)
 """Every reason a verdict can give, in stage order (``guard:<rule>`` names the vetoing rule)."""
 FREE_REASONS = (IDENTICAL, PREFILTERED)
 """Reasons whose probability is fixed (1 and 0) without any model."""
@@ -130,7 +134,7 @@ class VerdictJSONError(ValueError):
         self.message = message
 
 
-MERGING_REASONS = (IDENTICAL, RESTATED, THRESHOLD)
+MERGING_REASONS = (IDENTICAL, RESTATED, ALIGNED_PLAN, THRESHOLD)
 """The reasons of a merge (every other reason keeps the pair apart)."""
 
 
@@ -182,7 +186,7 @@ def same_step(policy: DecisionPolicy, a: str, b: str) -> bool:
 
 
 def prefiltered(policy: DecisionPolicy, a: str, b: str) -> bool:
-    """Stage 2: whether the Levenshtein prefilter keeps the pair apart without a model."""
+    """Stage 5: whether the Levenshtein prefilter keeps a pair the rules left open from the model."""
     return policy.prefilter is not None and levenshtein_ratio(a, b) <= policy.prefilter
 
 
@@ -195,7 +199,7 @@ def statement_floor(policy: DecisionPolicy, a: str, b: str) -> float | None:
 
 
 def below_floor(policy: DecisionPolicy, a: str, b: str, probability: float) -> bool:
-    """The statement floor's test (stage 7): both steps compute nothing and the probability is
+    """The statement floor's test (stage 8): both steps compute nothing and the probability is
     below their floor (:func:`statement_floor`). The one place it is written."""
     if policy.floor is None:  # off, plans too (a plan floor exists only beside a statement floor)
         return False
@@ -204,12 +208,11 @@ def below_floor(policy: DecisionPolicy, a: str, b: str, probability: float) -> b
 
 
 def rule_verdict(policy: DecisionPolicy, a: str, b: str, question: str = "") -> Verdict | None:
-    """Stages 1-4, which read the texts only: the verdict when a rule decides the pair (a guard
-    veto or a restatement with probability None), else None (the model decides)."""
+    """Stages 1-3, which read the texts only: the verdict when a rule decides the pair (a guard
+    veto or a restatement with probability None), else None (aligned plans, the prefilter and
+    the model decide)."""
     if same_step(policy, a, b):
         return Verdict(1.0, True, IDENTICAL)
-    if prefiltered(policy, a, b):
-        return Verdict(0.0, False, PREFILTERED)
     for name in policy.guard:
         detail = rule_detail(guard_rule(name), a, b, question or "")
         if detail:
@@ -233,7 +236,7 @@ def model_verdict(policy: DecisionPolicy, a: str, b: str, probability: float) ->
 
 def aligned_plan_verdicts(policy: DecisionPolicy, pairs: Sequence[Pair],
                           paraphrase: ParaphraseScorer | None = None) -> list[Verdict | None]:
-    """Stage 4b for pairs the earlier stages left open: per pair, the ``aligned_plan`` merge or
+    """Stage 4 for pairs the earlier stages left open: per pair, the ``aligned_plan`` merge or
     None (the model decides). Only with ``policy.plan_items`` set, and only for two numbered plans
     that compute nothing and list as many sub-goals; every sub-goal pair is scored in one call of
     ``paraphrase`` (default: the policy's sentence model, loaded on first use)."""
@@ -274,7 +277,7 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
     guard reads for restated givens; the model never does. ``score_ruled``: also score the pairs
     a guard rule or the restatement rule decided, for their probability (the verdict does not
     change); off by default, so the model runs only on the pairs the rules leave open.
-    ``paraphrase``: the sub-goal similarity of stage 4b (default: the policy's sentence model).
+    ``paraphrase``: the sub-goal similarity of stage 4 (default: the policy's sentence model).
     """
     if questions is not None and len(questions) != len(pairs):
         raise ValueError(f"{len(questions)} questions for {len(pairs)} pairs")
@@ -288,7 +291,8 @@ def decide(pairs: Sequence[Pair], policy: DecisionPolicy, scores: Scorer | Seque
         out[i] = rule_verdict(policy, a, b, asked[i])
     open_pairs = [i for i, verdict in enumerate(out) if verdict is None]
     for i, verdict in zip(open_pairs, aligned_plan_verdicts(policy, [pairs[i] for i in open_pairs], paraphrase)):
-        out[i] = verdict
+        out[i] = verdict if verdict is not None else (
+            Verdict(0.0, False, PREFILTERED) if prefiltered(policy, *pairs[i]) else None)
     for i, ruled in enumerate(out):
         if ruled is None or (ruled.probability is None and (score_ruled or not callable(scores))):
             todo.append(i)

@@ -241,7 +241,7 @@ STRATEGIES.add(Strategy(
     "cosine of sentence embeddings >= threshold (default 0.9; the SBERT baseline)", learned=True, model=True))
 STRATEGIES.add(Strategy("formula", lambda cfg: FormulaJudge(), "the same normalised formulas", threshold=False,
                         baseline=True))
-STRATEGIES.add(Strategy("model", _classifier, "the trained judge, after its policy's rules (shortcut, prefilter, guard)",
+STRATEGIES.add(Strategy("model", _classifier, "the trained judge, after its policy's rules (shortcut, guard, restatement, aligned plans) and prefilter",
                         learned=True, model=True, prefilter=True, export_settings=True))
 STRATEGIES.add(Strategy("remote", _remote, "the judge of a running `search_cli.py serve` (its whole policy), over HTTP",
                         learned=True, threshold=False, export_settings=True))

@@ -29,6 +29,11 @@ of the two Qwen2.5-Coder-1.5B sibling files, now merged (5 held by the floor as 
 nothing, 1 vetoed by ``different_result``, which had read ``= \\$310`` as no conclusion).
 Extended (2026-11-30) with the 1,273 pairs of ``gsm8k_train_siblings_qwen_w10_first_steps.jsonl``
 when that file was added: no verdict of the other files moved (the pinned verdicts are 27,864).
+Regenerated (2026-12-01) when the prefilter moved after the rules (it spares the model, not the
+rules that read words): 5,290 of 27,864 verdicts moved, every one from ``prefiltered``: 5,228 to a
+guard rule's veto (kept apart as before, the reason now the rule's) and 62 to ``restated`` (31
+pairs under each of the two policies with the restatement rule on, on the two gemma-3-270m and
+two Qwen2.5-Coder-1.5B sibling files), every one of the 31 pairs labelled equivalent (levels 3-4).
 Regenerate only after a deliberate
 change of verdicts::
 
