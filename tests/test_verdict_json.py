@@ -38,6 +38,8 @@ def test_old_files_still_read():
     assert verdict_from_json({"kind": "kept_apart", "reason": "floor", "prob": 0.83, "threshold": 0.5}) == \
         Verdict(0.83, False, "floor")
     assert verdict_from_json({"kind": "merged", "reason": "restated", "prob": None}) == Verdict(None, True, "restated")
+    # every merging reason reads as a merge without a "merged" field, aligned plans included
+    assert verdict_from_json({"reason": "aligned_plan", "probability": None}) == Verdict(None, True, "aligned_plan")
     # the first pair logs had no reason: the probability against the row's threshold
     first = [json.loads(line) for line in (REPO / "tests/data/rundir_v1/pruned/judge_pairs.jsonl").read_text().splitlines()]
     read = [verdict_from_json(row) for row in first]
