@@ -5,9 +5,9 @@
 through the judge's own ``group`` (:func:`equiv.prune.boundary.group_families`, the one place a
 merge is decided, which search and the llm-reasoners adapter call too). Each pair is decided by
 the judge's own policy, applied by the one evaluator (:func:`equiv.judge.decide.decide`, through
-the judge's ``pair_verdicts``): the rules first -- the same-step shortcut, the Levenshtein
-prefilter, the guard rules, the restatement rule -- and only the pairs they leave open go to the
-model, whose probability meets the threshold and the statement floor; the reason is the stage
+the judge's ``pair_verdicts``): the rules first -- the same-step shortcut, the guard rules, the
+restatement rule, aligned plans, then the Levenshtein prefilter -- and only the pairs they leave
+open go to the model, whose probability meets the threshold and the statement floor; the reason is the stage
 that decided. ``/verdicts`` and ``/group`` answer each verdict in its one JSON form
 (:meth:`~equiv.judge.decide.Verdict.to_json`).
 """
